@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+const fileUsage = `usage: impgate file --imp NAME --intent INTENT [--payload-file F|-] [--rationale TEXT]
+
+File a gate from the trusted side and print its id alone on stdout. The
+payload must be JSON (wrap plain text with jq -Rs .); it is frozen as
+canonical bytes and its sha256 recorded. Without --payload-file the payload
+is {}.
+
+Examples:
+  id=$(echo '{"to":["team@ourco.com"],"subject":"digest"}' | impgate file --imp yuko --intent email-send --payload-file -)
+  jq -Rs '{text: .}' notes.txt | impgate file --imp yuko --intent message-user --payload-file - --rationale "nightly notes"
+`
+
+func file(e *cli.Env, args []string) error {
+	fs := e.FlagSet("file", fileUsage)
+	root := cli.RootFlag(fs)
+	o := gate.FileOptions{Actor: "impgate"}
+	var payloadFile, as string
+	fs.StringVar(&o.Imp, "imp", "", "the imp `NAME` the gate belongs to (required)")
+	fs.StringVar(&o.Intent, "intent", "", "the `INTENT`, a policy rule name (required)")
+	fs.StringVar(&payloadFile, "payload-file", "", "read the JSON payload from `FILE` ('-' for standard input)")
+	fs.StringVar(&o.Rationale, "rationale", "", "why the action is proposed")
+	fs.StringVar(&o.Task, "task", "", "the `TASK` the gate belongs to")
+	fs.StringVar(&o.Run, "run", "", "the `RUN` that proposed it")
+	fs.StringVar(&as, "as", "", "who files it (default $USER)")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if o.Imp == "" || o.Intent == "" {
+		return cli.Usagef("file: --imp and --intent are required")
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("file: unexpected argument %q", fs.Arg(0))
+	}
+	o.By = decider(as)
+	switch payloadFile {
+	case "":
+		o.Payload = []byte("{}")
+	case "-":
+		b, err := io.ReadAll(io.LimitReader(e.Stdin, gate.MaxPayload+1))
+		if err != nil {
+			return fmt.Errorf("read payload from standard input: %w", err)
+		}
+		o.Payload = b
+	default:
+		f, err := os.Open(payloadFile)
+		if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(io.LimitReader(f, gate.MaxPayload+1))
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("read %s: %w", payloadFile, err)
+		}
+		o.Payload = b
+	}
+	y, err := yard.Open(*root)
+	if err != nil {
+		return err
+	}
+	g, err := gate.File(y, o)
+	if err != nil {
+		if payloadFile != "" && payloadFile != "-" {
+			return fmt.Errorf("%s: %w", payloadFile, err)
+		}
+		return err
+	}
+	_, err = fmt.Fprintln(e.Stdout, g.ID)
+	return err
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+const lsUsage = `usage: impgate ls [--all] [--imp NAME] [--json]
+
+List pending gates, oldest first; with --all, decided gates too. Files
+that cannot be read are reported on standard error by name and the rest
+are still listed.
+
+Examples:
+  impgate ls
+  impgate ls --all --imp yuko --json | jq -r '[.id,.state,.intent] | @tsv'
+`
+
+func ls(e *cli.Env, args []string) error {
+	fs := e.FlagSet("ls", lsUsage)
+	root := cli.RootFlag(fs)
+	var f gate.Filter
+	fs.BoolVar(&f.All, "all", false, "include decided gates")
+	fs.StringVar(&f.Imp, "imp", "", "only gates of imp `NAME`")
+	asJSON := fs.Bool("json", false, "print one JSON object per line")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("ls: unexpected argument %q", fs.Arg(0))
+	}
+	y, err := yard.Open(*root)
+	if err != nil {
+		return err
+	}
+	gates, bad := gate.List(y, f)
+	for _, err := range bad {
+		e.Warn(err)
+	}
+	if *asJSON {
+		for _, g := range gates {
+			if err := cli.JSONLine(e.Stdout, g); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tIMP\tINTENT\tSTATE\tAGE\tSHA256\tRATIONALE")
+	now := time.Now()
+	for _, g := range gates {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, g.State, cli.Age(now, g.Created), g.SHA256[:12], cli.OneLine(g.Rationale, 50))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+const cancelUsage = `usage: impq cancel [--as NAME] [--reason TEXT] TASK
+
+Cancel a waiting or running task. A running task's box is stopped by the
+supervisor when it sees the cancellation.
+
+Examples:
+  impq cancel t-01jf8k2m3nx4k9q2
+  impq ls --imp yuko --state waiting --json | jq -r .id | xargs -n1 impq cancel
+`
+
+const retryUsage = `usage: impq retry [--as NAME] TASK
+
+Move a failed task back to waiting, as a new attempt of the same task.
+
+Examples:
+  impq retry t-01jf8k2m3nx4k9q2
+`
+
+func cancel(e *cli.Env, args []string) error {
+	fs := e.FlagSet("cancel", cancelUsage)
+	root := cli.RootFlag(fs)
+	as := fs.String("as", "", "who cancels (default $USER)")
+	reason := fs.String("reason", "cancelled", "why")
+	taskID, y, err := oneTask(fs, args, root)
+	if err != nil {
+		return err
+	}
+	t, err := queue.Move(y, taskID, queue.Change{To: state.Cancelled, By: by(*as), Actor: "impq", Why: *reason})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(e.Stdout, "%s %s\n", t.ID, t.State)
+	return err
+}
+
+func retry(e *cli.Env, args []string) error {
+	fs := e.FlagSet("retry", retryUsage)
+	root := cli.RootFlag(fs)
+	as := fs.String("as", "", "who retries (default $USER)")
+	taskID, y, err := oneTask(fs, args, root)
+	if err != nil {
+		return err
+	}
+	t, err := queue.Retry(y, taskID, by(*as), "impq")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(e.Stdout, "%s %s attempt %d\n", t.ID, t.State, t.Attempt)
+	return err
+}
+
+func oneTask(fs *flag.FlagSet, args []string, root *string) (string, *yard.Yard, error) {
+	if err := cli.Parse(fs, args); err != nil {
+		return "", nil, err
+	}
+	if fs.NArg() != 1 {
+		return "", nil, cli.Usagef("want exactly one task id")
+	}
+	y, err := yard.Open(*root)
+	return fs.Arg(0), y, err
+}
+
+func by(as string) string {
+	if as != "" {
+		return as
+	}
+	return cli.User()
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+const lsUsage = `usage: impq ls [--imp NAME] [--state STATE] [--json]
+
+List tasks, oldest first. Files that cannot be read are reported on
+standard error by name and the rest are still listed.
+
+Examples:
+  impq ls --state waiting
+  impq ls --imp yuko --json | jq -r 'select(.state=="failed") | .id'
+`
+
+func ls(e *cli.Env, args []string) error {
+	fs := e.FlagSet("ls", lsUsage)
+	root := cli.RootFlag(fs)
+	var f queue.Filter
+	fs.StringVar(&f.Imp, "imp", "", "only tasks of imp `NAME`")
+	fs.StringVar(&f.State, "state", "", "only tasks in `STATE` (waiting, running, needs-review, done, failed, cancelled)")
+	asJSON := fs.Bool("json", false, "print one JSON object per line")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("ls: unexpected argument %q", fs.Arg(0))
+	}
+	if f.State != "" && !state.TaskMachine.Known(f.State) {
+		return cli.Usagef("ls: unknown state %q", f.State)
+	}
+	y, err := yard.Open(*root)
+	if err != nil {
+		return err
+	}
+	tasks, bad := queue.List(y, f)
+	for _, err := range bad {
+		e.Warn(err)
+	}
+	if *asJSON {
+		for _, t := range tasks {
+			if err := cli.JSONLine(e.Stdout, t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tIMP\tSTATE\tKIND\tAGE\tTEXT")
+	now := time.Now()
+	for _, t := range tasks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Imp, t.State, t.Kind, cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
+	}
+	return tw.Flush()
+}

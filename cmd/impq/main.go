@@ -1,0 +1,50 @@
+// Command impq is the task queue from the shell.
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/impyard/impyard/lib/cli"
+)
+
+const usage = `usage: impq COMMAND [flags] [args]
+
+The task queue of an impyard yard: queue/<imp>/<task-id>.json.
+
+Commands:
+  add     file a task and print its id
+  ls      list tasks
+  show    show one task
+  cancel  cancel a waiting or running task
+  retry   move a failed task back to waiting as a new attempt
+  watch   print every transition as it happens, one JSON line each
+
+Run 'impq COMMAND -h' for a command's flags.
+
+Examples:
+  id=$(impq add --imp yuko "draft the weekly digest")
+  impq ls --state waiting --json | jq -r .id
+  impq watch --imp yuko | jq -c 'select(.to=="failed")'
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &cli.Env{Name: "impq", Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	return e.Dispatch(args, usage, map[string]func([]string) error{
+		"add":    func(a []string) error { return add(e, a) },
+		"ls":     func(a []string) error { return ls(e, a) },
+		"show":   func(a []string) error { return show(e, a) },
+		"cancel": func(a []string) error { return cancel(e, a) },
+		"retry":  func(a []string) error { return retry(e, a) },
+		"watch":  func(a []string) error { return watchCmd(ctx, e, a) },
+	})
+}

@@ -1,0 +1,378 @@
+// Package gate is the approval desk's store: gates/pending/<id>.json while a
+// gate awaits a decision, gates/resolved/<id>.json once decided, both under
+// the one lock of gates/ so a move between them is one transaction.
+//
+// A gate freezes its payload when it is filed: the payload is kept as JSON
+// and its sha256 is taken over the canonical bytes (keys sorted, no
+// insignificant space). Whoever later approves or executes recomputes the
+// canonical bytes from the file and refuses on any mismatch, so a payload
+// edited on disk after filing is never approved or sent. Of two processes
+// deciding the same gate, exactly one succeeds.
+package gate
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/impyard/impyard/lib/event"
+	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/strictjson"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// Kind and major of a gate file.
+const (
+	Kind  = "gate"
+	Major = 1
+)
+
+// MaxPayload bounds a gate's payload.
+const MaxPayload = 1 << 20
+
+const (
+	pending  = "pending"
+	resolved = "resolved"
+)
+
+var intentPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// Gate is one proposed irreversible action and its whole lifecycle.
+type Gate struct {
+	Schema    string             `json:"schema"`
+	ID        string             `json:"id"`
+	Imp       string             `json:"imp"`
+	Intent    string             `json:"intent"`
+	Task      string             `json:"task,omitempty"`
+	Run       string             `json:"run,omitempty"`
+	Rationale string             `json:"rationale,omitempty"`
+	State     string             `json:"state"`
+	SHA256    string             `json:"sha256"`
+	Payload   json.RawMessage    `json:"payload"`
+	Result    json.RawMessage    `json:"result,omitempty"`
+	Created   time.Time          `json:"created"`
+	Updated   time.Time          `json:"updated"`
+	History   []state.Transition `json:"history"`
+}
+
+// Canonical returns the canonical bytes of a JSON payload: duplicate keys
+// refused, object keys sorted, no insignificant whitespace, numbers kept as
+// written, no HTML escaping. The same JSON value always gives the same bytes.
+func Canonical(payload []byte) ([]byte, error) {
+	if err := strictjson.Valid(payload); err != nil {
+		return nil, fmt.Errorf("payload is not valid JSON: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("payload is not valid JSON: %w", err)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// Sum is the hex sha256 of b.
+func Sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// Frozen returns the gate's canonical payload bytes after checking they
+// still hash to the sha256 recorded at filing.
+func (g *Gate) Frozen() ([]byte, error) {
+	b, err := Canonical(g.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("gate %s: %w", g.ID, err)
+	}
+	if Sum(b) != g.SHA256 {
+		return nil, fmt.Errorf("gate %s: payload no longer matches its sha256 %s (edited after filing?)", g.ID, g.SHA256)
+	}
+	return b, nil
+}
+
+// FileOptions describe a new gate.
+type FileOptions struct {
+	Imp       string
+	Intent    string
+	Payload   []byte
+	Rationale string
+	Task      string
+	Run       string
+	By        string
+	Actor     string
+	// Approved files the gate already approved, with By as the decider (a
+	// trust rule); the executor then treats it like any human approval.
+	Approved bool
+}
+
+// File freezes a payload into a new gate and returns it.
+func File(y *yard.Yard, o FileOptions) (*Gate, error) {
+	if err := id.CheckName(o.Imp); err != nil {
+		return nil, err
+	}
+	if !intentPattern.MatchString(o.Intent) {
+		return nil, fmt.Errorf("invalid intent %q: use a rule name (a-z, 0-9, '.', '_', '-')", o.Intent)
+	}
+	if len(o.Payload) > MaxPayload {
+		return nil, fmt.Errorf("payload is %d bytes, over the %d limit", len(o.Payload), MaxPayload)
+	}
+	if o.Task != "" {
+		if err := id.Check(id.Task, o.Task); err != nil {
+			return nil, err
+		}
+	}
+	if o.Run != "" {
+		if err := id.Check(id.Run, o.Run); err != nil {
+			return nil, err
+		}
+	}
+	canon, err := Canonical(o.Payload)
+	if err != nil {
+		return nil, err
+	}
+	d, err := y.GatesDir()
+	if err != nil {
+		return nil, err
+	}
+	now := state.Now()
+	g := &Gate{
+		Schema: store.Schema(Kind, Major), Imp: o.Imp, Intent: o.Intent, Task: o.Task, Run: o.Run,
+		Rationale: o.Rationale, State: state.Filed, SHA256: Sum(canon), Payload: canon,
+		Created: now, Updated: now,
+		History: []state.Transition{{To: state.Filed, By: o.By, At: now, Why: o.Rationale}},
+	}
+	err = d.Update(func(tx *store.Tx) error {
+		for {
+			g.ID = id.New(id.Gate)
+			if !exists(tx, pending, g.ID) && !exists(tx, resolved, g.ID) {
+				break
+			}
+		}
+		where := pending
+		if o.Approved {
+			g.History = append(g.History, state.Transition{From: state.Filed, To: state.Approved, By: o.By, At: now, Why: "approved by trust rule"})
+			g.State, where = state.Approved, resolved
+		}
+		if err := write(tx, where, g); err != nil {
+			return err
+		}
+		for _, h := range g.History {
+			if err := record(y, g, o.Actor, h); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func name(where, gateID string) string { return filepath.Join(where, gateID+".json") }
+
+func exists(tx *store.Tx, where, gateID string) bool {
+	_, err := os.Lstat(tx.Path(name(where, gateID)))
+	return err == nil
+}
+
+func write(tx *store.Tx, where string, g *Gate) error {
+	b, err := store.Encode(g)
+	if err != nil {
+		return err
+	}
+	return tx.Write(name(where, g.ID), b)
+}
+
+func record(y *yard.Yard, g *Gate, actor string, h state.Transition) error {
+	ev := "gate-" + h.To
+	if h.From == "" {
+		ev = "gate-filed"
+	}
+	return event.Record(y, event.Event{TS: h.At, Event: ev, Imp: g.Imp, Actor: actor, By: h.By, ID: g.ID, Task: g.Task,
+		From: h.From, To: h.To, Why: h.Why, SHA256: g.SHA256, Intent: g.Intent})
+}
+
+func readGate(path string) (*Gate, error) {
+	b, err := store.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var g Gate
+	if err := store.Decode(path, b, Kind, Major, &g); err != nil {
+		return nil, err
+	}
+	switch {
+	case id.Check(id.Gate, g.ID) != nil || g.ID+".json" != filepath.Base(path):
+		return nil, fmt.Errorf("%s: id %q does not match the file name", path, g.ID)
+	case !state.GateMachine.Known(g.State):
+		return nil, fmt.Errorf("%s: unknown state %q", path, g.State)
+	case (filepath.Base(filepath.Dir(path)) == pending) != (g.State == state.Filed):
+		return nil, fmt.Errorf("%s: state %q does not belong in %s/", path, g.State, filepath.Base(filepath.Dir(path)))
+	}
+	return &g, nil
+}
+
+// Get reads one gate. A resolved copy wins over a pending one: a crash
+// between writing the decision and removing the pending file leaves both,
+// and the decision is the truth.
+func Get(y *yard.Yard, gateID string) (*Gate, error) {
+	if err := id.Check(id.Gate, gateID); err != nil {
+		return nil, err
+	}
+	g, err := readGate(y.Path("gates", resolved, gateID+".json"))
+	if store.IsNotExist(err) {
+		g, err = readGate(y.Path("gates", pending, gateID+".json"))
+		if store.IsNotExist(err) {
+			return nil, fmt.Errorf("gate %s: no such gate in %s", gateID, y.Path("gates"))
+		}
+	}
+	return g, err
+}
+
+// Change is one requested transition of a gate.
+type Change struct {
+	To    string
+	By    string
+	Actor string
+	Why   string
+	// SHA, when set, must be a prefix of the gate's payload hash: the
+	// decision applies only to the payload the decider reviewed.
+	SHA string
+	// Edit changes other fields in the same write (a result).
+	Edit func(g *Gate) error
+}
+
+// Move applies one transition under the gates lock and records it.
+func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
+	if err := id.Check(id.Gate, gateID); err != nil {
+		return nil, err
+	}
+	d, err := y.GatesDir()
+	if err != nil {
+		return nil, err
+	}
+	var g *Gate
+	err = d.Update(func(tx *store.Tx) error {
+		g, err = readGate(tx.Path(name(resolved, gateID)))
+		if err == nil && exists(tx, pending, gateID) {
+			if err := tx.Remove(name(pending, gateID)); err != nil {
+				return err
+			}
+		}
+		if store.IsNotExist(err) {
+			g, err = readGate(tx.Path(name(pending, gateID)))
+			if store.IsNotExist(err) {
+				return fmt.Errorf("gate %s: no such gate in %s", gateID, y.Path("gates"))
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if err := state.GateMachine.Check(gateID, g.State, c.To); err != nil {
+			return err
+		}
+		if _, err := g.Frozen(); err != nil {
+			return err
+		}
+		if c.SHA != "" && !strings.HasPrefix(g.SHA256, strings.ToLower(c.SHA)) {
+			return fmt.Errorf("gate %s: payload sha256 is %s, which does not start with %s; not the payload that was reviewed", gateID, g.SHA256, c.SHA)
+		}
+		if c.Edit != nil {
+			if err := c.Edit(g); err != nil {
+				return err
+			}
+		}
+		now := state.Now()
+		h := state.Transition{From: g.State, To: c.To, By: c.By, At: now, Why: c.Why}
+		wasPending := g.State == state.Filed
+		g.History = append(g.History, h)
+		g.State, g.Updated = c.To, now
+		if err := write(tx, resolved, g); err != nil {
+			return err
+		}
+		if wasPending {
+			if err := tx.Remove(name(pending, gateID)); err != nil {
+				return err
+			}
+		}
+		return record(y, g, c.Actor, h)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Filter selects gates in a listing.
+type Filter struct {
+	All bool // resolved gates too, not only pending ones
+	Imp string
+}
+
+// List reads the gates matching f, sorted by id. Unreadable files are
+// returned in bad, by name; the rest are still listed.
+func List(y *yard.Yard, f Filter) (gates []*Gate, bad []error) {
+	if f.Imp != "" {
+		if err := id.CheckName(f.Imp); err != nil {
+			return nil, []error{err}
+		}
+	}
+	seen := map[string]bool{}
+	wheres := []string{resolved, pending}
+	for _, where := range wheres {
+		dir := y.Path("gates", where)
+		entries, err := os.ReadDir(dir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			bad = append(bad, err)
+			continue
+		}
+		for _, e := range entries {
+			n := e.Name()
+			if strings.HasPrefix(n, ".") {
+				continue
+			}
+			gid := strings.TrimSuffix(n, ".json")
+			p := filepath.Join(dir, n)
+			if !strings.HasSuffix(n, ".json") || id.Check(id.Gate, gid) != nil {
+				bad = append(bad, fmt.Errorf("%s: not a gate file name; skipped", p))
+				continue
+			}
+			if seen[gid] {
+				continue
+			}
+			if where == resolved && !f.All {
+				seen[gid] = true
+				continue
+			}
+			g, err := readGate(p)
+			if err != nil {
+				bad = append(bad, err)
+				continue
+			}
+			seen[gid] = true
+			if f.Imp == "" || g.Imp == f.Imp {
+				gates = append(gates, g)
+			}
+		}
+	}
+	sort.Slice(gates, func(i, j int) bool { return gates[i].ID < gates[j].ID })
+	return gates, bad
+}

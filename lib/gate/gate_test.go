@@ -1,0 +1,153 @@
+package gate
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+func newYard(t *testing.T) *yard.Yard {
+	t.Helper()
+	y, err := yard.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return y
+}
+
+func file(t *testing.T, y *yard.Yard, payload string) *Gate {
+	t.Helper()
+	g, err := File(y, FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(payload), Rationale: "weekly digest", By: "yuko", Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestCanonical(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"b":1,"a":[1.50,"x<y>&"]}`, `{"a":[1.50,"x<y>&"],"b":1}`},
+		{` { "z" : {"y":null,"x":true} } `, `{"z":{"x":true,"y":null}}`},
+		{`"text"`, `"text"`},
+	} {
+		got, err := Canonical([]byte(tc.in))
+		if err != nil || string(got) != tc.want {
+			t.Errorf("Canonical(%s) = %s, %v; want %s", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{`{"to":"a","to":"b"}`, `{"a":`, ``, `{} {}`} {
+		if _, err := Canonical([]byte(bad)); err == nil {
+			t.Errorf("Canonical(%s) succeeded", bad)
+		}
+	}
+}
+
+func TestFileApproveDeny(t *testing.T) {
+	y := newYard(t)
+	g := file(t, y, `{"to":["team@ourco.com"],"subject":"digest","body":"hi"}`)
+	if g.State != state.Filed || len(g.SHA256) != 64 {
+		t.Fatalf("filed %+v", g)
+	}
+	if _, err := os.Stat(y.Path("gates", "pending", g.ID+".json")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Move(y, g.ID, Change{To: state.Approved, By: "alice", SHA: "00000000"}); err == nil || !strings.Contains(err.Error(), "not the payload that was reviewed") {
+		t.Errorf("wrong sha: %v", err)
+	}
+	if got, _ := Get(y, g.ID); got.State != state.Filed {
+		t.Errorf("wrong sha changed the gate to %s", got.State)
+	}
+	a, err := Move(y, g.ID, Change{To: state.Approved, By: "alice", SHA: g.SHA256[:8], Why: "looks right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.State != state.Approved || a.History[1].By != "alice" {
+		t.Errorf("approved %+v", a)
+	}
+	if _, err := os.Stat(y.Path("gates", "pending", g.ID+".json")); !os.IsNotExist(err) {
+		t.Errorf("pending file still there: %v", err)
+	}
+	if _, err := Move(y, g.ID, Change{To: state.Approved, By: "bob"}); err == nil || !strings.Contains(err.Error(), "already approved") {
+		t.Errorf("second approve: %v", err)
+	}
+	if _, err := Move(y, g.ID, Change{To: state.Denied, By: "bob"}); err == nil {
+		t.Errorf("deny after approve succeeded")
+	}
+
+	d := file(t, y, `{"to":["x@elsewhere.com"]}`)
+	if _, err := Move(y, d.ID, Change{To: state.Denied, By: "alice", Why: "external"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Move(y, d.ID, Change{To: state.Approved, By: "alice"}); err == nil || !strings.Contains(err.Error(), "denied, which is final") {
+		t.Errorf("approve after deny: %v", err)
+	}
+	pending, _ := List(y, Filter{})
+	all, _ := List(y, Filter{All: true})
+	if len(pending) != 0 || len(all) != 2 {
+		t.Errorf("pending %d, all %d; want 0 and 2", len(pending), len(all))
+	}
+}
+
+func TestEditedPayloadRefused(t *testing.T) {
+	y := newYard(t)
+	g := file(t, y, `{"to":["team@ourco.com"]}`)
+	p := y.Path("gates", "pending", g.ID+".json")
+	b, _ := os.ReadFile(p)
+	os.WriteFile(p, []byte(strings.Replace(string(b), "team@ourco.com", "all@world.com", 1)), 0o640)
+	_, err := Move(y, g.ID, Change{To: state.Approved, By: "alice"})
+	if err == nil || !strings.Contains(err.Error(), "no longer matches its sha256") {
+		t.Fatalf("approve of an edited gate: %v", err)
+	}
+	got, err := Get(y, g.ID)
+	if err != nil || got.State != state.Filed {
+		t.Errorf("edited gate changed state: %v %v", got, err)
+	}
+}
+
+func TestCrashLeftoverPendingCopy(t *testing.T) {
+	y := newYard(t)
+	g := file(t, y, `{"n":1}`)
+	pendingBytes, _ := os.ReadFile(y.Path("gates", "pending", g.ID+".json"))
+	if _, err := Move(y, g.ID, Change{To: state.Approved, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	// As if the approver died after writing the decision but before
+	// removing the pending file.
+	os.WriteFile(y.Path("gates", "pending", g.ID+".json"), pendingBytes, 0o640)
+	if got, _ := Get(y, g.ID); got.State != state.Approved {
+		t.Errorf("Get = %s, want approved", got.State)
+	}
+	if all, _ := List(y, Filter{All: true}); len(all) != 1 {
+		t.Errorf("listed %d gates, want 1", len(all))
+	}
+	if p, _ := List(y, Filter{}); len(p) != 0 {
+		t.Errorf("the stale pending copy is listed as pending")
+	}
+	if _, err := Move(y, g.ID, Change{To: state.Approved, By: "bob"}); err == nil {
+		t.Errorf("re-approved through the stale copy")
+	}
+	if _, err := os.Stat(y.Path("gates", "pending", g.ID+".json")); !os.IsNotExist(err) {
+		t.Errorf("stale pending copy not cleaned: %v", err)
+	}
+}
+
+func TestFileRefusesBadInput(t *testing.T) {
+	y := newYard(t)
+	for _, o := range []FileOptions{
+		{Imp: "Yuko", Intent: "email-send", Payload: []byte(`{}`)},
+		{Imp: "yuko", Intent: "../x", Payload: []byte(`{}`)},
+		{Imp: "yuko", Intent: "email-send", Payload: []byte(`not json`)},
+		{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"a":1,"a":2}`)},
+		{Imp: "yuko", Intent: "email-send", Payload: []byte(`{}`), Task: "t-../"},
+	} {
+		if _, err := File(y, o); err == nil {
+			t.Errorf("File(%+v) succeeded", o)
+		}
+	}
+	if _, err := Get(y, "g-../../x"); err == nil {
+		t.Errorf("Get(g-../../x) succeeded")
+	}
+}

@@ -1,0 +1,113 @@
+// Package id makes and checks the identifiers that name yard files: task ids
+// (t-…), gate ids (g-…), run ids (r-…), message ids (m-…) and imp names.
+//
+// An id is a one-letter kind, a dash, ten characters of millisecond time and
+// six random characters, all in lowercase Crockford base32, so ids sort by
+// creation time as plain strings and as file names. Check refuses anything
+// that is not exactly that shape before it can touch a path: no "..", no
+// separators, no upper case, nothing longer.
+package id
+
+import (
+	"crypto/rand"
+	"fmt"
+	"io"
+	"regexp"
+	"time"
+)
+
+// Kinds of id, as their prefixes.
+const (
+	Task    = "t"
+	Gate    = "g"
+	Run     = "r"
+	Message = "m"
+)
+
+const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+
+// Now and Rand are package variables so tests can make ids deterministic.
+var (
+	Now            = time.Now
+	Rand io.Reader = rand.Reader
+)
+
+var (
+	idPattern   = regexp.MustCompile(`^[tgrm]-[0-9a-hjkmnp-tv-z]{16}$`)
+	namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+)
+
+// New returns a fresh id of the given kind.
+func New(kind string) string {
+	var b [18]byte
+	b[0], b[1] = kind[0], '-'
+	ms := uint64(Now().UnixMilli())
+	for i := 11; i >= 2; i-- {
+		b[i] = alphabet[ms&31]
+		ms >>= 5
+	}
+	var r [6]byte
+	if _, err := io.ReadFull(Rand, r[:]); err != nil {
+		panic(fmt.Sprintf("id: no randomness: %v", err))
+	}
+	for i, c := range r {
+		b[12+i] = alphabet[c&31]
+	}
+	return string(b[:])
+}
+
+// Check returns an error unless s is a well-formed id of the given kind.
+func Check(kind, s string) error {
+	if !idPattern.MatchString(s) || s[:1] != kind {
+		return fmt.Errorf("invalid %s id %q: want %s- and 16 lowercase base32 characters", kindName(kind), s, kind)
+	}
+	return nil
+}
+
+// KindOf returns the kind of a well-formed id, or "" if s is not one.
+func KindOf(s string) string {
+	if !idPattern.MatchString(s) {
+		return ""
+	}
+	return s[:1]
+}
+
+// CheckName returns an error unless s is a valid imp name.
+func CheckName(s string) error {
+	if !namePattern.MatchString(s) {
+		return fmt.Errorf("invalid imp name %q: use 1-32 characters of a-z, 0-9 and '-', starting with a letter or digit", s)
+	}
+	return nil
+}
+
+// Time returns the creation time encoded in a well-formed id.
+func Time(s string) time.Time {
+	var ms int64
+	for i := 2; i < 12 && i < len(s); i++ {
+		ms = ms<<5 | int64(indexOf(s[i]))
+	}
+	return time.UnixMilli(ms)
+}
+
+func indexOf(c byte) int {
+	for i := 0; i < len(alphabet); i++ {
+		if alphabet[i] == c {
+			return i
+		}
+	}
+	return 0
+}
+
+func kindName(kind string) string {
+	switch kind {
+	case Task:
+		return "task"
+	case Gate:
+		return "gate"
+	case Run:
+		return "run"
+	case Message:
+		return "message"
+	}
+	return "unknown"
+}

@@ -1,0 +1,384 @@
+// Package queue is the task queue: one JSON file per task at
+// queue/<imp>/<task-id>.json, its state inside, changed only through the
+// task state machine under the lock of queue/<imp>/.
+//
+// Costs stay flat as a queue grows: adding a task, adding with a unique key
+// and moving a task each touch a constant number of files, never a scan of
+// the directory; only listing reads every task.
+package queue
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/impyard/impyard/lib/event"
+	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// Kind and major of a task file.
+const (
+	Kind  = "task"
+	Major = 1
+)
+
+// Task kinds.
+const (
+	Research = "research"
+	Code     = "code"
+)
+
+// MaxText bounds a task's text.
+const MaxText = 256 << 10
+
+// Task is one queued piece of work.
+type Task struct {
+	Schema    string             `json:"schema"`
+	ID        string             `json:"id"`
+	Imp       string             `json:"imp"`
+	State     string             `json:"state"`
+	Kind      string             `json:"kind"`
+	Text      string             `json:"text"`
+	Proactive bool               `json:"proactive"`
+	Labels    []string           `json:"labels,omitempty"`
+	Repo      string             `json:"repo,omitempty"`
+	Base      string             `json:"base,omitempty"`
+	Continues string             `json:"continues,omitempty"`
+	Unique    string             `json:"unique,omitempty"`
+	NotBefore *time.Time         `json:"not_before,omitempty"`
+	Attempt   int                `json:"attempt"`
+	Runs      []string           `json:"runs,omitempty"`
+	Reason    string             `json:"reason,omitempty"`
+	Created   time.Time          `json:"created"`
+	Updated   time.Time          `json:"updated"`
+	History   []state.Transition `json:"history"`
+}
+
+// Active reports whether the task is still waiting or running.
+func (t *Task) Active() bool { return t.State == state.Waiting || t.State == state.Running }
+
+// AddOptions describe a new task.
+type AddOptions struct {
+	Imp       string
+	Text      string
+	Kind      string
+	Proactive bool
+	Labels    []string
+	Repo      string
+	Base      string
+	Continues string
+	Unique    string
+	NotBefore time.Time
+	By        string // who asked
+	Actor     string // which program
+}
+
+func fileName(taskID string) string { return taskID + ".json" }
+
+// uniqueName is where the id of the latest task with a unique key is kept.
+// The key is hashed so any key is a safe file name; the task file stays the
+// truth and the marker only says which one to look at.
+func uniqueName(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(".unique", hex.EncodeToString(sum[:16]))
+}
+
+func (o *AddOptions) check() error {
+	if err := id.CheckName(o.Imp); err != nil {
+		return err
+	}
+	if strings.TrimSpace(o.Text) == "" {
+		return errors.New("task text is empty")
+	}
+	if len(o.Text) > MaxText {
+		return fmt.Errorf("task text is %d bytes, over the %d limit", len(o.Text), MaxText)
+	}
+	switch o.Kind {
+	case "":
+		o.Kind = Research
+	case Research, Code:
+	default:
+		return fmt.Errorf("unknown task kind %q: want research or code", o.Kind)
+	}
+	if o.Kind == Code && o.Repo == "" {
+		return errors.New("a code task needs --repo")
+	}
+	if o.Base != "" && o.Repo == "" {
+		return errors.New("--base needs --repo")
+	}
+	if o.Continues != "" {
+		if err := id.Check(id.Task, o.Continues); err != nil {
+			return err
+		}
+	}
+	for _, l := range o.Labels {
+		if l == "" || len(l) > 64 || strings.ContainsAny(l, "\x00\r\n\t") {
+			return fmt.Errorf("invalid label %q", l)
+		}
+	}
+	if len(o.Unique) > 1024 {
+		return errors.New("unique key is over 1024 bytes")
+	}
+	return nil
+}
+
+// Add files a new waiting task and returns its id. With a unique key, when
+// the latest task filed with that key is still waiting or running, nothing
+// is added and that task's id is returned with existed set.
+func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
+	if err := o.check(); err != nil {
+		return "", false, err
+	}
+	d, err := y.QueueDir(o.Imp)
+	if err != nil {
+		return "", false, err
+	}
+	var t *Task
+	err = d.Update(func(tx *store.Tx) error {
+		if o.Unique != "" {
+			if prev, err := tx.Read(uniqueName(o.Unique)); err == nil {
+				pid := strings.TrimSpace(string(prev))
+				if id.Check(id.Task, pid) == nil {
+					if old, err := readTask(tx.Path(fileName(pid)), o.Imp); err == nil && old.Active() {
+						taskID, existed = pid, true
+						return nil
+					}
+				}
+			} else if !store.IsNotExist(err) {
+				return err
+			}
+		}
+		now := state.Now()
+		t = &Task{
+			Schema: store.Schema(Kind, Major), Imp: o.Imp, State: state.Waiting,
+			Kind: o.Kind, Text: o.Text, Proactive: o.Proactive, Labels: o.Labels,
+			Repo: o.Repo, Base: o.Base, Continues: o.Continues, Unique: o.Unique,
+			Attempt: 1, Created: now, Updated: now,
+			History: []state.Transition{{To: state.Waiting, By: o.By, At: now, Why: "added by " + o.Actor}},
+		}
+		if !o.NotBefore.IsZero() {
+			nb := o.NotBefore.UTC()
+			t.NotBefore = &nb
+		}
+		for {
+			t.ID = id.New(id.Task)
+			if _, err := os.Lstat(tx.Path(fileName(t.ID))); store.IsNotExist(err) {
+				break
+			}
+		}
+		b, err := store.Encode(t)
+		if err != nil {
+			return err
+		}
+		if err := tx.Write(fileName(t.ID), b); err != nil {
+			return err
+		}
+		if o.Unique != "" {
+			if err := tx.Write(uniqueName(o.Unique), []byte(t.ID+"\n")); err != nil {
+				return err
+			}
+		}
+		taskID = t.ID
+		return event.Record(y, event.Event{Event: "task-added", Imp: t.Imp, Actor: o.Actor, By: o.By, ID: t.ID, To: t.State, Why: summary(t.Text)})
+	})
+	return taskID, existed, err
+}
+
+func summary(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
+}
+
+// readTask reads and validates one task file.
+func readTask(path, imp string) (*Task, error) {
+	b, err := store.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseTask(path, imp, b)
+}
+
+func parseTask(path, imp string, b []byte) (*Task, error) {
+	var t Task
+	if err := store.Decode(path, b, Kind, Major, &t); err != nil {
+		return nil, err
+	}
+	switch {
+	case id.Check(id.Task, t.ID) != nil || fileName(t.ID) != filepath.Base(path):
+		return nil, fmt.Errorf("%s: id %q does not match the file name", path, t.ID)
+	case t.Imp != imp:
+		return nil, fmt.Errorf("%s: imp %q does not match its directory %q", path, t.Imp, imp)
+	case !state.TaskMachine.Known(t.State):
+		return nil, fmt.Errorf("%s: unknown state %q", path, t.State)
+	}
+	return &t, nil
+}
+
+// Locate returns the imp whose queue holds taskID.
+func Locate(y *yard.Yard, taskID string) (string, error) {
+	if err := id.Check(id.Task, taskID); err != nil {
+		return "", err
+	}
+	imps, _ := y.Imps("queue")
+	for _, imp := range imps {
+		if _, err := os.Lstat(y.Path("queue", imp, fileName(taskID))); err == nil {
+			return imp, nil
+		}
+	}
+	return "", fmt.Errorf("task %s: no such task in %s", taskID, y.Path("queue"))
+}
+
+// Get reads one task by id.
+func Get(y *yard.Yard, taskID string) (*Task, error) {
+	imp, err := Locate(y, taskID)
+	if err != nil {
+		return nil, err
+	}
+	return readTask(y.Path("queue", imp, fileName(taskID)), imp)
+}
+
+// Change is one requested transition.
+type Change struct {
+	To    string
+	By    string
+	Actor string
+	Why   string
+	// Edit, when set, changes other fields in the same write (a run id, a
+	// new attempt); it sees the task before its state changes.
+	Edit func(t *Task) error
+}
+
+// Move applies one transition to a task under its queue's lock: read,
+// check the state machine, write, record the event. Of two processes moving
+// the same task out of a state, exactly one succeeds.
+func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
+	imp, err := Locate(y, taskID)
+	if err != nil {
+		return nil, err
+	}
+	d, err := y.QueueDir(imp)
+	if err != nil {
+		return nil, err
+	}
+	var t *Task
+	err = d.Update(func(tx *store.Tx) error {
+		t, err = readTask(tx.Path(fileName(taskID)), imp)
+		if err != nil {
+			return err
+		}
+		if err := state.TaskMachine.Check(taskID, t.State, c.To); err != nil {
+			return err
+		}
+		if c.Edit != nil {
+			if err := c.Edit(t); err != nil {
+				return err
+			}
+		}
+		now := state.Now()
+		from := t.State
+		t.History = append(t.History, state.Transition{From: from, To: c.To, By: c.By, At: now, Why: c.Why})
+		t.State, t.Updated = c.To, now
+		if c.Why != "" {
+			t.Reason = c.Why
+		}
+		b, err := store.Encode(t)
+		if err != nil {
+			return err
+		}
+		if err := tx.Write(fileName(taskID), b); err != nil {
+			return err
+		}
+		return event.Record(y, event.Event{Event: "task-" + c.To, Imp: imp, Actor: c.Actor, By: c.By, ID: taskID, From: from, To: c.To, Why: c.Why})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Retry moves a failed task back to waiting as a new attempt.
+func Retry(y *yard.Yard, taskID, by, actor string) (*Task, error) {
+	return Move(y, taskID, Change{To: state.Waiting, By: by, Actor: actor, Why: "retry", Edit: func(t *Task) error {
+		t.Attempt++
+		return nil
+	}})
+}
+
+// Filter selects tasks in a listing; empty fields match everything.
+type Filter struct {
+	Imp   string
+	State string
+}
+
+// List reads every task matching f, sorted by id (creation time). A file
+// that cannot be read or parsed is returned in bad, by name, and the rest
+// are still listed.
+func List(y *yard.Yard, f Filter) (tasks []*Task, bad []error) {
+	imps := []string{f.Imp}
+	if f.Imp == "" {
+		imps, bad = y.Imps("queue")
+	} else if err := id.CheckName(f.Imp); err != nil {
+		return nil, []error{err}
+	}
+	for _, imp := range imps {
+		dir := y.Path("queue", imp)
+		names, err := readNames(dir)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		for _, n := range names {
+			p := filepath.Join(dir, n)
+			if !strings.HasSuffix(n, ".json") || id.Check(id.Task, strings.TrimSuffix(n, ".json")) != nil {
+				bad = append(bad, fmt.Errorf("%s: not a task file name; skipped", p))
+				continue
+			}
+			t, err := readTask(p, imp)
+			if err != nil {
+				bad = append(bad, err)
+				continue
+			}
+			if f.State == "" || t.State == f.State {
+				tasks = append(tasks, t)
+			}
+		}
+	}
+	sort.Slice(tasks, func(i, j int) bool { return tasks[i].ID < tasks[j].ID })
+	return tasks, bad
+}
+
+// readNames lists a store directory's entries, leaving out its dot files
+// (.lock, .tmp, .unique).
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if store.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	all, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	names := all[:0]
+	for _, n := range all {
+		if !strings.HasPrefix(n, ".") {
+			names = append(names, n)
+		}
+	}
+	return names, nil
+}

@@ -1,0 +1,111 @@
+// Package state holds the two state machines of the yard, tasks and gates,
+// in one place. Every change of state in any binary goes through Check, so
+// an illegal transition is refused the same way everywhere, and every
+// transition is recorded as a Transition saying who, when and why.
+package state
+
+import (
+	"fmt"
+	"time"
+)
+
+// Task states.
+const (
+	Waiting     = "waiting"
+	Running     = "running"
+	NeedsReview = "needs-review"
+	Done        = "done"
+	Failed      = "failed"
+	Cancelled   = "cancelled"
+)
+
+// Gate states.
+const (
+	Filed     = "filed"
+	Approved  = "approved"
+	Denied    = "denied"
+	Executing = "executing"
+	Executed  = "executed"
+	// Failed is shared with tasks.
+)
+
+// Machine is a set of legal transitions.
+type Machine struct {
+	kind  string
+	edges map[string][]string
+}
+
+// TaskMachine: waiting -> running -> needs-review | done | failed;
+// needs-review -> done | failed; waiting | running -> cancelled; and retry,
+// failed -> waiting, as a new attempt.
+var TaskMachine = Machine{kind: "task", edges: map[string][]string{
+	Waiting:     {Running, Cancelled},
+	Running:     {NeedsReview, Done, Failed, Cancelled},
+	NeedsReview: {Done, Failed},
+	Failed:      {Waiting},
+	Done:        nil,
+	Cancelled:   nil,
+}}
+
+// GateMachine: filed -> approved | denied; approved -> executing -> executed
+// | failed. An approved gate may also fail before it executes (its payload no
+// longer matches its hash, or no executor is configured): nothing was sent.
+var GateMachine = Machine{kind: "gate", edges: map[string][]string{
+	Filed:     {Approved, Denied},
+	Approved:  {Executing, Failed},
+	Executing: {Executed, Failed},
+	Executed:  nil,
+	Denied:    nil,
+	Failed:    nil,
+}}
+
+// Known reports whether s is a state of the machine.
+func (m Machine) Known(s string) bool {
+	_, ok := m.edges[s]
+	return ok
+}
+
+// States lists the machine's states.
+func (m Machine) States() []string {
+	var out []string
+	for s := range m.edges {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Terminal reports whether no transition leaves s.
+func (m Machine) Terminal(s string) bool {
+	return m.Known(s) && len(m.edges[s]) == 0
+}
+
+// Check returns an error unless from -> to is legal for the entity id.
+func (m Machine) Check(id, from, to string) error {
+	if !m.Known(to) {
+		return fmt.Errorf("%s %s: unknown state %q", m.kind, id, to)
+	}
+	for _, s := range m.edges[from] {
+		if s == to {
+			return nil
+		}
+	}
+	if from == to {
+		return fmt.Errorf("%s %s is already %s", m.kind, id, from)
+	}
+	if m.Terminal(from) {
+		return fmt.Errorf("%s %s is %s, which is final; it cannot become %s", m.kind, id, from, to)
+	}
+	return fmt.Errorf("%s %s is %s; it cannot become %s", m.kind, id, from, to)
+}
+
+// Transition is one recorded change of state.
+type Transition struct {
+	From string    `json:"from,omitempty"`
+	To   string    `json:"to"`
+	By   string    `json:"by"`
+	At   time.Time `json:"at"`
+	Why  string    `json:"why,omitempty"`
+}
+
+// Now is replaceable so tests get deterministic times.
+var Now = func() time.Time { return time.Now().UTC() }

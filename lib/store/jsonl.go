@@ -1,0 +1,154 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/impyard/impyard/lib/crash"
+)
+
+// MaxLine bounds one JSONL record; a longer line is reported as bad.
+const MaxLine = 1 << 20
+
+// AppendJSONL appends v as one line to the JSONL file at path.
+func AppendJSONL(path string, v any) error {
+	line, err := Line(v)
+	if err != nil {
+		return fmt.Errorf("append %s: %w", path, err)
+	}
+	return AppendLine(path, line)
+}
+
+// AppendLine appends one whole line (it must end in a newline and contain
+// no other) with a single write(2) under the lock of the file's directory.
+// If a crashed writer left a torn last line, a newline is written first in
+// the same write, so the torn line stays one bad line and the new record is
+// intact.
+func AppendLine(path string, line []byte) error {
+	if len(line) == 0 || line[len(line)-1] != '\n' || bytes.IndexByte(line[:len(line)-1], '\n') >= 0 {
+		return fmt.Errorf("append %s: a record must be exactly one line", path)
+	}
+	if len(line) > MaxLine {
+		return fmt.Errorf("append %s: record of %d bytes is over the %d limit", path, len(line), MaxLine)
+	}
+	unlock, err := Lock(filepath.Join(filepath.Dir(path), lockName))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	f, err := openRegularCreate(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() > 0 {
+		var last [1]byte
+		if _, err := f.ReadAt(last[:], fi.Size()-1); err != nil {
+			return fmt.Errorf("append %s: %w", path, err)
+		}
+		if last[0] != '\n' {
+			line = append([]byte{'\n'}, line...)
+		}
+	}
+	if crash.Enabled {
+		// A crash here leaves half a record: the torn line readers must skip.
+		half := len(line) / 2
+		if _, err := f.Write(line[:half]); err != nil {
+			return fmt.Errorf("append %s: %w", path, err)
+		}
+		crash.Point("mid-append")
+		line = line[half:]
+	}
+	n, err := f.Write(line)
+	if err == nil && n != len(line) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		// Leave no partial record behind: cut the file back to where it was.
+		_ = f.Truncate(fi.Size())
+		return fmt.Errorf("append %s: %w", path, err)
+	}
+	return nil
+}
+
+func openRegularCreate(path string) (*os.File, error) {
+	f, err := openRegular(path, os.O_RDWR|os.O_APPEND)
+	if errors.Is(err, os.ErrNotExist) {
+		f, err = openRegular(path, os.O_RDWR|os.O_APPEND|os.O_CREATE)
+	}
+	return f, err
+}
+
+// BadLine is a JSONL line a reader skipped.
+type BadLine struct {
+	Path string
+	Line int
+	Err  error
+}
+
+func (b BadLine) Error() string { return fmt.Sprintf("%s:%d: skipped: %v", b.Path, b.Line, b.Err) }
+
+// ReadJSONL calls fn with each well-formed JSON line of path in order. A
+// line that is not valid JSON (a torn last line after a crash, or damage) is
+// skipped and returned in bad; it never stops the read. An error from fn
+// stops it. A missing file has no lines.
+func ReadJSONL(path string, fn func(line []byte) error) (bad []BadLine, err error) {
+	f, err := openRegular(path, os.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	for n := 1; ; n++ {
+		line, err := readLine(r)
+		if len(trimLine(line)) > 0 {
+			switch {
+			case len(line) > MaxLine:
+				bad = append(bad, BadLine{path, n, fmt.Errorf("line over the %d byte limit", MaxLine)})
+			case !json.Valid(trimLine(line)):
+				bad = append(bad, BadLine{path, n, errors.New("not a whole JSON record (torn or damaged)")})
+			default:
+				if err := fn(trimLine(line)); err != nil {
+					return bad, err
+				}
+			}
+		}
+		if err == io.EOF {
+			return bad, nil
+		}
+		if err != nil {
+			return bad, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+}
+
+// readLine returns the next line, truncating (but consuming) one that is
+// longer than MaxLine so a damaged file cannot exhaust memory.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) <= MaxLine+1 {
+			line = append(line, chunk...)
+		} else if len(line) <= MaxLine {
+			line = append(line, make([]byte, MaxLine+1-len(line))...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		return line, err
+	}
+}

@@ -1,0 +1,77 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"github.com/impyard/impyard/lib/strictjson"
+)
+
+var schemaPattern = regexp.MustCompile(`^impyard\.([a-z]+)/([0-9]+)$`)
+
+// Schema returns the schema string for a kind at a major version.
+func Schema(kind string, major int) string {
+	return "impyard." + kind + "/" + strconv.Itoa(major)
+}
+
+// CheckSchema reads only the "schema" member of data and refuses anything
+// but kind at major, naming path. Callers check before they write anything
+// derived from the file, so a file from a newer impyard is never rewritten
+// in an older shape.
+func CheckSchema(path string, data []byte, kind string, major int) error {
+	var h struct {
+		Schema *string `json:"schema"`
+	}
+	if err := json.Unmarshal(data, &h); err != nil {
+		return fmt.Errorf("%s: not valid JSON: %w", path, err)
+	}
+	if h.Schema == nil {
+		return fmt.Errorf("%s: no \"schema\" member; want %q", path, Schema(kind, major))
+	}
+	m := schemaPattern.FindStringSubmatch(*h.Schema)
+	if m == nil || m[1] != kind {
+		return fmt.Errorf("%s: schema %q is not a %s file; want %q", path, *h.Schema, kind, Schema(kind, major))
+	}
+	if m[2] != strconv.Itoa(major) {
+		return fmt.Errorf("%s: schema %q is not supported (this impyard reads %q); refusing to read or change it", path, *h.Schema, Schema(kind, major))
+	}
+	return nil
+}
+
+// Decode checks the schema and decodes data strictly into v.
+func Decode(path string, data []byte, kind string, major int, v any) error {
+	if err := CheckSchema(path, data, kind, major); err != nil {
+		return err
+	}
+	if err := strictjson.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// Encode renders v as the indented JSON every yard file uses, ending in a
+// newline, without HTML escaping so payloads read as they were written.
+func Encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Line renders v as one compact JSON line ending in a newline.
+func Line(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

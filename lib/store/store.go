@@ -1,0 +1,374 @@
+// Package store is the only code that writes or reads files in the yard.
+//
+// Guarantees, each relied on by every binary:
+//
+//   - A write replaces a file atomically: temp file in the store's .tmp
+//     directory, write, fsync, close, rename over the target, fsync the
+//     target's directory (google/renameio plus the directory fsync it leaves
+//     to callers). A reader never needs a lock and never sees a torn file.
+//     This requires rename(2) to be atomic, so the yard must be on a local
+//     file system, not NFS.
+//   - Writes happen only inside Dir.Update, a whole read-modify-write
+//     transaction under flock(2) on <dir>/.lock, a file whose inode never
+//     changes. Because every writer holds that lock, anything left in .tmp
+//     when the lock is taken was orphaned by a crash and is swept then.
+//   - Reads open with O_NOFOLLOW and accept only regular files with a single
+//     link: a symlink, FIFO, device, directory or hard link planted in a store
+//     is reported, never followed, opened for long or run.
+//   - Directories are created and checked component by component below the
+//     yard root, so no symlink below the root is ever followed.
+//   - Every JSON file carries "schema": "impyard.<kind>/<major>"; Decode
+//     refuses an unknown major before the caller can write anything.
+//   - JSONL appends are one write(2) of one whole line under the directory's
+//     lock; readers skip and report a torn line and go on.
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/google/renameio/v2"
+
+	"github.com/impyard/impyard/lib/crash"
+)
+
+const (
+	lockName = ".lock"
+	tmpName  = ".tmp"
+	// MaxFile bounds what a reader will load, so a planted or runaway file
+	// cannot exhaust memory.
+	MaxFile = 64 << 20
+	dirPerm = 0o750
+	// FilePerm is the mode of every yard file.
+	FilePerm = 0o640
+)
+
+// LockTimeout bounds how long Update waits for a busy lock before giving
+// up with ErrBusy.
+var LockTimeout = 30 * time.Second
+
+// ErrBusy means another process held a store's lock for longer than
+// LockTimeout; the operation is worth retrying.
+var ErrBusy = errors.New("lock busy")
+
+// Dir is a store directory: one lock domain with its own .lock and .tmp.
+type Dir struct {
+	path string
+}
+
+// OpenDir returns the store directory rel below root, creating it and
+// refusing any component that is a symlink or not a directory.
+func OpenDir(root, rel string) (*Dir, error) {
+	p, err := MkdirAll(root, rel)
+	if err != nil {
+		return nil, err
+	}
+	return &Dir{path: p}, nil
+}
+
+// Path is the directory's path.
+func (d *Dir) Path() string { return d.path }
+
+// MkdirAll creates rel below root one component at a time and checks each
+// with lstat, so no symlink below root is followed. root itself may be a
+// symlink: it is the operator's choice of where the yard lives.
+func MkdirAll(root, rel string) (string, error) {
+	p := filepath.Clean(root)
+	if rel == "" || rel == "." {
+		return p, nil
+	}
+	for _, c := range strings.Split(filepath.ToSlash(filepath.Clean(rel)), "/") {
+		if err := checkComponent(c); err != nil {
+			return "", fmt.Errorf("%s: %w", filepath.Join(p, c), err)
+		}
+		p = filepath.Join(p, c)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			if err := os.Mkdir(p, dirPerm); err != nil && !errors.Is(err, os.ErrExist) {
+				return "", err
+			}
+			fi, err = os.Lstat(p)
+		}
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return "", &os.PathError{Op: "open", Path: p, Err: errors.New("is a symlink; refusing to follow it")}
+		}
+		if !fi.IsDir() {
+			return "", &os.PathError{Op: "open", Path: p, Err: errors.New("is not a directory")}
+		}
+	}
+	return p, nil
+}
+
+func checkComponent(c string) error {
+	if c == "" || c == "." || c == ".." || strings.ContainsAny(c, "/\\\x00") {
+		return errors.New("path component is not a plain name")
+	}
+	return nil
+}
+
+// Tx is one transaction on a Dir, valid only inside Update.
+type Tx struct {
+	d *Dir
+}
+
+// Update runs fn under the directory's lock. Everything fn reads it may
+// rely on until it returns; everything it writes is atomic and durable when
+// Write returns.
+func (d *Dir) Update(fn func(tx *Tx) error) error {
+	unlock, err := Lock(filepath.Join(d.path, lockName))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := d.sweep(); err != nil {
+		return err
+	}
+	return fn(&Tx{d: d})
+}
+
+// sweep removes temp files orphaned by a writer that died. It is only
+// called under the lock, when no live writer can own a temp file.
+func (d *Dir) sweep() error {
+	tmp := filepath.Join(d.path, tmpName)
+	f, err := os.Open(tmp)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("sweep %s: %w", tmp, err)
+	}
+	for _, n := range names {
+		if err := os.Remove(filepath.Join(tmp, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("sweep orphaned temp file: %w", err)
+		}
+	}
+	return nil
+}
+
+// Lock takes the exclusive flock on path, creating it without following a
+// symlink, and returns the function that releases it. It waits at most
+// LockTimeout and then returns ErrBusy.
+func Lock(path string) (unlock func(), err error) {
+	fl := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC), flock.SetPermissions(0o600))
+	if ok, err := fl.TryLock(); err != nil {
+		return nil, &os.PathError{Op: "lock", Path: path, Err: err}
+	} else if ok {
+		return func() { _ = fl.Unlock() }, nil
+	}
+	// Blocking flock queues fairly in the kernel; the timer only decides when
+	// to stop waiting. An abandoned waiter releases the lock as soon as it
+	// gets it.
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for {
+			if err = fl.Lock(); !errors.Is(err, syscall.EINTR) {
+				break
+			}
+		}
+		done <- err
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), LockTimeout)
+	defer cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, &os.PathError{Op: "lock", Path: path, Err: err}
+		}
+		return func() { _ = fl.Unlock() }, nil
+	case <-ctx.Done():
+		go func() {
+			if <-done == nil {
+				_ = fl.Unlock()
+			}
+		}()
+		return nil, &os.PathError{Op: "lock", Path: path, Err: ErrBusy}
+	}
+}
+
+// Path returns the path of name inside the transaction's directory.
+func (tx *Tx) Path(name string) string { return filepath.Join(tx.d.path, name) }
+
+// Read reads name inside the directory (see ReadFile).
+func (tx *Tx) Read(name string) ([]byte, error) {
+	p, err := tx.resolve(name)
+	if err != nil {
+		return nil, err
+	}
+	return ReadFile(p)
+}
+
+// Write atomically creates or replaces name with data.
+func (tx *Tx) Write(name string, data []byte) error {
+	p, err := tx.resolve(name)
+	if err != nil {
+		return err
+	}
+	tmp, err := MkdirAll(tx.d.path, tmpName)
+	if err != nil {
+		return err
+	}
+	if err := WriteAtomic(p, data, tmp); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Remove deletes name; a missing file is not an error.
+func (tx *Tx) Remove(name string) error {
+	p, err := tx.resolve(name)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(p))
+}
+
+// resolve turns name, one or two plain components, into a path inside the
+// directory, creating the sub-directory when there is one.
+func (tx *Tx) resolve(name string) (string, error) {
+	dir, base := filepath.Split(name)
+	if err := checkComponent(base); err != nil {
+		return "", fmt.Errorf("%s: %w", filepath.Join(tx.d.path, name), err)
+	}
+	if dir == "" {
+		return filepath.Join(tx.d.path, base), nil
+	}
+	d, err := MkdirAll(tx.d.path, dir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, base), nil
+}
+
+// WriteAtomic replaces path with data through a temp file in tmpDir, which
+// must be on the same file system. Callers outside a Tx must hold a lock
+// that covers tmpDir.
+func WriteAtomic(path string, data []byte, tmpDir string) error {
+	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(tmpDir), renameio.WithPermissions(FilePerm))
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer pf.Cleanup()
+	if _, err := pf.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	crash.Point("after-temp-write")
+	if err := pf.CloseAtomicallyReplace(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	crash.Point("after-rename")
+	crash.Point("before-dir-fsync")
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// ReadFile reads a yard file. It refuses to follow a symlink, to open
+// anything but a regular file with exactly one link, and files larger than
+// MaxFile. O_NONBLOCK keeps a planted FIFO from blocking the reader.
+func ReadFile(path string) ([]byte, error) {
+	f, err := openRegular(path, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > MaxFile {
+		return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("file is %d bytes, over the %d limit", fi.Size(), MaxFile)}
+	}
+	buf := make([]byte, 0, fi.Size()+1)
+	buf, err = readAll(f, buf)
+	if err != nil {
+		return nil, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	return buf, nil
+}
+
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) > MaxFile {
+			return nil, fmt.Errorf("file grew over the %d limit", MaxFile)
+		}
+	}
+}
+
+func openRegular(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, FilePerm)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, &os.PathError{Op: "open", Path: path, Err: errors.New("is a symlink; refusing to follow it")}
+		}
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("is not a regular file (%s)", fi.Mode().Type())}
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
+		f.Close()
+		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("has %d hard links; refusing a file that may be shared with another place", st.Nlink)}
+	}
+	// Writers append through this descriptor, so undo O_NONBLOCK for them.
+	if flag&(os.O_WRONLY|os.O_RDWR) != 0 {
+		if err := syscall.SetNonblock(int(f.Fd()), false); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// IsNotExist reports whether err means the file is not there.
+func IsNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
+
+// trimLine drops a trailing newline and carriage return.
+func trimLine(b []byte) []byte { return bytes.TrimRight(b, "\r\n") }

@@ -1,0 +1,284 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func mustDir(t *testing.T) *Dir {
+	t.Helper()
+	d, err := OpenDir(t.TempDir(), "queue/yuko")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestWriteReadRoundTrip(t *testing.T) {
+	d := mustDir(t)
+	for _, want := range []string{"one\n", "two, longer than one\n", ""} {
+		err := d.Update(func(tx *Tx) error { return tx.Write("a.json", []byte(want)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadFile(filepath.Join(d.Path(), "a.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(d.Path(), "a.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != FilePerm {
+		t.Errorf("mode %v, want %v", fi.Mode().Perm(), os.FileMode(FilePerm))
+	}
+}
+
+func TestReadFileRefusesNonRegular(t *testing.T) {
+	dir := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(outside, []byte("ca key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "link.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "dir.json"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(outside, filepath.Join(dir, "hard.json")); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"link.json": "is a symlink",
+		"fifo.json": "not a regular file",
+		"dir.json":  "not a regular file",
+		"hard.json": "hard links",
+	} {
+		done := make(chan struct{})
+		var got []byte
+		var err error
+		go func() {
+			got, err = ReadFile(filepath.Join(dir, name))
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: ReadFile blocked", name)
+		}
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: got %q, %v; want an error naming the file and saying %q", name, got, err, want)
+		}
+	}
+}
+
+func TestMkdirAllRefusesSymlinkAndTraversal(t *testing.T) {
+	root := t.TempDir()
+	elsewhere := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "queue"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(root, "queue", "yuko")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenDir(root, "queue/yuko"); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("symlinked store directory: got %v, want a symlink error", err)
+	}
+	if _, err := OpenDir(root, "../escape"); err == nil {
+		t.Errorf("OpenDir(../escape) succeeded")
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+		t.Errorf("something was written through the symlink: %v", entries)
+	}
+}
+
+func TestTxRefusesBadNames(t *testing.T) {
+	d := mustDir(t)
+	for _, name := range []string{"../x.json", "..", ".", "a/../../b", ""} {
+		err := d.Update(func(tx *Tx) error { return tx.Write(name, []byte("x")) })
+		if err == nil {
+			t.Errorf("Write(%q) succeeded", name)
+		}
+	}
+}
+
+func TestUpdateSweepsOrphans(t *testing.T) {
+	d := mustDir(t)
+	tmp, err := MkdirAll(d.Path(), tmpName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := filepath.Join(tmp, ".a.json12345")
+	if err := os.WriteFile(orphan, []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Update(func(tx *Tx) error { return tx.Write("b.json", []byte("{}")) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(orphan); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("orphaned temp file survived the next write: %v", err)
+	}
+}
+
+func TestLockBusy(t *testing.T) {
+	d := mustDir(t)
+	old := LockTimeout
+	LockTimeout = 100 * time.Millisecond
+	defer func() { LockTimeout = old }()
+	release := make(chan struct{})
+	held := make(chan struct{})
+	go func() {
+		_ = d.Update(func(*Tx) error { close(held); <-release; return nil })
+	}()
+	<-held
+	err := d.Update(func(*Tx) error { return nil })
+	close(release)
+	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), ".lock") {
+		t.Fatalf("got %v, want ErrBusy naming the lock file", err)
+	}
+	// The abandoned waiter must give the lock back once it gets it.
+	LockTimeout = 5 * time.Second
+	if err := d.Update(func(*Tx) error { return nil }); err != nil {
+		t.Fatalf("lock not released after a timed-out wait: %v", err)
+	}
+}
+
+func TestLockInodeStable(t *testing.T) {
+	d := mustDir(t)
+	ino := func() uint64 {
+		fi, err := os.Stat(filepath.Join(d.Path(), lockName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	if err := d.Update(func(tx *Tx) error { return tx.Write("a.json", []byte("1")) }); err != nil {
+		t.Fatal(err)
+	}
+	first := ino()
+	for i := 0; i < 5; i++ {
+		if err := d.Update(func(tx *Tx) error { return tx.Write("a.json", []byte("2")) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ino() != first {
+		t.Errorf("lock file inode changed")
+	}
+}
+
+func TestSchema(t *testing.T) {
+	for _, tc := range []struct {
+		data, want string
+	}{
+		{`{"schema":"impyard.task/1"}`, ""},
+		{`{"schema":"impyard.task/9"}`, `schema "impyard.task/9" is not supported`},
+		{`{"schema":"impyard.gate/1"}`, "is not a task file"},
+		{`{"id":"x"}`, `no "schema" member`},
+		{`{"schema":"impyard.task/1"`, "not valid JSON"},
+		{``, "not valid JSON"},
+	} {
+		err := CheckSchema("queue/yuko/t-x.json", []byte(tc.data), "task", 1)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: got %v, want nil", tc.data, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "queue/yuko/t-x.json")):
+			t.Errorf("%s: got %v, want an error naming the file and saying %q", tc.data, err, tc.want)
+		}
+	}
+}
+
+func TestAppendAndTornLine(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "events.jsonl")
+	if err := AppendJSONL(p, map[string]int{"n": 1}); err != nil {
+		t.Fatal(err)
+	}
+	// A writer that died halfway through a record.
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"n":2,"hal`)
+	f.Close()
+	if err := AppendJSONL(p, map[string]int{"n": 3}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	bad, err := ReadJSONL(p, func(line []byte) error { got = append(got, string(line)); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{`{"n":1}`, `{"n":3}`}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if len(bad) != 1 || bad[0].Line != 2 || !strings.Contains(bad[0].Error(), "events.jsonl:2") {
+		t.Errorf("bad lines %v, want line 2 reported", bad)
+	}
+	if err := AppendLine(p, []byte("{}\n{}\n")); err == nil {
+		t.Errorf("two-line record accepted")
+	}
+	if err := AppendLine(p, []byte("{}")); err == nil {
+		t.Errorf("record without newline accepted")
+	}
+}
+
+func TestReadJSONLLongLine(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big.jsonl")
+	long := `{"x":"` + strings.Repeat("a", MaxLine+10) + `"}` + "\n"
+	if err := os.WriteFile(p, []byte(`{"n":1}`+"\n"+long+`{"n":2}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	bad, err := ReadJSONL(p, func([]byte) error { n++; return nil })
+	if err != nil || n != 2 || len(bad) != 1 {
+		t.Fatalf("got %d good, %v bad, err %v; want 2 good and the long line reported", n, bad, err)
+	}
+}
+
+// TestNoSpace fills a tiny tmpfs: the write must fail loudly, the old
+// contents must stay whole, and no temp file may be left behind.
+func TestNoSpace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount tmpfs: %v %s", err, out)
+	}
+	defer exec.Command("umount", mnt).Run()
+	d, err := OpenDir(mnt, "queue/yuko")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Update(func(tx *Tx) error { return tx.Write("a.json", []byte("old")) }); err != nil {
+		t.Fatal(err)
+	}
+	err = d.Update(func(tx *Tx) error { return tx.Write("a.json", bytes.Repeat([]byte("x"), 256<<10)) })
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "a.json") {
+		t.Fatalf("got %v, want ENOSPC naming the file", err)
+	}
+	if got, err := ReadFile(filepath.Join(d.Path(), "a.json")); err != nil || string(got) != "old" {
+		t.Errorf("after a failed write got %q, %v; want the old contents", got, err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(d.Path(), tmpName)); len(entries) != 0 {
+		t.Errorf("temp files left behind: %v", entries)
+	}
+	err = AppendLine(filepath.Join(d.Path(), "events.jsonl"), append(bytes.Repeat([]byte("y"), 200<<10), '\n'))
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("append on a full disk: got %v, want ENOSPC", err)
+	}
+}

@@ -1,0 +1,131 @@
+// Package yard knows where everything lives: the yard (the shared tree of
+// queue, gates, journal, runs, ...) and IMPYARD_HOME (the CA and secrets,
+// which never live in the yard and are never mounted into a box, except
+// ca/ca.crt). It names paths; lib/store reads and writes them.
+package yard
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/store"
+)
+
+// Yard is an opened yard root.
+type Yard struct {
+	Root string
+}
+
+// Open resolves the yard root: the flag value, else IMPYARD_ROOT, else the
+// current directory. The root must exist and be a directory.
+func Open(flagRoot string) (*Yard, error) {
+	root := flagRoot
+	if root == "" {
+		root = os.Getenv("IMPYARD_ROOT")
+	}
+	if root == "" {
+		root = "."
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("yard %s: %w", abs, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("yard %s: not a directory", abs)
+	}
+	return &Yard{Root: abs}, nil
+}
+
+// Home resolves IMPYARD_HOME (default ~/.impyard).
+func Home() (string, error) {
+	if h := os.Getenv("IMPYARD_HOME"); h != "" {
+		return filepath.Abs(h)
+	}
+	u, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("IMPYARD_HOME is not set and there is no home directory: %w", err)
+	}
+	return filepath.Join(u, ".impyard"), nil
+}
+
+// Path joins rel onto the root without creating anything.
+func (y *Yard) Path(rel ...string) string {
+	return filepath.Join(append([]string{y.Root}, rel...)...)
+}
+
+// Dir opens (creating it if needed) the store directory rel.
+func (y *Yard) Dir(rel ...string) (*store.Dir, error) {
+	return store.OpenDir(y.Root, filepath.Join(rel...))
+}
+
+// QueueDir is queue/<imp>, one lock domain per imp.
+func (y *Yard) QueueDir(imp string) (*store.Dir, error) {
+	if err := id.CheckName(imp); err != nil {
+		return nil, err
+	}
+	return y.Dir("queue", imp)
+}
+
+// GatesDir is gates/, one lock domain for pending/ and resolved/ so moving a
+// gate between them is a single transaction.
+func (y *Yard) GatesDir() (*store.Dir, error) { return y.Dir("gates") }
+
+// JournalPath is journal/<imp>/events.jsonl, creating its directory.
+func (y *Yard) JournalPath(imp string) (string, error) {
+	if err := id.CheckName(imp); err != nil {
+		return "", err
+	}
+	d, err := store.MkdirAll(y.Root, filepath.Join("journal", imp))
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "events.jsonl"), nil
+}
+
+// DecisionsPath is runs/decisions.jsonl, the audit log, creating runs/.
+func (y *Yard) DecisionsPath() (string, error) {
+	d, err := store.MkdirAll(y.Root, "runs")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "decisions.jsonl"), nil
+}
+
+// PolicyPath is policies/gateway.json.
+func (y *Yard) PolicyPath() string { return y.Path("policies", "gateway.json") }
+
+// Imps lists the names of the directories under a top-level yard directory
+// such as queue/ or journal/; a missing directory has none. Entries that are
+// not valid imp names or not plain directories are returned in bad.
+func (y *Yard) Imps(top string) (imps []string, bad []error) {
+	entries, err := os.ReadDir(y.Path(top))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, []error{err}
+	}
+	for _, e := range entries {
+		if e.Name()[0] == '.' {
+			continue
+		}
+		p := y.Path(top, e.Name())
+		if err := id.CheckName(e.Name()); err != nil {
+			bad = append(bad, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		if e.Type()&os.ModeSymlink != 0 || !e.IsDir() {
+			bad = append(bad, fmt.Errorf("%s: not a plain directory; skipped", p))
+			continue
+		}
+		imps = append(imps, e.Name())
+	}
+	return imps, bad
+}
