@@ -12,7 +12,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"regexp"
+	"strings"
 	"time"
 )
 
@@ -26,16 +26,41 @@ const (
 
 const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
 
+var randReader io.Reader = rand.Reader
+
 // Now and Rand are package variables so tests can make ids deterministic.
 var (
 	Now            = time.Now
-	Rand io.Reader = rand.Reader
+	Rand io.Reader = randReader
 )
 
-var (
-	idPattern   = regexp.MustCompile(`^[tgrm]-[0-9a-hjkmnp-tv-z]{16}$`)
-	namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
-)
+// wellFormed checks ^[tgrm]-[alphabet]{16}$ by hand: it runs on every
+// path built from an id, and a regexp would cost every command its
+// compilation at start-up.
+func wellFormed(s string) bool {
+	if len(s) != 18 || s[1] != '-' || !strings.ContainsRune("tgrm", rune(s[0])) {
+		return false
+	}
+	for i := 2; i < len(s); i++ {
+		if strings.IndexByte(alphabet, s[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 32 || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // New returns a fresh id of the given kind.
 func New(kind string) string {
@@ -58,7 +83,7 @@ func New(kind string) string {
 
 // Check returns an error unless s is a well-formed id of the given kind.
 func Check(kind, s string) error {
-	if !idPattern.MatchString(s) || s[:1] != kind {
+	if !wellFormed(s) || s[:1] != kind {
 		return fmt.Errorf("invalid %s id %q: want %s- and 16 lowercase base32 characters", kindName(kind), s, kind)
 	}
 	return nil
@@ -66,7 +91,7 @@ func Check(kind, s string) error {
 
 // KindOf returns the kind of a well-formed id, or "" if s is not one.
 func KindOf(s string) string {
-	if !idPattern.MatchString(s) {
+	if !wellFormed(s) {
 		return ""
 	}
 	return s[:1]
@@ -74,7 +99,7 @@ func KindOf(s string) string {
 
 // CheckName returns an error unless s is a valid imp name.
 func CheckName(s string) error {
-	if !namePattern.MatchString(s) {
+	if !validName(s) {
 		return fmt.Errorf("invalid imp name %q: use 1-32 characters of a-z, 0-9 and '-', starting with a letter or digit", s)
 	}
 	return nil
@@ -84,18 +109,9 @@ func CheckName(s string) error {
 func Time(s string) time.Time {
 	var ms int64
 	for i := 2; i < 12 && i < len(s); i++ {
-		ms = ms<<5 | int64(indexOf(s[i]))
+		ms = ms<<5 | int64(max(strings.IndexByte(alphabet, s[i]), 0))
 	}
 	return time.UnixMilli(ms)
-}
-
-func indexOf(c byte) int {
-	for i := 0; i < len(alphabet); i++ {
-		if alphabet[i] == c {
-			return i
-		}
-	}
-	return 0
 }
 
 func kindName(kind string) string {

@@ -261,3 +261,21 @@ func TestWatch(t *testing.T) {
 		}
 	}
 }
+
+func TestWatchEmptyYard(t *testing.T) {
+	y := newYard(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan Event, 4)
+	go Watch(ctx, y, "yuko", time.Hour, func(e Event) { got <- e }, func(err error) { t.Log(err) })
+	time.Sleep(200 * time.Millisecond)
+	id := mustAdd(t, y, AddOptions{})
+	select {
+	case e := <-got:
+		if e.ID != id || e.To != state.Waiting {
+			t.Errorf("got %+v", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a task added to a yard without queue/ was never reported")
+	}
+}

@@ -44,7 +44,8 @@ func Watch(ctx context.Context, y *yard.Yard, imp string, rescan time.Duration, 
 	}
 	return watch.Run(ctx, rescan, watch.Handler{
 		Dirs: func() []string {
-			dirs := []string{y.Path("queue")}
+			// The root too: until queue/ exists, its creation is the news.
+			dirs := []string{y.Root, y.Path("queue")}
 			imps := []string{imp}
 			if imp == "" {
 				imps, _ = y.Imps("queue")

@@ -1,0 +1,60 @@
+# impyard: make build | test | lint | bench | install | demo
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
+GO      ?= go
+STATICCHECK_VERSION ?= v0.8.2
+# How long each fuzz target runs in make test.
+FUZZTIME ?= 5s
+
+export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
+
+CMDS := $(notdir $(wildcard cmd/*))
+MANS := $(wildcard man/*.[1-8])
+
+.PHONY: all build test unit fuzz lint bench install demo clean
+
+all: build
+
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+test: unit fuzz
+
+unit:
+	$(GO) test -count=1 -timeout 20m ./...
+
+# Every fuzz target, briefly: go test runs one target per invocation.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
+	    echo "fuzz $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null; \
+	  done; \
+	done
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2000x ./lib/queue/
+	$(GO) test -run '^$$' -bench 'AddVsNq' -benchtime 500x ./tests/
+	$(GO) test -run '^$$' -bench 'WatchLatency' -benchtime 50x ./tests/
+	@for s in scripts/bench-*; do [ -x "$$s" ] && { echo "== $$s"; "$$s"; } || true; done
+
+install: build
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(addprefix bin/,$(CMDS)) $(DESTDIR)$(BINDIR)/
+	@for m in $(MANS); do \
+	  s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
+	  install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/; \
+	done
+
+demo: build
+	scripts/demo
+
+clean:
+	rm -rf bin

@@ -1,0 +1,141 @@
+package queue
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// cycle moves a task through running -> failed -> waiting -> running ...,
+// every step a legal transition with its journal and audit records.
+var cycle = []string{state.Running, state.Failed, state.Waiting}
+
+func benchYard(b *testing.B) *yard.Yard {
+	y, err := yard.Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return y
+}
+
+// floor is the bare cost the store cannot beat: temp file, write, fsync,
+// rename, directory fsync of the same bytes, no lock, no read, no events.
+func floor(b *testing.B, dir string, data []byte, n int) time.Duration {
+	tmp := filepath.Join(dir, "floor.tmp")
+	dst := filepath.Join(dir, "floor.json")
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Write(data)
+		f.Sync()
+		f.Close()
+		os.Rename(tmp, dst)
+		d, _ := os.Open(dir)
+		d.Sync()
+		d.Close()
+	}
+	return time.Since(start)
+}
+
+// BenchmarkTransition reports task transitions per second through the
+// whole library (lock, read, decode, state check, write, rename, directory
+// fsync, journal and audit append) and its ratio to the floor measured in
+// the same run. Each task takes three transitions, as real tasks do, so
+// files keep a realistic size.
+func BenchmarkTransition(b *testing.B) {
+	y := benchYard(b)
+	b.StopTimer()
+	ids := make([]string, b.N/len(cycle)+1)
+	for i := range ids {
+		id, _, err := Add(y, AddOptions{Imp: "yuko", Text: "benchmark", By: "b", Actor: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = id
+	}
+	b.StartTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if _, err := Move(y, ids[i/len(cycle)], Change{To: cycle[i%len(cycle)], By: "b", Actor: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	data, _ := os.ReadFile(y.Path("queue", "yuko", ids[0]+".json"))
+	fl := floor(b, b.TempDir(), data, b.N)
+	b.ReportMetric(float64(b.N)/el.Seconds(), "transitions/s")
+	b.ReportMetric(float64(b.N)/fl.Seconds(), "floor/s")
+	b.ReportMetric(fl.Seconds()/el.Seconds(), "x-floor")
+}
+
+// seedDone writes n finished tasks straight into a queue directory.
+func seedDone(b *testing.B, y *yard.Yard, n int) {
+	d, err := y.QueueDir("yuko")
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for i := 0; i < n; i++ {
+		t := Task{Schema: store.Schema(Kind, Major), ID: fmt.Sprintf("t-0000%012d", i), Imp: "yuko", State: state.Done,
+			Kind: Research, Text: "old", Attempt: 1, Created: now, Updated: now, Unique: fmt.Sprintf("u%d", i%100),
+			History: []state.Transition{{To: state.Waiting, At: now}, {From: state.Waiting, To: state.Running, At: now}, {From: state.Running, To: state.Done, At: now}}}
+		buf, _ := store.Encode(t)
+		if err := os.WriteFile(filepath.Join(d.Path(), t.ID+".json"), buf, 0o640); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAddUniqueAt10k compares adding a task with a unique key (and
+// moving it out of waiting) in a queue that already holds 10,000 finished
+// tasks with doing the same in an empty queue: the ratio stays near 1
+// because neither operation scans the directory.
+func BenchmarkAddUniqueAt10k(b *testing.B) {
+	measure := func(y *yard.Yard) time.Duration {
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			id, _, err := Add(y, AddOptions{Imp: "yuko", Text: "x", Unique: fmt.Sprintf("u%d", i%100), By: "b", Actor: "bench"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := Move(y, id, Change{To: state.Cancelled, By: "b", Actor: "bench"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	b.StopTimer()
+	empty, full := benchYard(b), benchYard(b)
+	seedDone(b, full, 10000)
+	b.StartTimer()
+	e := measure(empty)
+	f := measure(full)
+	b.ReportMetric(float64(b.N)/f.Seconds(), "ops/s-at-10k")
+	b.ReportMetric(float64(b.N)/e.Seconds(), "ops/s-empty")
+	b.ReportMetric(e.Seconds()/f.Seconds(), "x-empty")
+}
+
+// BenchmarkList10k reports the cost of listing a queue of 10,000 tasks,
+// per task, which should stay constant as the queue grows.
+func BenchmarkList10k(b *testing.B) {
+	y := benchYard(b)
+	seedDone(b, y, 10000)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tasks, bad := List(y, Filter{State: state.Waiting})
+		if len(bad) > 0 || len(tasks) != 0 {
+			b.Fatal(bad)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/10000, "µs/task")
+}

@@ -1,0 +1,108 @@
+package tests
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
+)
+
+// BenchmarkAddVsNq runs impq add as a whole process, one after another,
+// and nq (Debian's file-and-flock queue) enqueuing the same number of jobs
+// in the same run, and reports both rates and their ratio.
+func BenchmarkAddVsNq(b *testing.B) {
+	nq, err := exec.LookPath("nq")
+	if err != nil {
+		b.Skip("nq is not installed (apt-get install nq)")
+	}
+	root := b.TempDir()
+	nqdir := b.TempDir()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command(filepath.Join(bin, "impq"), "add", "--imp", "yuko", "benchmark task")
+		cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+root)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("impq add: %v %s", err, out)
+		}
+	}
+	impq := time.Since(start)
+	b.StopTimer()
+	start = time.Now()
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command(nq, "-q", "true")
+		cmd.Env = append(os.Environ(), "NQDIR="+nqdir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("nq: %v %s", err, out)
+		}
+	}
+	nqTime := time.Since(start)
+	b.ReportMetric(float64(b.N)/impq.Seconds(), "impq-adds/s")
+	b.ReportMetric(float64(b.N)/nqTime.Seconds(), "nq-enqueues/s")
+	b.ReportMetric(nqTime.Seconds()/impq.Seconds(), "x-nq")
+}
+
+// BenchmarkWatchLatency measures how long a transition made by this
+// process takes to appear as a line on a running impq watch, over b.N
+// transitions (run with -benchtime 50x), and reports the median and p99.
+func BenchmarkWatchLatency(b *testing.B) {
+	y := newYardB(b)
+	taskIDs := make([]string, b.N)
+	for i := range taskIDs {
+		id, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "watched", By: "b", Actor: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		taskIDs[i] = id
+	}
+	cmd := exec.Command(filepath.Join(bin, "impq"), "watch", "--imp", "yuko")
+	cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+y.Root)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	lines := bufio.NewScanner(out)
+	// The watcher reports nothing from before its first scan, so probe
+	// until it answers.
+	live := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-live:
+				return
+			case <-time.After(50 * time.Millisecond):
+				queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "probe", By: "b", Actor: "bench"})
+			}
+		}
+	}()
+	for lines.Scan() && !strings.Contains(lines.Text(), "probe") {
+	}
+	close(live)
+	time.Sleep(100 * time.Millisecond)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for _, id := range taskIDs {
+		start := time.Now()
+		if _, err := queue.Move(y, id, queue.Change{To: state.Running, By: "b", Actor: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+		for lines.Scan() && !strings.Contains(lines.Text(), id) {
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}

@@ -1,0 +1,327 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// run starts one of the built binaries against the yard and waits for it.
+func run(t *testing.T, dir, root string, env []string, name string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(dir, name), args...)
+	cmd.Env = append(os.Environ(), append([]string{"IMPYARD_ROOT=" + root, "USER=tester"}, env...)...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+func newYard(t *testing.T) *yard.Yard { return newYardB(t) }
+
+func newYardB(t testing.TB) *yard.Yard {
+	t.Helper()
+	y, err := yard.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return y
+}
+
+func signalled(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// TestConcurrentAdds: 1000 impq add from 50 concurrent processes give
+// 1000 files, 1000 distinct ids, every file valid, every event recorded.
+func TestConcurrentAdds(t *testing.T) {
+	y := newYard(t)
+	const workers, each = 50, 20
+	ids := make(chan string, workers*each)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				out, errOut, err := run(t, bin, y.Root, nil, "impq", "add", "--imp", "yuko", "concurrent task")
+				if err != nil {
+					t.Errorf("impq add: %v %s", err, errOut)
+					return
+				}
+				ids <- strings.TrimSpace(out)
+			}
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[string]bool{}
+	for id := range ids {
+		if seen[id] {
+			t.Errorf("id %s printed twice", id)
+		}
+		seen[id] = true
+	}
+	tasks, bad := queue.List(y, queue.Filter{})
+	if len(bad) > 0 {
+		t.Errorf("unreadable files: %v", bad)
+	}
+	if len(seen) != workers*each || len(tasks) != workers*each {
+		t.Fatalf("%d ids printed, %d tasks stored; want %d", len(seen), len(tasks), workers*each)
+	}
+	for _, task := range tasks {
+		if !seen[task.ID] || task.State != state.Waiting {
+			t.Errorf("stored task %s (%s) was not acknowledged or is not waiting", task.ID, task.State)
+		}
+	}
+	for _, p := range []string{y.Path("journal", "yuko", "events.jsonl"), y.Path("runs", "decisions.jsonl")} {
+		n := 0
+		bad, err := store.ReadJSONL(p, func([]byte) error { n++; return nil })
+		if err != nil || len(bad) > 0 || n != workers*each {
+			t.Errorf("%s: %d records, %v, %v; want %d whole records", p, n, bad, err, workers*each)
+		}
+	}
+}
+
+// race starts the same command in n processes at once and returns how many
+// exited 0 and the stderr of the others.
+func race(t *testing.T, y *yard.Yard, n int, name string, args ...string) (wins int, losers []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(filepath.Join(bin, name), args...)
+			cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+y.Root, "USER=tester")
+			var e bytes.Buffer
+			cmd.Stderr = &e
+			<-start
+			err := cmd.Run()
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				wins++
+			} else {
+				losers = append(losers, e.String())
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return wins, losers
+}
+
+// TestRaceOutOfWaiting: two processes move the same task out of waiting;
+// exactly one succeeds, every time.
+func TestRaceOutOfWaiting(t *testing.T) {
+	y := newYard(t)
+	for round := 0; round < 200; round++ {
+		id, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "race", By: "t", Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wins, losers := race(t, y, 2, "impq", "cancel", id)
+		if wins != 1 || len(losers) != 1 || !strings.Contains(losers[0], "is already cancelled") {
+			t.Fatalf("round %d: %d winners, losers said %q", round, wins, losers)
+		}
+		task, err := queue.Get(y, id)
+		if err != nil || task.State != state.Cancelled || len(task.History) != 2 {
+			t.Fatalf("round %d: task %+v, %v; want cancelled once", round, task, err)
+		}
+	}
+}
+
+// TestApproveRace: two impgate approve of the same gate; exactly one wins.
+func TestApproveRace(t *testing.T) {
+	y := newYard(t)
+	for round := 0; round < 50; round++ {
+		g, err := gate.File(y, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"to":["a@b.c"]}`), By: "t", Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wins, losers := race(t, y, 2, "impgate", "approve", g.ID)
+		if wins != 1 || len(losers) != 1 || !strings.Contains(losers[0], "is already approved") {
+			t.Fatalf("round %d: %d winners, losers said %q", round, wins, losers)
+		}
+		got, _ := gate.Get(y, g.ID)
+		if got.State != state.Approved || len(got.History) != 2 {
+			t.Fatalf("round %d: gate %s with %d transitions", round, got.State, len(got.History))
+		}
+	}
+}
+
+// history is what a client was told: acknowledged adds and cancels.
+type history struct {
+	added     map[string]bool
+	cancelled map[string]bool
+	kills     int
+}
+
+// check verifies the yard against the history, Jepsen-style: every
+// acknowledged id exists exactly once, in a legal state, and parses; no task
+// file is torn or empty; journal lines are whole except for at most one torn
+// line per kill.
+func (h *history) check(t *testing.T, y *yard.Yard) {
+	t.Helper()
+	dir := y.Path("queue", "yuko")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]int{}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		b, err := store.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil || len(b) == 0 {
+			t.Errorf("%s: %v, %d bytes", e.Name(), err, len(b))
+			continue
+		}
+		var task queue.Task
+		if err := json.Unmarshal(b, &task); err != nil {
+			t.Errorf("%s is torn: %v", e.Name(), err)
+			continue
+		}
+		stored[task.ID]++
+	}
+	tasks, bad := queue.List(y, queue.Filter{})
+	if len(bad) > 0 {
+		t.Errorf("unreadable task files: %v", bad)
+	}
+	byID := map[string]*queue.Task{}
+	for _, task := range tasks {
+		byID[task.ID] = task
+		if task.State != state.Waiting && task.State != state.Cancelled {
+			t.Errorf("%s in illegal state %s", task.ID, task.State)
+		}
+	}
+	for id := range h.added {
+		if stored[id] != 1 || byID[id] == nil {
+			t.Errorf("acknowledged task %s stored %d times", id, stored[id])
+		}
+	}
+	for id := range h.cancelled {
+		if task := byID[id]; task == nil || task.State != state.Cancelled {
+			t.Errorf("acknowledged cancel of %s not stored", id)
+		}
+	}
+	jbad, err := store.ReadJSONL(y.Path("journal", "yuko", "events.jsonl"), func(line []byte) error {
+		var m map[string]any
+		return json.Unmarshal(line, &m)
+	})
+	if err != nil || len(jbad) > h.kills {
+		t.Errorf("journal: %d torn lines after %d kills: %v", len(jbad), h.kills, err)
+	}
+}
+
+// TestCrashPoints kills impq at each named crash point of a write, many
+// times, then checks the history and that the next write sweeps the debris.
+func TestCrashPoints(t *testing.T) {
+	y := newYard(t)
+	h := &history{added: map[string]bool{}, cancelled: map[string]bool{}}
+	points := []string{"after-temp-write", "after-rename", "before-dir-fsync", "mid-append"}
+	for _, p := range points {
+		began := time.Now()
+		for hit := 1; hit <= 3; hit++ {
+			for i := 0; i < 10; i++ {
+				spec := []string{"IMPYARD_CRASH=" + p + ":" + string(rune('0'+hit))}
+				out, _, err := run(t, crashBin, y.Root, spec, "impq", "add", "--imp", "yuko", "--unique", "k"+p, "crash test")
+				switch {
+				case signalled(err):
+					h.kills++
+				case err == nil:
+					h.added[strings.TrimSpace(out)] = true
+				default:
+					t.Fatalf("%s: %v", p, err)
+				}
+				// A cancel on a surviving task, also killed at the point.
+				tasks, _ := queue.List(y, queue.Filter{State: state.Waiting})
+				if len(tasks) > 0 {
+					id := tasks[rand.IntN(len(tasks))].ID
+					_, _, err := run(t, crashBin, y.Root, spec, "impq", "cancel", id)
+					switch {
+					case signalled(err):
+						h.kills++
+					case err == nil:
+						h.cancelled[id] = true
+					}
+				}
+			}
+		}
+		if h.kills == 0 {
+			t.Fatalf("crash point %s was never reached", p)
+		}
+		t.Logf("%s: %v", p, time.Since(began))
+	}
+	t.Logf("%d kills, %d acknowledged adds, %d acknowledged cancels", h.kills, len(h.added), len(h.cancelled))
+	h.check(t, y)
+	out, _, err := run(t, bin, y.Root, nil, "impq", "add", "--imp", "yuko", "after the crashes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.added[strings.TrimSpace(out)] = true
+	if left, _ := os.ReadDir(y.Path("queue", "yuko", ".tmp")); len(left) != 0 {
+		t.Errorf("orphaned temp files survived the next write: %d", len(left))
+	}
+	h.check(t, y)
+}
+
+// TestRandomKills SIGKILLs writers at random moments during 200 writes.
+func TestRandomKills(t *testing.T) {
+	y := newYard(t)
+	h := &history{added: map[string]bool{}, cancelled: map[string]bool{}}
+	for i := 0; i < 200; i++ {
+		args := []string{"add", "--imp", "yuko", "random kill"}
+		var target string
+		if tasks, _ := queue.List(y, queue.Filter{State: state.Waiting}); i%3 == 2 && len(tasks) > 0 {
+			target = tasks[rand.IntN(len(tasks))].ID
+			args = []string{"cancel", target}
+		}
+		cmd := exec.Command(filepath.Join(bin, "impq"), args...)
+		cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+y.Root, "USER=tester")
+		var o bytes.Buffer
+		cmd.Stdout = &o
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.AfterFunc(time.Duration(rand.IntN(12000))*time.Microsecond, func() { cmd.Process.Kill() })
+		err := cmd.Wait()
+		switch {
+		case err == nil && target == "":
+			h.added[strings.TrimSpace(o.String())] = true
+		case err == nil:
+			h.cancelled[target] = true
+		case signalled(err):
+			h.kills++
+		}
+	}
+	t.Logf("%d kills, %d acknowledged adds, %d acknowledged cancels", h.kills, len(h.added), len(h.cancelled))
+	if h.kills == 0 || len(h.added) == 0 {
+		t.Fatalf("the run did not mix kills and completed writes")
+	}
+	h.check(t, y)
+}
