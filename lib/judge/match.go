@@ -1,0 +1,333 @@
+package judge
+
+import (
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gobwas/glob"
+
+	"github.com/impyard/impyard/lib/mcp"
+)
+
+// matcher is a compiled rule match. Empty lists and maxBody < 0 mean the
+// field was omitted and holds for anything.
+type matcher struct {
+	protocols []string
+	hosts     []hostPattern
+	ports     []int
+	methods   []string // upper-case
+	prefixes  []string
+	headers   []headerCond
+	maxBody   int64
+	mcp       *mcpMatch
+	networks  []netip.Prefix
+	subjects  []pattern
+	upgrade   bool // headerContains names upgrade: the rule may allow one
+	connect   bool // method names CONNECT: the rule may allow a nested tunnel
+}
+
+type hostPattern struct {
+	text   string // as written, for Explain
+	any    bool
+	suffix string // ".example.com" for *.example.com
+	exact  string // canonical
+}
+
+type pattern struct {
+	text string
+	g    *glob.Pattern
+}
+
+type headerCond struct {
+	name   string // lower-case
+	substr string
+}
+
+type mcpMatch struct {
+	methods []string
+	tools   []pattern
+}
+
+// requestLevel reports fields that only a request, not a CONNECT, shows.
+func (m *matcher) requestLevel() bool {
+	return len(m.methods) > 0 || len(m.prefixes) > 0 || len(m.headers) > 0 || m.maxBody >= 0 || m.mcp != nil
+}
+
+// field names the match field that failed, so that matching has one
+// implementation and Explain only describes its outcome.
+type field int
+
+const (
+	fieldNone field = iota
+	fieldProtocol
+	fieldPort
+	fieldHost
+	fieldSubject
+	fieldMethod
+	fieldPath
+	fieldTraversal
+	fieldBody
+	fieldHeader
+	fieldMCP
+)
+
+// input is a request with what the judge derives from it once.
+type input struct {
+	*Request
+	addr      netip.Addr // resolved, or the IP host; invalid when unknown
+	call      *mcp.Call  // the JSON-RPC call being judged, if any
+	traversal bool       // the path has a traversal spelling
+	upgrade   bool       // the request asks for a protocol upgrade
+}
+
+// connectMismatch checks the fields a CONNECT shows. Network is left to
+// the caller: what it means depends on whether the address is known.
+func (m *matcher) connectMismatch(in *input) field {
+	switch {
+	case len(m.protocols) > 0 && !slices.Contains(m.protocols, in.Protocol):
+		return fieldProtocol
+	case len(m.ports) > 0 && !slices.Contains(m.ports, in.Port):
+		return fieldPort
+	case len(m.hosts) > 0 && !m.hostMatch(in.Host):
+		return fieldHost
+	case len(m.subjects) > 0 && (in.Subject == "" || !anyGlob(m.subjects, in.Subject)):
+		return fieldSubject
+	}
+	return fieldNone
+}
+
+func (m *matcher) mismatch(in *input) field {
+	if f := m.connectMismatch(in); f != fieldNone {
+		return f
+	}
+	if len(m.methods) > 0 && !containsFold(m.methods, in.Method) {
+		return fieldMethod
+	}
+	if len(m.prefixes) > 0 {
+		if in.traversal {
+			return fieldTraversal
+		}
+		if !slices.ContainsFunc(m.prefixes, func(p string) bool { return strings.HasPrefix(in.Path, p) }) {
+			return fieldPath
+		}
+	}
+	if m.maxBody >= 0 && in.BodySize > m.maxBody {
+		return fieldBody
+	}
+	for _, h := range m.headers {
+		if !headerHas(in.Header, h.name, h.substr) {
+			return fieldHeader
+		}
+	}
+	if m.mcp != nil && !m.mcp.match(in.call) {
+		return fieldMCP
+	}
+	return fieldNone
+}
+
+func (m *matcher) hostMatch(host string) bool {
+	for _, h := range m.hosts {
+		if h.any || host == h.exact || h.suffix != "" && len(host) > len(h.suffix) && strings.HasSuffix(host, h.suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+func (mm *mcpMatch) match(c *mcp.Call) bool {
+	if c == nil {
+		return false
+	}
+	if len(mm.methods) > 0 && !slices.Contains(mm.methods, c.Method) {
+		return false
+	}
+	return len(mm.tools) == 0 || c.Tool != "" && anyGlob(mm.tools, c.Tool)
+}
+
+func anyGlob(ps []pattern, s string) bool {
+	for _, p := range ps {
+		if p.g.Match(s) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsFold(list []string, s string) bool {
+	for _, l := range list {
+		if asciiEqualFold(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// asciiEqualFold folds ASCII only: strings.EqualFold would let "ſ" stand
+// for "s" in a method or header name.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// headerHas looks at every key, not just the canonical one, so that a
+// header map built by hand cannot hide a header from a rule.
+func headerHas(h http.Header, name, substr string) bool {
+	for k, vs := range h {
+		if asciiEqualFold(k, name) {
+			for _, v := range vs {
+				if strings.Contains(v, substr) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func wantsUpgrade(h http.Header) bool {
+	for k, vs := range h {
+		if asciiEqualFold(k, "upgrade") {
+			return true
+		}
+		if asciiEqualFold(k, "connection") {
+			for _, v := range vs {
+				for tok := range strings.SplitSeq(v, ",") {
+					if asciiEqualFold(strings.TrimSpace(tok), "upgrade") {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// traversal reports a path that a server may normalise into another
+// path than the one a prefix was checked against: dot segments (also
+// percent-encoded, also before a ;parameter), encoded slashes or
+// backslashes (also double-encoded), and raw backslashes.
+func traversal(p string) bool {
+	for i := 0; i < len(p); i++ {
+		switch {
+		case p[i] == '\\':
+			return true
+		case p[i] == '%' && (encodedSep(p[i+1:]) || strings.HasPrefix(p[i+1:], "25") && (encodedSep(p[i+3:]) || encodedDot(p[i+3:]))):
+			return true
+		}
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		seg, _, _ = strings.Cut(seg, ";")
+		if dotSegment(seg) {
+			return true
+		}
+	}
+	return false
+}
+
+// encodedSep reports hex digits of / or \ at the start of s.
+func encodedSep(s string) bool {
+	return len(s) >= 2 && (asciiEqualFold(s[:2], "2f") || asciiEqualFold(s[:2], "5c"))
+}
+
+func encodedDot(s string) bool {
+	return len(s) >= 2 && asciiEqualFold(s[:2], "2e")
+}
+
+func dotSegment(seg string) bool {
+	dots := 0
+	for i := 0; i < len(seg); {
+		switch {
+		case seg[i] == '.':
+			i++
+		case seg[i] == '%' && encodedDot(seg[i+1:]):
+			i += 3
+		default:
+			return false
+		}
+		dots++
+	}
+	return dots == 1 || dots == 2
+}
+
+// why describes the failure mismatch found.
+func (m *matcher) why(f field, in *input) string {
+	switch f {
+	case fieldProtocol:
+		return "protocol " + in.Protocol + " not in " + list(m.protocols)
+	case fieldPort:
+		ports := make([]string, len(m.ports))
+		for i, p := range m.ports {
+			ports[i] = strconv.Itoa(p)
+		}
+		return "port " + strconv.Itoa(in.Port) + " not in " + list(ports)
+	case fieldHost:
+		hosts := make([]string, len(m.hosts))
+		for i, h := range m.hosts {
+			hosts[i] = h.text
+		}
+		return "host " + in.Host + " not in " + list(hosts)
+	case fieldSubject:
+		if in.Subject == "" {
+			return "no subject, and the rule names subjects " + list(patterns(m.subjects))
+		}
+		return "subject " + quote(in.Subject) + " not in " + list(patterns(m.subjects))
+	case fieldMethod:
+		return "method " + in.Method + " not in " + list(m.methods)
+	case fieldPath:
+		return "path " + quote(in.Path) + " has no prefix in " + list(m.prefixes)
+	case fieldTraversal:
+		return "path " + quote(in.Path) + " has a traversal spelling"
+	case fieldBody:
+		return "body size " + strconv.FormatInt(in.BodySize, 10) + " over " + strconv.FormatInt(m.maxBody, 10)
+	case fieldHeader:
+		for _, h := range m.headers {
+			if !headerHas(in.Header, h.name, h.substr) {
+				if h.substr == "" {
+					return "no header " + h.name
+				}
+				return "no header " + h.name + " containing " + quote(h.substr)
+			}
+		}
+	case fieldMCP:
+		switch c := in.call; {
+		case c == nil:
+			return "not a JSON-RPC request"
+		case len(m.mcp.methods) > 0 && !slices.Contains(m.mcp.methods, c.Method):
+			return "JSON-RPC method " + quote(c.Method) + " not in " + list(m.mcp.methods)
+		case c.Tool == "":
+			return "JSON-RPC method " + quote(c.Method) + " calls no tool, and the rule names tools " + list(patterns(m.mcp.tools))
+		default:
+			return "tool " + quote(c.Tool) + " not in " + list(patterns(m.mcp.tools))
+		}
+	}
+	return "matches"
+}
+
+func patterns(ps []pattern) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.text
+	}
+	return out
+}
+
+func list(items []string) string {
+	return "[" + strings.Join(items, " ") + "]"
+}
