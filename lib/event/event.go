@@ -58,5 +58,5 @@ func Record(y *yard.Yard, e Event) error {
 	if err != nil {
 		return err
 	}
-	return store.AppendLine(ap, line)
+	return store.AppendLineAt(ap, line, "mid-audit-append")
 }

@@ -97,8 +97,12 @@ func KindOf(s string) string {
 	return s[:1]
 }
 
-// CheckName returns an error unless s is a valid imp name.
+// CheckName returns an error unless s is a valid imp name. "org" is not
+// one: it names the trusted side's own subject.
 func CheckName(s string) error {
+	if s == "org" {
+		return fmt.Errorf("invalid imp name %q: reserved for the trusted side", s)
+	}
 	if !validName(s) {
 		return fmt.Errorf("invalid imp name %q: use 1-32 characters of a-z, 0-9 and '-', starting with a letter or digit", s)
 	}

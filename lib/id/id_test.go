@@ -57,7 +57,7 @@ func TestCheckName(t *testing.T) {
 			t.Errorf("CheckName(%q) = %v", s, err)
 		}
 	}
-	for _, s := range []string{"", "Yuko", "-x", "a/b", "..", "a.b", "ü", strings.Repeat("a", 33), "a b"} {
+	for _, s := range []string{"", "Yuko", "-x", "a/b", "..", "a.b", "ü", strings.Repeat("a", 33), "a b", "org"} {
 		if CheckName(s) == nil {
 			t.Errorf("CheckName(%q) accepted", s)
 		}

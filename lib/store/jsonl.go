@@ -25,12 +25,16 @@ func AppendJSONL(path string, v any) error {
 	return AppendLine(path, line)
 }
 
-// AppendLine appends one whole line (it must end in a newline and contain
+// AppendLine appends line; see AppendLineAt.
+func AppendLine(path string, line []byte) error { return AppendLineAt(path, line, "mid-append") }
+
+// AppendLineAt appends one whole line (it must end in a newline and contain
 // no other) with a single write(2) under the lock of the file's directory.
 // If a crashed writer left a torn last line, a newline is written first in
 // the same write, so the torn line stays one bad line and the new record is
-// intact.
-func AppendLine(path string, line []byte) error {
+// intact. point names the crash point between the two halves of a record
+// in crash-enabled test builds, so a test can tear one log and not another.
+func AppendLineAt(path string, line []byte, point string) error {
 	if len(line) == 0 || line[len(line)-1] != '\n' || bytes.IndexByte(line[:len(line)-1], '\n') >= 0 {
 		return fmt.Errorf("append %s: a record must be exactly one line", path)
 	}
@@ -66,7 +70,7 @@ func AppendLine(path string, line []byte) error {
 		if _, err := f.Write(line[:half]); err != nil {
 			return fmt.Errorf("append %s: %w", path, err)
 		}
-		crash.Point("mid-append")
+		crash.Point(point)
 		line = line[half:]
 	}
 	n, err := f.Write(line)

@@ -203,6 +203,19 @@ func Lock(path string) (unlock func(), err error) {
 	}
 }
 
+// TryLock takes the exclusive flock on path only if no one holds it.
+func TryLock(path string) (unlock func(), ok bool, err error) {
+	fl := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC), flock.SetPermissions(0o600))
+	ok, err = fl.TryLock()
+	if err != nil {
+		return nil, false, &os.PathError{Op: "lock", Path: path, Err: err}
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	return func() { _ = fl.Unlock() }, true, nil
+}
+
 // Path returns the path of name inside the transaction's directory.
 func (tx *Tx) Path(name string) string { return filepath.Join(tx.d.path, name) }
 

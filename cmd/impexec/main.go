@@ -1,0 +1,125 @@
+// Command impexec performs approved gates with credentials no box holds.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/executor"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+const usage = `usage: impexec COMMAND [flags]
+
+Performs approved gates: sends the frozen payload with the real credential
+(HTTP actions go through impgw as the org subject), records the result in
+the gate, the journal, the audit log and the ledger.
+
+Commands:
+  run    execute approved gates as they appear, until stopped
+  once   execute one gate now
+
+Examples:
+  impexec run
+  impexec once g-01m8nfx70pjmyn2n
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &cli.Env{Name: "impexec", Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	return e.Dispatch(args, usage, map[string]func([]string) error{
+		"run":  func(a []string) error { return runCmd(ctx, e, a) },
+		"once": func(a []string) error { return once(ctx, e, a) },
+	})
+}
+
+func runner(e *cli.Env, root string) (*executor.Runner, error) {
+	y, err := yard.Open(root)
+	if err != nil {
+		return nil, err
+	}
+	home, err := yard.Home()
+	if err != nil {
+		return nil, err
+	}
+	return &executor.Runner{Yard: y, Home: home, Logf: func(format string, a ...any) {
+		fmt.Fprintf(e.Stderr, "impexec: %s %s\n", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, a...))
+	}}, nil
+}
+
+const runUsage = `usage: impexec run [--rescan INTERVAL] [--workers N]
+
+Execute approved gates as they appear (inotify on gates/resolved/, with a
+rescan every INTERVAL). At start it takes up every gate still approved, and
+every gate a dead executor left executing: an idempotent executor resumes
+it, any other fails it with "outcome unknown". Stops on SIGINT or SIGTERM.
+
+Examples:
+  impexec run
+  impexec run --workers 8 --rescan 10s
+`
+
+func runCmd(ctx context.Context, e *cli.Env, args []string) error {
+	fs := e.FlagSet("run", runUsage)
+	root := cli.RootFlag(fs)
+	rescan := fs.Duration("rescan", 30*time.Second, "full rescan `INTERVAL`")
+	workers := fs.Int("workers", 4, "gates executed at once")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("run: unexpected argument %q", fs.Arg(0))
+	}
+	r, err := runner(e, *root)
+	if err != nil {
+		return err
+	}
+	r.Logf("watching %s", r.Yard.Path("gates", "resolved"))
+	return r.Run(ctx, *rescan, *workers)
+}
+
+const onceUsage = `usage: impexec once GATE
+
+Execute one gate now and print its final state. A gate that is already
+executed, failed or denied is left alone. Exits 1 when the gate ends
+failed.
+
+Examples:
+  impexec once g-01m8nfx70pjmyn2n
+`
+
+func once(ctx context.Context, e *cli.Env, args []string) error {
+	fs := e.FlagSet("once", onceUsage)
+	root := cli.RootFlag(fs)
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return cli.Usagef("once: want exactly one gate id")
+	}
+	r, err := runner(e, *root)
+	if err != nil {
+		return err
+	}
+	g, err := r.Execute(ctx, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.Stdout, "%s %s\n", g.ID, g.State)
+	if g.State == state.Failed {
+		return fmt.Errorf("gate %s failed: %s", g.ID, g.History[len(g.History)-1].Why)
+	}
+	return nil
+}

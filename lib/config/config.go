@@ -1,0 +1,391 @@
+// Package config reads the owner's configuration: org.toml at the yard root
+// and imps/<imp>/imp.toml for each imp. Reading is strict: an unknown key or
+// a bad value is an error that names the file, the line and the key, and a
+// configuration that does not load is an error for every caller, so the
+// spine denies every action until it is fixed (fail closed).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/gobwas/glob"
+
+	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// Trust levels.
+const (
+	Gate = "gate"
+	Auto = "auto"
+	Deny = "deny"
+)
+
+// Executor kinds.
+const (
+	HTTP        = "http"
+	MessageUser = "message-user"
+	GitPush     = "git-push"
+	EgressGrant = "egress-grant"
+)
+
+// DefaultListen is where impgw serves and impexec sends.
+const DefaultListen = "127.0.0.1:7300"
+
+// Org is org.toml.
+type Org struct {
+	Gateway struct {
+		Listen string `toml:"listen"`
+		// Wait is how long an auto-approved action waits for its execution.
+		Wait Duration `toml:"wait"`
+	} `toml:"gateway"`
+	Containerd struct {
+		Address   string `toml:"address"`
+		Namespace string `toml:"namespace"`
+	} `toml:"containerd"`
+	Supervisor struct {
+		Concurrency int `toml:"concurrency"`
+	} `toml:"supervisor"`
+	Imps      map[string]ImpEntry  `toml:"imps"`
+	Trust     []Trust              `toml:"trust"`
+	Executors map[string]*Executor `toml:"executors"`
+	Budget    map[string]Budget    `toml:"budget"`
+
+	path string
+}
+
+// ImpEntry is an imp's entry in org.toml.
+type ImpEntry struct {
+	Description string `toml:"description"`
+}
+
+// Trust is one [[trust]] entry: for intent (and imp, when set), a payload
+// that matches every glob in Match gets Level.
+type Trust struct {
+	Intent string            `toml:"intent"`
+	Imp    string            `toml:"imp"`
+	Match  map[string]string `toml:"match"`
+	Level  string            `toml:"level"`
+
+	// Where names the entry for decisions and errors: file and index.
+	Where string `toml:"-"`
+}
+
+// Executor is [executors.<intent>].
+type Executor struct {
+	Kind       string            `toml:"kind"`
+	Method     string            `toml:"method"`
+	URL        string            `toml:"url"`
+	Headers    map[string]string `toml:"headers"`
+	Template   string            `toml:"template"`
+	Idempotent bool              `toml:"idempotent"`
+	Cost       float64           `toml:"cost"`
+	Retries    int               `toml:"retries"`
+	Timeout    Duration          `toml:"timeout"`
+	Command    []string          `toml:"command"`
+	Log        string            `toml:"log"`
+}
+
+// Budget is [budget.<imp>]: what its proactive work may spend per UTC day.
+type Budget struct {
+	Daily float64 `toml:"daily"`
+	// Bytes caps the bytes its proactive work moves through the gateway per
+	// day; 0 means no cap.
+	Bytes int64 `toml:"bytes"`
+}
+
+// Imp is imps/<imp>/imp.toml.
+type Imp struct {
+	Name        string   `toml:"-"`
+	Dir         string   `toml:"-"`
+	Rootfs      string   `toml:"rootfs"`
+	Archive     string   `toml:"archive"`
+	Image       string   `toml:"image"`
+	Command     []string `toml:"command"`
+	TaskVia     string   `toml:"task_via"`
+	User        string   `toml:"user"`
+	Ceiling     Duration `toml:"ceiling"`
+	Memory      string   `toml:"memory"`
+	Pids        int64    `toml:"pids"`
+	Schedule    string   `toml:"schedule"`
+	Repo        string   `toml:"repo"`
+	Remote      string   `toml:"remote"`
+	Concurrency int      `toml:"concurrency"`
+	Trust       []Trust  `toml:"trust"`
+}
+
+// Duration is a Go duration written as a TOML string ("30m").
+type Duration struct{ time.Duration }
+
+// UnmarshalText reads "30m", "10s".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	if v < 0 {
+		return errors.New("duration must not be negative")
+	}
+	d.Duration = v
+	return nil
+}
+
+var intentPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// LoadOrg reads org.toml. A missing file is an empty configuration.
+func LoadOrg(y *yard.Yard) (*Org, error) {
+	p := y.Path("org.toml")
+	o := &Org{path: p}
+	b, err := store.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		o.defaults()
+		return o, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := decode(p, b, o); err != nil {
+		return nil, err
+	}
+	for i := range o.Trust {
+		o.Trust[i].Where = fmt.Sprintf("%s [[trust]] #%d", p, i+1)
+	}
+	if err := o.check(b); err != nil {
+		return nil, err
+	}
+	o.defaults()
+	return o, nil
+}
+
+// Path is the file the configuration came from.
+func (o *Org) Path() string { return o.path }
+
+func (o *Org) defaults() {
+	if o.Gateway.Listen == "" {
+		o.Gateway.Listen = DefaultListen
+	}
+	if o.Gateway.Wait.Duration == 0 {
+		o.Gateway.Wait.Duration = 10 * time.Second
+	}
+	if o.Containerd.Address == "" {
+		o.Containerd.Address = "/run/containerd/containerd.sock"
+	}
+	if o.Containerd.Namespace == "" {
+		o.Containerd.Namespace = "impyard"
+	}
+	if o.Supervisor.Concurrency == 0 {
+		o.Supervisor.Concurrency = 2
+	}
+	for _, e := range o.Executors {
+		if e.Kind == HTTP && e.Method == "" {
+			e.Method = "POST"
+		}
+		if e.Timeout.Duration == 0 {
+			e.Timeout.Duration = 30 * time.Second
+		}
+	}
+}
+
+// CheckIntents refuses trust entries and executors for intents that name
+// neither a policy rule nor a built-in intent: a typo there would silently
+// never apply.
+func (o *Org) CheckIntents(rules []string, builtin ...string) error {
+	known := map[string]bool{}
+	for _, r := range append(rules, builtin...) {
+		known[r] = true
+	}
+	for _, t := range o.Trust {
+		if !known[t.Intent] {
+			return fmt.Errorf("%s: intent %q names no rule in the gateway policy", t.Where, t.Intent)
+		}
+	}
+	for intent := range o.Executors {
+		if !known[intent] {
+			return fmt.Errorf("%s: [executors.%s]: intent %q names no rule in the gateway policy", o.path, intent, intent)
+		}
+	}
+	return nil
+}
+
+// LoadImp reads imps/<name>/imp.toml. A missing file is an error: an imp
+// without configuration cannot run.
+func LoadImp(y *yard.Yard, name string) (*Imp, error) {
+	if err := id.CheckName(name); err != nil {
+		return nil, err
+	}
+	dir := y.Path("imps", name)
+	p := filepath.Join(dir, "imp.toml")
+	b, err := store.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("imp %s has no configuration: %s does not exist", name, p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	im := &Imp{Name: name, Dir: dir}
+	if err := decode(p, b, im); err != nil {
+		return nil, err
+	}
+	for i := range im.Trust {
+		im.Trust[i].Where = fmt.Sprintf("%s [[trust]] #%d", p, i+1)
+	}
+	if err := im.check(p, b); err != nil {
+		return nil, err
+	}
+	return im, nil
+}
+
+// decode parses TOML strictly into v, naming file, line and key.
+func decode(path string, b []byte, v any) error {
+	md, err := toml.Decode(string(b), v)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			if pe.LastKey != "" {
+				return fmt.Errorf("%s:%d: key %q: %s", path, pe.Position.Line, pe.LastKey, pe.Message)
+			}
+			return fmt.Errorf("%s:%d: %s", path, pe.Position.Line, pe.Message)
+		}
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		k := und[0]
+		return fmt.Errorf("%s:%d: unknown key %q", path, lineOf(b, k[len(k)-1]), k.String())
+	}
+	return nil
+}
+
+// lineOf finds the line where key is set or its table begins, for error
+// messages: BurntSushi/toml does not report positions of keys it did not
+// decode.
+func lineOf(b []byte, key string) int {
+	quoted := regexp.QuoteMeta(key)
+	re := regexp.MustCompile(`(^|[\s{,.\[])("` + quoted + `"|` + quoted + `)\s*(=|\])`)
+	for i, line := range strings.Split(string(b), "\n") {
+		if re.MatchString(line) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func bad(path string, b []byte, key, format string, a ...any) error {
+	return fmt.Errorf("%s:%d: key %q: %s", path, lineOf(b, key), key, fmt.Sprintf(format, a...))
+}
+
+func (o *Org) check(b []byte) error {
+	p := o.path
+	if err := checkTrust(p, b, o.Trust); err != nil {
+		return err
+	}
+	for name := range o.Imps {
+		if err := id.CheckName(name); err != nil {
+			return bad(p, b, name, "%v", err)
+		}
+	}
+	for name, bu := range o.Budget {
+		if err := id.CheckName(name); err != nil {
+			return bad(p, b, name, "%v", err)
+		}
+		if bu.Daily < 0 || bu.Bytes < 0 {
+			return bad(p, b, "daily", "budget of %s must not be negative", name)
+		}
+	}
+	for intent, e := range o.Executors {
+		if !intentPattern.MatchString(intent) {
+			return bad(p, b, intent, "not a valid intent name")
+		}
+		if e == nil {
+			return bad(p, b, intent, "empty executor")
+		}
+		switch e.Kind {
+		case HTTP:
+			if e.URL == "" {
+				return bad(p, b, intent, "an http executor needs url")
+			}
+			if !strings.HasPrefix(e.URL, "https://") && !strings.HasPrefix(e.URL, "http://") {
+				return bad(p, b, "url", "executor %s: url must be http:// or https://", intent)
+			}
+		case MessageUser, GitPush, EgressGrant:
+		case "":
+			return bad(p, b, intent, "executor %s has no kind", intent)
+		default:
+			return bad(p, b, "kind", "executor %s: unknown kind %q (want http, message-user, git-push or egress-grant)", intent, e.Kind)
+		}
+		if e.Cost < 0 || e.Retries < 0 {
+			return bad(p, b, intent, "executor %s: cost and retries must not be negative", intent)
+		}
+	}
+	if o.Supervisor.Concurrency < 0 {
+		return bad(p, b, "concurrency", "must not be negative")
+	}
+	return nil
+}
+
+func checkTrust(p string, b []byte, ts []Trust) error {
+	for i, t := range ts {
+		if !intentPattern.MatchString(t.Intent) {
+			return bad(p, b, "intent", "[[trust]] #%d: invalid or missing intent %q", i+1, t.Intent)
+		}
+		if t.Imp != "" {
+			if err := id.CheckName(t.Imp); err != nil {
+				return bad(p, b, "imp", "[[trust]] #%d: %v", i+1, err)
+			}
+		}
+		switch t.Level {
+		case Gate, Auto, Deny:
+		default:
+			return bad(p, b, "level", "[[trust]] #%d: level %q is not gate, auto or deny", i+1, t.Level)
+		}
+		for field, g := range t.Match {
+			if _, err := compileGlob(g); err != nil {
+				return bad(p, b, field, "[[trust]] #%d: bad glob %q: %v", i+1, g, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (im *Imp) check(p string, b []byte) error {
+	n := 0
+	for _, s := range []string{im.Rootfs, im.Archive, im.Image} {
+		if s != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return fmt.Errorf("%s: set exactly one of rootfs, archive or image", p)
+	}
+	switch im.TaskVia {
+	case "", "arg", "stdin":
+	default:
+		return bad(p, b, "task_via", "want arg or stdin, not %q", im.TaskVia)
+	}
+	if im.Pids < 0 || im.Concurrency < 0 {
+		return fmt.Errorf("%s: pids and concurrency must not be negative", p)
+	}
+	for _, t := range im.Trust {
+		if t.Imp != "" && t.Imp != im.Name {
+			return bad(p, b, "imp", "a trust entry in %s's imp.toml cannot name imp %q", im.Name, t.Imp)
+		}
+	}
+	if err := checkTrust(p, b, im.Trust); err != nil {
+		return err
+	}
+	for _, f := range []*string{&im.Rootfs, &im.Archive, &im.Repo} {
+		if *f != "" && !filepath.IsAbs(*f) {
+			*f = filepath.Join(im.Dir, *f)
+		}
+	}
+	return nil
+}
+
+func compileGlob(g string) (*glob.Pattern, error) { return glob.Compile(g) }

@@ -1,0 +1,145 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/lib/yard"
+)
+
+const full = `
+[gateway]
+listen = "127.0.0.1:7301"
+wait = "3s"
+
+[imps.yuko]
+description = "writes the weekly digest"
+
+[[trust]]
+intent = "email-send"
+imp = "yuko"
+match = { to = "*@ourco.com" }
+level = "auto"
+
+[[trust]]
+intent = "email-send"
+level = "gate"
+
+[executors.email-send]
+kind = "http"
+url = "https://api.resend.com/emails"
+idempotent = true
+cost = 0.001
+
+[executors.message-user]
+kind = "message-user"
+
+[budget.yuko]
+daily = 2.5
+`
+
+func yardWith(t *testing.T, org string) *yard.Yard {
+	t.Helper()
+	y, err := yard.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if org != "" {
+		if err := os.WriteFile(y.Path("org.toml"), []byte(org), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return y
+}
+
+func TestLoadOrg(t *testing.T) {
+	o, err := LoadOrg(yardWith(t, full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Gateway.Listen != "127.0.0.1:7301" || o.Gateway.Wait.Duration != 3*time.Second {
+		t.Errorf("gateway %+v", o.Gateway)
+	}
+	if len(o.Trust) != 2 || o.Trust[0].Match["to"] != "*@ourco.com" || !strings.Contains(o.Trust[0].Where, "org.toml [[trust]] #1") {
+		t.Errorf("trust %+v", o.Trust)
+	}
+	e := o.Executors["email-send"]
+	if e.Kind != HTTP || e.Method != "POST" || !e.Idempotent || e.Timeout.Duration != 30*time.Second {
+		t.Errorf("executor %+v", e)
+	}
+	if o.Budget["yuko"].Daily != 2.5 || o.Containerd.Namespace != "impyard" {
+		t.Errorf("defaults or budget wrong: %+v", o)
+	}
+	if err := o.CheckIntents([]string{"email-send", "message-user"}); err != nil {
+		t.Error(err)
+	}
+	if err := o.CheckIntents([]string{"message-user"}); err == nil || !strings.Contains(err.Error(), `[[trust]] #1: intent "email-send" names no rule`) {
+		t.Errorf("unknown intent: %v", err)
+	}
+}
+
+func TestMissingOrgIsDefaults(t *testing.T) {
+	o, err := LoadOrg(yardWith(t, ""))
+	if err != nil || o.Gateway.Listen != DefaultListen {
+		t.Fatalf("%+v %v", o, err)
+	}
+}
+
+func TestOrgErrors(t *testing.T) {
+	for _, tc := range []struct{ toml, want string }{
+		{"[gateway]\nlisten = \"x\"\nlistne = \"y\"\n", `org.toml:3: unknown key "gateway.listne"`},
+		{"[[trust]]\nintent = \"email-send\"\nlevel = \"sometimes\"\n", `org.toml:3: key "level": [[trust]] #1: level "sometimes" is not gate, auto or deny`},
+		{"[[trust]]\nlevel = \"auto\"\n", `invalid or missing intent`},
+		{"[executors.x]\nkind = \"carrier-pigeon\"\n", `org.toml:2: key "kind": executor x: unknown kind "carrier-pigeon"`},
+		{"[executors.x]\nkind = \"http\"\n", `an http executor needs url`},
+		{"[executors.x]\nkind = \"http\"\nurl = \"ftp://x\"\n", `url must be http:// or https://`},
+		{"[gateway]\nwait = \"soon\"\n", `org.toml:2`},
+		{"[gateway\nlisten = 1\n", `to end table name`},
+		{"[budget.Yuko]\ndaily = 1\n", `invalid imp name`},
+		{"[budget.yuko]\ndaily = -1\n", `must not be negative`},
+		{"[[trust]]\nintent = \"a\"\nlevel = \"auto\"\nmatch = { to = \"[\" }\n", `bad glob`},
+	} {
+		_, err := LoadOrg(yardWith(t, tc.toml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want %q", tc.toml, err, tc.want)
+		}
+	}
+}
+
+func TestLoadImp(t *testing.T) {
+	y := yardWith(t, "")
+	dir := y.Path("imps", "yuko")
+	os.MkdirAll(dir, 0o750)
+	os.WriteFile(filepath.Join(dir, "imp.toml"), []byte(`
+rootfs = "rootfs"
+command = ["/usr/local/bin/imp"]
+ceiling = "10m"
+[[trust]]
+intent = "message-user"
+level = "auto"
+`), 0o640)
+	im, err := LoadImp(y, "yuko")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im.Rootfs != filepath.Join(dir, "rootfs") || im.Ceiling.Duration != 10*time.Minute || im.Trust[0].Level != Auto {
+		t.Errorf("%+v", im)
+	}
+	if _, err := LoadImp(y, "rex"); err == nil || !strings.Contains(err.Error(), "has no configuration") {
+		t.Errorf("missing imp: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "imp.toml"), []byte("[[trust]]\nintent = \"x\"\nimp = \"rex\"\nlevel = \"auto\"\n"), 0o640)
+	if _, err := LoadImp(y, "yuko"); err == nil || !strings.Contains(err.Error(), `cannot name imp "rex"`) {
+		t.Errorf("foreign trust entry: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "imp.toml"), []byte("rootfs = \"a\"\nimage = \"b\"\n"), 0o640)
+	if _, err := LoadImp(y, "yuko"); err == nil || !strings.Contains(err.Error(), "exactly one of") {
+		t.Errorf("two box sources: %v", err)
+	}
+	if _, err := LoadImp(y, "../x"); err == nil {
+		t.Errorf("traversal accepted")
+	}
+}

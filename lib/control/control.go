@@ -1,0 +1,354 @@
+// Package control is the gateway's control API: the only door through
+// which a box acts on the trusted side. Every request is authenticated by
+// a bearer token that names the subject (an imp, with its run and task);
+// what the request body claims about who is asking is never believed.
+//
+//	POST /v1/actions      propose an action: an envelope {intent, payload,
+//	                      rationale, run_id, task_id}; the trust ladder
+//	                      decides: gate it (202 pending), execute it now
+//	                      (200 done, or 202 if slower than the wait), or
+//	                      refuse it (403); proactive work over budget: 429
+//	GET  /v1/gates        the caller's own imp's gates (?state=)
+//	GET  /v1/gates/<id>   one of them, with its full timeline
+//	GET  /v1/queue        the caller's own imp's tasks, read-only
+//	POST /v1/journal      append a note to the caller's own journal
+//
+// An imp never sees another imp's gates or tasks: a gate of another imp
+// answers 404 as if it did not exist.
+package control
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/event"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/grant"
+	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/judge"
+	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/strictjson"
+	"github.com/impyard/impyard/lib/token"
+	"github.com/impyard/impyard/lib/trust"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// Limits on what a box may send.
+const (
+	MaxEnvelope = 1 << 20
+	MaxNote     = 16 << 10
+)
+
+// EgressGrant is the built-in intent by which an imp proposes the egress
+// rule it needs; it names no policy rule.
+const EgressGrant = "egress-grant"
+
+// API serves the control endpoints of one yard.
+type API struct {
+	Yard *yard.Yard
+	Home string
+	// Policy returns the policy in force, to check that an intent names a
+	// rule.
+	Policy func() *judge.Policy
+	// Poll is how often an auto-approved action's gate is re-read while
+	// waiting for its execution.
+	Poll time.Duration
+}
+
+// Envelope is what a box proposes.
+type Envelope struct {
+	Intent    string          `json:"intent"`
+	Payload   json.RawMessage `json:"payload"`
+	Rationale string          `json:"rationale"`
+	RunID     string          `json:"run_id"`
+	TaskID    string          `json:"task_id"`
+}
+
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func fail(status int, format string, a ...any) error {
+	return &apiError{status: status, msg: fmt.Sprintf(format, a...)}
+}
+
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	status, body := a.serve(r)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(body)
+	w.Write(append(b, '\n'))
+}
+
+func (a *API) serve(r *http.Request) (int, any) {
+	sub, err := a.authenticate(r)
+	if err == nil {
+		var out any
+		out, err = a.route(r, sub)
+		if err == nil {
+			if res, ok := out.(*actionResult); ok {
+				return res.status, res
+			}
+			return http.StatusOK, out
+		}
+	}
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.status, map[string]string{"error": ae.msg}
+	}
+	return http.StatusInternalServerError, map[string]string{"error": err.Error()}
+}
+
+func (a *API) authenticate(r *http.Request) (*token.Subject, error) {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || tok == "" {
+		return nil, fail(http.StatusUnauthorized, "no token: send Authorization: Bearer TOKEN")
+	}
+	sub, err := token.Lookup(a.Home, strings.TrimSpace(tok))
+	if errors.Is(err, token.ErrUnknown) {
+		return nil, fail(http.StatusUnauthorized, "unknown or revoked token")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sub.Imp() == "" {
+		return nil, fail(http.StatusForbidden, "the org subject has no control API: it acts through gates it executes")
+	}
+	return sub, nil
+}
+
+func (a *API) route(r *http.Request, sub *token.Subject) (any, error) {
+	switch p := r.URL.Path; {
+	case p == "/v1/actions":
+		if r.Method != http.MethodPost {
+			return nil, fail(http.StatusMethodNotAllowed, "use POST")
+		}
+		return a.action(r, sub)
+	case p == "/v1/gates":
+		if r.Method != http.MethodGet {
+			return nil, fail(http.StatusMethodNotAllowed, "use GET")
+		}
+		return a.gates(r, sub)
+	case strings.HasPrefix(p, "/v1/gates/"):
+		if r.Method != http.MethodGet {
+			return nil, fail(http.StatusMethodNotAllowed, "use GET")
+		}
+		return a.oneGate(strings.TrimPrefix(p, "/v1/gates/"), sub)
+	case p == "/v1/queue":
+		if r.Method != http.MethodGet {
+			return nil, fail(http.StatusMethodNotAllowed, "use GET")
+		}
+		tasks, _ := queue.List(a.Yard, queue.Filter{Imp: sub.Imp(), State: r.URL.Query().Get("state")})
+		if tasks == nil {
+			tasks = []*queue.Task{}
+		}
+		return map[string]any{"tasks": tasks}, nil
+	case p == "/v1/journal":
+		if r.Method != http.MethodPost {
+			return nil, fail(http.StatusMethodNotAllowed, "use POST")
+		}
+		return a.note(r, sub)
+	}
+	return nil, fail(http.StatusNotFound, "no such endpoint")
+}
+
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, fail(http.StatusBadRequest, "reading the body: %v", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fail(http.StatusRequestEntityTooLarge, "body over the %d byte limit", limit)
+	}
+	return b, nil
+}
+
+func (a *API) gates(r *http.Request, sub *token.Subject) (any, error) {
+	want := r.URL.Query().Get("state")
+	if want != "" && !state.GateMachine.Known(want) {
+		return nil, fail(http.StatusBadRequest, "unknown gate state %q", want)
+	}
+	all, _ := gate.List(a.Yard, gate.Filter{All: true, Imp: sub.Imp()})
+	out := []*gate.Gate{}
+	for _, g := range all {
+		if want == "" || g.State == want {
+			out = append(out, g)
+		}
+	}
+	return map[string]any{"gates": out}, nil
+}
+
+func (a *API) oneGate(gateID string, sub *token.Subject) (any, error) {
+	if id.Check(id.Gate, gateID) != nil {
+		return nil, fail(http.StatusNotFound, "no such gate")
+	}
+	g, err := gate.Get(a.Yard, gateID)
+	if err != nil || g.Imp != sub.Imp() {
+		return nil, fail(http.StatusNotFound, "no such gate")
+	}
+	return g, nil
+}
+
+func (a *API) note(r *http.Request, sub *token.Subject) (any, error) {
+	b, err := readBody(r, MaxNote)
+	if err != nil {
+		return nil, err
+	}
+	var n struct {
+		Note string `json:"note"`
+	}
+	if err := strictjson.Unmarshal(b, &n); err != nil {
+		return nil, fail(http.StatusBadRequest, "journal note: %v", err)
+	}
+	if strings.TrimSpace(n.Note) == "" {
+		return nil, fail(http.StatusBadRequest, "journal note is empty")
+	}
+	err = event.Record(a.Yard, event.Event{Event: "note", Imp: sub.Imp(), Actor: "box", By: sub.Imp(), Task: sub.Task, Why: n.Note})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"status": "noted"}, nil
+}
+
+type actionResult struct {
+	status int
+	Status string          `json:"status"`
+	GateID string          `json:"gate_id,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Reason string          `json:"reason,omitempty"`
+}
+
+func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
+	b, err := readBody(r, MaxEnvelope)
+	if err != nil {
+		return nil, err
+	}
+	var env Envelope
+	if err := strictjson.Unmarshal(b, &env); err != nil {
+		return nil, fail(http.StatusBadRequest, "envelope: %v (the imp comes from the token; the envelope holds intent, payload, rationale, run_id, task_id)", err)
+	}
+	if env.Intent == "" {
+		return nil, fail(http.StatusBadRequest, "envelope has no intent")
+	}
+	if len(env.Payload) == 0 {
+		return nil, fail(http.StatusBadRequest, "envelope has no payload")
+	}
+	if env.RunID != "" && env.RunID != sub.Run {
+		return nil, fail(http.StatusForbidden, "run_id %q is not this token's run", env.RunID)
+	}
+	if env.TaskID != "" && env.TaskID != sub.Task {
+		return nil, fail(http.StatusForbidden, "task_id %q is not this token's task", env.TaskID)
+	}
+	imp := sub.Imp()
+	payload := []byte(env.Payload)
+	if env.Intent == EgressGrant {
+		if payload, err = grant.Rule(imp, payload); err != nil {
+			return nil, fail(http.StatusBadRequest, "%v", err)
+		}
+	} else if !a.namesRule(env.Intent) {
+		return nil, fail(http.StatusForbidden, "intent %q names no rule in the gateway policy", env.Intent)
+	}
+	org, err := config.LoadOrg(a.Yard)
+	if err == nil {
+		err = org.CheckIntents(a.ruleNames(), EgressGrant)
+	}
+	if err != nil {
+		return nil, fail(http.StatusForbidden, "every action is denied while the configuration does not load: %v", err)
+	}
+	impCfg, err := config.LoadImp(a.Yard, imp)
+	if err != nil && !strings.Contains(err.Error(), "has no configuration") {
+		return nil, fail(http.StatusForbidden, "every action of %s is denied while its configuration does not load: %v", imp, err)
+	}
+	proactive := false
+	if sub.Task != "" {
+		if t, err := queue.Get(a.Yard, sub.Task); err == nil {
+			proactive = t.Proactive
+		}
+	}
+	if err := ledger.Check(a.Yard, org, imp, proactive, time.Now()); err != nil {
+		if errors.Is(err, ledger.ErrOverBudget) {
+			return nil, fail(http.StatusTooManyRequests, "%v; proposals of proactive tasks wait for tomorrow or the owner", err)
+		}
+		return nil, err
+	}
+	d := trust.Decide(org, impCfg, imp, env.Intent, payload)
+	if d.Level == config.Deny {
+		return nil, fail(http.StatusForbidden, "intent %q is refused for %s by %s", env.Intent, imp, d.Entry)
+	}
+	fo := gate.FileOptions{Imp: imp, Intent: env.Intent, Payload: payload, Rationale: env.Rationale,
+		Task: sub.Task, Run: sub.Run, By: imp, Actor: "impgw"}
+	if d.Level == config.Auto {
+		fo.Approved, fo.By = true, "trust: "+d.Entry
+	}
+	g, err := gate.File(a.Yard, fo)
+	if err != nil {
+		return nil, fail(http.StatusBadRequest, "%v", err)
+	}
+	if d.Level != config.Auto {
+		return &actionResult{status: http.StatusAccepted, Status: "pending", GateID: g.ID}, nil
+	}
+	return a.await(r, g.ID, org.Gateway.Wait.Duration)
+}
+
+// await waits a bounded time for an auto-approved gate's execution; the
+// box is never held longer than that.
+func (a *API) await(r *http.Request, gateID string, wait time.Duration) (any, error) {
+	poll := a.Poll
+	if poll == 0 {
+		poll = 20 * time.Millisecond
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		g, err := gate.Get(a.Yard, gateID)
+		if err != nil {
+			return nil, err
+		}
+		switch g.State {
+		case state.Executed:
+			return &actionResult{status: http.StatusOK, Status: "done", GateID: g.ID, Result: g.Result}, nil
+		case state.Failed:
+			return &actionResult{status: http.StatusOK, Status: "failed", GateID: g.ID, Result: g.Result,
+				Reason: g.History[len(g.History)-1].Why}, nil
+		}
+		if time.Now().After(deadline) {
+			return &actionResult{status: http.StatusAccepted, Status: "pending", GateID: g.ID}, nil
+		}
+		select {
+		case <-r.Context().Done():
+			return &actionResult{status: http.StatusAccepted, Status: "pending", GateID: g.ID}, nil
+		case <-time.After(poll):
+		}
+	}
+}
+
+func (a *API) ruleNames() []string {
+	if a.Policy == nil {
+		return nil
+	}
+	var names []string
+	for _, rl := range a.Policy().Rules() {
+		names = append(names, rl.Name)
+	}
+	return names
+}
+
+func (a *API) namesRule(intent string) bool {
+	for _, n := range a.ruleNames() {
+		if n == intent {
+			return true
+		}
+	}
+	return false
+}

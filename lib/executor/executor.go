@@ -1,0 +1,252 @@
+// Package executor performs approved gates: the trusted side's hands.
+//
+// Guarantees:
+//   - Only an approved gate is executed, only its frozen payload, and only
+//     after its canonical bytes are checked against the sha256 the human
+//     approved. A mismatch fails the gate and sends nothing.
+//   - A gate executes at most once to completion. The approved -> executing
+//     move happens under the gates lock, so one executor wins; a per-gate
+//     lock held for the whole execution tells a live executor from a dead one.
+//   - After a crash in executing: an idempotent executor resumes (HTTP with
+//     the same Idempotency-Key, the gate id); one that is not goes to failed
+//     with "outcome unknown" and is never retried without a new approval.
+//   - Transient failures of idempotent executors are retried with backoff,
+//     a bounded number of times.
+//   - Every step is a gate transition, so it lands in the gate's timeline,
+//     the imp's journal and the audit log; executed costs go to the ledger.
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/crash"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// Actor is how executors sign their transitions.
+const Actor = "impexec"
+
+// ErrBusy means another live executor holds the gate.
+var ErrBusy = errors.New("another executor is working on this gate")
+
+// Runner executes gates of one yard.
+type Runner struct {
+	Yard *yard.Yard
+	Home string // IMPYARD_HOME: the org token, the CA, secrets
+	// Backoff is the first retry delay; it doubles each time.
+	Backoff time.Duration
+	// Logf reports what happened, one line per event; may be nil.
+	Logf func(format string, a ...any)
+}
+
+// Result is what an executor reports back; it is kept in the gate.
+type Result struct {
+	Kind     string `json:"kind"`
+	Status   int    `json:"status,omitempty"`
+	Body     string `json:"body,omitempty"`
+	Attempts int    `json:"attempts,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+// outcome is a failed attempt: sent says whether the action may have taken
+// effect, transient whether trying again can help.
+type outcome struct {
+	err       error
+	sent      bool
+	transient bool
+}
+
+func (o *outcome) Error() string { return o.err.Error() }
+
+func (r *Runner) logf(format string, a ...any) {
+	if r.Logf != nil {
+		r.Logf(format, a...)
+	}
+}
+
+// Execute takes a gate as far as it can go now: an approved gate is
+// executed, an executing gate left by a dead executor is resumed or failed,
+// a decided or finished gate is left alone. It returns the gate as it ends.
+func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error) {
+	g, err := gate.Get(r.Yard, gateID)
+	if err != nil {
+		return nil, err
+	}
+	if g.State != state.Approved && g.State != state.Executing {
+		if g.State == state.Filed {
+			return g, fmt.Errorf("gate %s is filed, not approved", gateID)
+		}
+		return g, nil
+	}
+	lockDir, err := store.MkdirAll(r.Yard.Root, "gates/.exec")
+	if err != nil {
+		return nil, err
+	}
+	unlock, ok, err := store.TryLock(filepath.Join(lockDir, gateID+".lock"))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return g, ErrBusy
+	}
+	defer unlock()
+	// Re-read under the execution lock: another executor may have finished
+	// it between our first look and the lock.
+	if g, err = gate.Get(r.Yard, gateID); err != nil {
+		return nil, err
+	}
+	org, err := config.LoadOrg(r.Yard)
+	if err != nil {
+		// Fail closed without deciding anything: the gate waits, approved,
+		// until the owner fixes the configuration.
+		return g, fmt.Errorf("gate %s not executed: %w", gateID, err)
+	}
+	exe := org.Executors[g.Intent]
+	switch g.State {
+	case state.Approved:
+		if exe == nil {
+			return r.fail(g, fmt.Sprintf("no executor is configured for intent %q in %s; nothing was sent", g.Intent, org.Path()))
+		}
+		if _, err := g.Frozen(); err != nil {
+			return r.fail(g, err.Error()+"; nothing was sent")
+		}
+		g, err = gate.Move(r.Yard, gateID, gate.Change{To: state.Executing, By: Actor, Actor: Actor, Why: "executor " + exe.Kind})
+		if err != nil {
+			return g, err
+		}
+		crash.Point("after-mark-executing")
+	case state.Executing:
+		if exe == nil || !idempotent(exe) {
+			return r.fail(g, "outcome unknown: an executor stopped while this gate was executing and its executor is not idempotent; not retried without a new approval")
+		}
+		r.logf("gate %s: resuming an interrupted execution (idempotent)", gateID)
+	default:
+		return g, nil
+	}
+	payload, err := g.Frozen()
+	if err != nil {
+		return r.fail(g, err.Error()+"; nothing was sent")
+	}
+	res, err := r.perform(ctx, g, exe, payload)
+	crash.Point("after-send")
+	if err != nil {
+		var o *outcome
+		msg := err.Error()
+		if errors.As(err, &o) && o.sent && !idempotent(exe) {
+			msg = "outcome unknown: " + msg
+		}
+		return r.fail(g, msg)
+	}
+	if exe.Cost > 0 {
+		if err := ledger.Debit(r.Yard, ledger.Entry{Imp: g.Imp, Kind: ledger.Action, Intent: g.Intent, Gate: g.ID, Task: g.Task, Cost: exe.Cost}); err != nil {
+			return g, err
+		}
+	}
+	crash.Point("before-mark-executed")
+	body, err := json.Marshal(res)
+	if err != nil {
+		return g, err
+	}
+	g, err = gate.Move(r.Yard, gateID, gate.Change{To: state.Executed, By: Actor, Actor: Actor, Why: summary(res),
+		Edit: func(g *gate.Gate) error { g.Result = body; return nil }})
+	if err == nil {
+		r.logf("gate %s: executed (%s)", gateID, summary(res))
+	}
+	return g, err
+}
+
+func (r *Runner) fail(g *gate.Gate, why string) (*gate.Gate, error) {
+	r.logf("gate %s: failed: %s", g.ID, why)
+	res, _ := json.Marshal(Result{Kind: "failure", Detail: why})
+	out, err := gate.Move(r.Yard, g.ID, gate.Change{To: state.Failed, By: Actor, Actor: Actor, Why: why,
+		Edit: func(g *gate.Gate) error { g.Result = res; return nil }})
+	if err != nil {
+		return g, err
+	}
+	return out, nil
+}
+
+func idempotent(e *config.Executor) bool {
+	// Appending to the owner's log checks for the gate first, so it is
+	// idempotent whatever the configuration says, unless it also runs a
+	// command, which may not be.
+	return e.Idempotent || (e.Kind == config.MessageUser && len(e.Command) == 0) || e.Kind == config.EgressGrant
+}
+
+func summary(res *Result) string {
+	if res.Status != 0 {
+		return fmt.Sprintf("%s status %d after %d attempt(s)", res.Kind, res.Status, res.Attempts)
+	}
+	if res.Detail != "" {
+		return res.Kind + ": " + res.Detail
+	}
+	return res.Kind
+}
+
+// perform runs the configured executor, retrying transient failures of an
+// idempotent one with doubling backoff.
+func (r *Runner) perform(ctx context.Context, g *gate.Gate, exe *config.Executor, payload []byte) (*Result, error) {
+	tries := 1
+	if idempotent(exe) {
+		tries += exe.Retries
+		if exe.Retries == 0 {
+			tries += 3
+		}
+	}
+	delay := r.Backoff
+	if delay == 0 {
+		delay = 200 * time.Millisecond
+	}
+	var last error
+	for attempt := 1; attempt <= tries; attempt++ {
+		res, err := r.once(ctx, g, exe, payload)
+		if err == nil {
+			res.Attempts = attempt
+			return res, nil
+		}
+		last = err
+		var o *outcome
+		if !errors.As(err, &o) || !o.transient || attempt == tries {
+			break
+		}
+		r.logf("gate %s: attempt %d failed (%v); retrying in %v", g.ID, attempt, err, delay)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
+	return nil, last
+}
+
+func (r *Runner) once(ctx context.Context, g *gate.Gate, exe *config.Executor, payload []byte) (*Result, error) {
+	switch exe.Kind {
+	case config.HTTP:
+		return r.sendHTTP(ctx, g, exe, payload)
+	case config.MessageUser:
+		return r.messageUser(ctx, g, exe, payload)
+	case config.EgressGrant:
+		return r.grant(g, payload)
+	}
+	return nil, &outcome{err: fmt.Errorf("executor kind %q is not available in this impexec", exe.Kind)}
+}
+
+func trim(s string, n int) string {
+	s = strings.ToValidUTF8(s, "?")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

@@ -1,0 +1,77 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/store"
+)
+
+// Notice is one line of the owner's notification log.
+type Notice struct {
+	Schema  string          `json:"schema"`
+	TS      time.Time       `json:"ts"`
+	Gate    string          `json:"gate"`
+	Imp     string          `json:"imp"`
+	Task    string          `json:"task,omitempty"`
+	Message json.RawMessage `json:"message"`
+}
+
+// messageUser appends the payload to the owner's notification log, once
+// per gate, and then runs the configured command, if any, with the gate's
+// JSON on standard input.
+func (r *Runner) messageUser(ctx context.Context, g *gate.Gate, exe *config.Executor, payload []byte) (*Result, error) {
+	logPath := exe.Log
+	if logPath == "" {
+		logPath = r.Yard.Path("notifications.jsonl")
+	} else if !filepath.IsAbs(logPath) {
+		logPath = r.Yard.Path(logPath)
+	}
+	seen := false
+	_, err := store.ReadJSONL(logPath, func(line []byte) error {
+		var n Notice
+		if json.Unmarshal(line, &n) == nil && n.Gate == g.ID {
+			seen = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, &outcome{err: err, transient: true}
+	}
+	if !seen {
+		n := Notice{Schema: store.Schema("notice", 1), TS: time.Now().UTC(), Gate: g.ID, Imp: g.Imp, Task: g.Task, Message: payload}
+		if err := store.AppendJSONL(logPath, n); err != nil {
+			return nil, &outcome{err: err, transient: true}
+		}
+	}
+	res := &Result{Kind: config.MessageUser, Detail: "appended to " + logPath}
+	if len(exe.Command) == 0 {
+		return res, nil
+	}
+	in, err := json.Marshal(g)
+	if err != nil {
+		return nil, &outcome{err: err}
+	}
+	cctx, cancel := context.WithTimeout(ctx, exe.Timeout.Duration)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, exe.Command[0], exe.Command[1:]...)
+	cmd.Stdin = bytes.NewReader(in)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		started := errors.As(err, &ee)
+		return nil, &outcome{err: fmt.Errorf("%s: %w: %s", exe.Command[0], err, trim(out.String(), 300)), sent: started, transient: true}
+	}
+	res.Detail += "; ran " + exe.Command[0]
+	res.Body = trim(out.String(), 2048)
+	return res, nil
+}

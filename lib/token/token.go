@@ -1,0 +1,175 @@
+// Package token maps bearer tokens to subjects. Each imp run gets a fresh
+// random token; the trusted side records token => (imp, run, task) under
+// IMPYARD_HOME/tokens/, never in the yard, keyed by the token's sha256 so
+// the directory holds no usable token. The privileged subject "org", used by
+// executors, has one token of its own, kept readable only by its owner.
+package token
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/store"
+)
+
+// Org is the privileged subject of the trusted side's own requests.
+const Org = "org"
+
+const (
+	kind   = "token"
+	major  = 1
+	prefix = "impyard_"
+)
+
+// ErrUnknown means the token is not (or no longer) issued.
+var ErrUnknown = errors.New("unknown or revoked token")
+
+// Subject is who a token speaks for.
+type Subject struct {
+	Schema  string    `json:"schema"`
+	Subject string    `json:"subject"` // an imp name, or "org"
+	Run     string    `json:"run,omitempty"`
+	Task    string    `json:"task,omitempty"`
+	Created time.Time `json:"created"`
+}
+
+// Imp is the imp the subject speaks for, or "" for org.
+func (s *Subject) Imp() string {
+	if s.Subject == Org {
+		return ""
+	}
+	return s.Subject
+}
+
+// dir opens IMPYARD_HOME/tokens, creating IMPYARD_HOME private (0700).
+func dir(home string) (*store.Dir, error) {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, err
+	}
+	return store.OpenDir(home, "tokens")
+}
+
+func hashName(tok string) string {
+	s := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(s[:]) + ".json"
+}
+
+// Issue records a fresh token for subject (an imp, or Org) and returns it.
+func Issue(home, subject, run, task string) (string, error) {
+	if subject != Org {
+		if err := id.CheckName(subject); err != nil {
+			return "", err
+		}
+	}
+	if run != "" {
+		if err := id.Check(id.Run, run); err != nil {
+			return "", err
+		}
+	}
+	if task != "" {
+		if err := id.Check(id.Task, task); err != nil {
+			return "", err
+		}
+	}
+	d, err := dir(home)
+	if err != nil {
+		return "", err
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	tok := prefix + hex.EncodeToString(raw[:])
+	s := Subject{Schema: store.Schema(kind, major), Subject: subject, Run: run, Task: task, Created: time.Now().UTC()}
+	b, err := store.Encode(s)
+	if err != nil {
+		return "", err
+	}
+	err = d.Update(func(tx *store.Tx) error { return tx.Write(hashName(tok), b) })
+	return tok, err
+}
+
+// Lookup returns the subject of tok.
+func Lookup(home, tok string) (*Subject, error) {
+	if !strings.HasPrefix(tok, prefix) || len(tok) != len(prefix)+64 {
+		return nil, ErrUnknown
+	}
+	if _, err := hex.DecodeString(tok[len(prefix):]); err != nil {
+		return nil, ErrUnknown
+	}
+	d, err := dir(home)
+	if err != nil {
+		return nil, err
+	}
+	p := filepath.Join(d.Path(), hashName(tok))
+	b, err := store.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrUnknown
+	}
+	if err != nil {
+		return nil, err
+	}
+	var s Subject
+	if err := store.Decode(p, b, kind, major, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Revoke forgets tok.
+func Revoke(home, tok string) error {
+	if _, err := Lookup(home, tok); err != nil {
+		return err
+	}
+	d, err := dir(home)
+	if err != nil {
+		return err
+	}
+	return d.Update(func(tx *store.Tx) error { return tx.Remove(hashName(tok)) })
+}
+
+// OrgToken returns the org subject's token, issuing it on first use. It is
+// kept in IMPYARD_HOME/tokens/org.token, mode 0600.
+func OrgToken(home string) (string, error) {
+	d, err := dir(home)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(d.Path(), "org.token")
+	if b, err := store.ReadFile(p); err == nil {
+		tok := strings.TrimSpace(string(b))
+		if s, err := Lookup(home, tok); err == nil && s.Subject == Org {
+			return tok, nil
+		}
+	}
+	tok, err := Issue(home, Org, "", "")
+	if err != nil {
+		return "", err
+	}
+	err = d.Update(func(tx *store.Tx) error {
+		if err := tx.Write("org.token", []byte(tok+"\n")); err != nil {
+			return err
+		}
+		return os.Chmod(p, 0o600)
+	})
+	return tok, err
+}
+
+// Describe renders a subject for messages.
+func (s *Subject) String() string {
+	out := s.Subject
+	if s.Run != "" {
+		out += " run " + s.Run
+	}
+	if s.Task != "" {
+		out += " task " + s.Task
+	}
+	return out
+}
