@@ -194,22 +194,31 @@ func (o *Org) defaults() {
 	}
 }
 
-// CheckIntents refuses trust entries and executors for intents that name
-// neither a policy rule nor a built-in intent: a typo there would silently
-// never apply.
-func (o *Org) CheckIntents(rules []string, builtin ...string) error {
-	known := map[string]bool{}
+// Intent reports whether intent is one the owner declared: a gateway
+// policy rule (rules), a built-in intent, or an executor that acts on the
+// trusted side without the network (message-user, git-push, egress-grant).
+// An http executor needs a rule too: its request passes the gateway.
+func (o *Org) Intent(intent string, rules []string, builtin ...string) bool {
 	for _, r := range append(rules, builtin...) {
-		known[r] = true
-	}
-	for _, t := range o.Trust {
-		if !known[t.Intent] {
-			return fmt.Errorf("%s: intent %q names no rule in the gateway policy", t.Where, t.Intent)
+		if r == intent {
+			return true
 		}
 	}
-	for intent := range o.Executors {
-		if !known[intent] {
-			return fmt.Errorf("%s: [executors.%s]: intent %q names no rule in the gateway policy", o.path, intent, intent)
+	e := o.Executors[intent]
+	return e != nil && e.Kind != HTTP
+}
+
+// CheckIntents refuses trust entries and http executors for intents that
+// Intent does not know: a typo there would silently never apply.
+func (o *Org) CheckIntents(rules []string, builtin ...string) error {
+	for _, t := range o.Trust {
+		if !o.Intent(t.Intent, rules, builtin...) {
+			return fmt.Errorf("%s: intent %q names no rule in the gateway policy and no trusted-side executor", t.Where, t.Intent)
+		}
+	}
+	for intent, e := range o.Executors {
+		if e.Kind == HTTP && !o.Intent(intent, rules, builtin...) {
+			return fmt.Errorf("%s: [executors.%s] is an http executor but no gateway policy rule is named %q", o.path, intent, intent)
 		}
 	}
 	return nil

@@ -76,8 +76,11 @@ func TestLoadOrg(t *testing.T) {
 	if err := o.CheckIntents([]string{"email-send", "message-user"}); err != nil {
 		t.Error(err)
 	}
-	if err := o.CheckIntents([]string{"message-user"}); err == nil || !strings.Contains(err.Error(), `[[trust]] #1: intent "email-send" names no rule`) {
+	if err := o.CheckIntents(nil); err == nil || !strings.Contains(err.Error(), `[[trust]] #1: intent "email-send" names no rule`) {
 		t.Errorf("unknown intent: %v", err)
+	}
+	if !o.Intent("message-user", nil) || o.Intent("email-send", nil) || !o.Intent("egress-grant", nil, "egress-grant") {
+		t.Errorf("Intent: a trusted-side executor declares its intent; an http one needs a rule")
 	}
 }
 

@@ -252,20 +252,22 @@ func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
 		return nil, fail(http.StatusForbidden, "task_id %q is not this token's task", env.TaskID)
 	}
 	imp := sub.Imp()
+	org, err := config.LoadOrg(a.Yard)
+	rules := a.ruleNames()
+	if err == nil {
+		err = org.CheckIntents(rules, EgressGrant)
+	}
+	if err != nil {
+		return nil, fail(http.StatusForbidden, "every action is denied while the configuration does not load: %v", err)
+	}
+	if !org.Intent(env.Intent, rules, EgressGrant) {
+		return nil, fail(http.StatusForbidden, "intent %q names no rule in the gateway policy and no trusted-side executor", env.Intent)
+	}
 	payload := []byte(env.Payload)
 	if env.Intent == EgressGrant {
 		if payload, err = grant.Rule(imp, payload); err != nil {
 			return nil, fail(http.StatusBadRequest, "%v", err)
 		}
-	} else if !a.namesRule(env.Intent) {
-		return nil, fail(http.StatusForbidden, "intent %q names no rule in the gateway policy", env.Intent)
-	}
-	org, err := config.LoadOrg(a.Yard)
-	if err == nil {
-		err = org.CheckIntents(a.ruleNames(), EgressGrant)
-	}
-	if err != nil {
-		return nil, fail(http.StatusForbidden, "every action is denied while the configuration does not load: %v", err)
 	}
 	impCfg, err := config.LoadImp(a.Yard, imp)
 	if err != nil && !strings.Contains(err.Error(), "has no configuration") {
@@ -342,13 +344,4 @@ func (a *API) ruleNames() []string {
 		names = append(names, rl.Name)
 	}
 	return names
-}
-
-func (a *API) namesRule(intent string) bool {
-	for _, n := range a.ruleNames() {
-		if n == intent {
-			return true
-		}
-	}
-	return false
 }

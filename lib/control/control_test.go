@@ -1,0 +1,227 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/lib/executor"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/judge"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/token"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+const policy = `{"schema":"impyard.policy/1","rules":[
+ {"name":"email-send","match":{"host":"api.resend.com","subject":"org"},"verdict":"allow"},
+ {"name":"message-user","match":{"host":"localhost"},"verdict":"deny"}]}`
+
+const org = `
+[gateway]
+wait = "2s"
+[[trust]]
+intent = "email-send"
+match = { to = "*@ourco.com" }
+level = "auto"
+[[trust]]
+intent = "message-user"
+imp = "rex"
+level = "deny"
+[executors.email-send]
+kind = "message-user"
+log = "mail.jsonl"
+[executors.message-user]
+kind = "message-user"
+[budget.yuko]
+daily = 1.0
+`
+
+type fixture struct {
+	api  *API
+	y    *yard.Yard
+	home string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	y, _ := yard.Open(t.TempDir())
+	os.WriteFile(y.Path("org.toml"), []byte(org), 0o640)
+	p, err := judge.Parse([]byte(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	return &fixture{api: &API{Yard: y, Home: home, Policy: func() *judge.Policy { return p }}, y: y, home: home}
+}
+
+func (f *fixture) token(t *testing.T, imp, task string) string {
+	t.Helper()
+	tok, err := token.Issue(f.home, imp, "r-0000000000000001", task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func (f *fixture) do(t *testing.T, tok, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	rec := httptest.NewRecorder()
+	f.api.ServeHTTP(rec, req)
+	var out map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatalf("%s %s: not JSON: %s", method, path, rec.Body.String())
+	}
+	return rec.Code, out
+}
+
+func TestGatedAction(t *testing.T) {
+	f := newFixture(t)
+	tok := f.token(t, "yuko", "")
+	code, out := f.do(t, tok, "POST", "/v1/actions", `{"intent":"email-send","payload":{"to":["x@elsewhere.com"],"subject":"hi"},"rationale":"weekly","run_id":"r-0000000000000001"}`)
+	if code != http.StatusAccepted || out["status"] != "pending" {
+		t.Fatalf("%d %v", code, out)
+	}
+	g, err := gate.Get(f.y, out["gate_id"].(string))
+	if err != nil || g.State != state.Filed || g.Imp != "yuko" || g.Run != "r-0000000000000001" || g.Rationale != "weekly" {
+		t.Fatalf("%+v %v", g, err)
+	}
+	code, out = f.do(t, tok, "GET", "/v1/gates/"+g.ID, "")
+	if code != 200 || out["id"] != g.ID {
+		t.Errorf("own gate: %d %v", code, out)
+	}
+	other := f.token(t, "rex", "")
+	if code, _ := f.do(t, other, "GET", "/v1/gates/"+g.ID, ""); code != http.StatusNotFound {
+		t.Errorf("another imp's gate answered %d", code)
+	}
+	code, out = f.do(t, other, "GET", "/v1/gates", "")
+	if code != 200 || len(out["gates"].([]any)) != 0 {
+		t.Errorf("rex sees gates: %v", out)
+	}
+	code, out = f.do(t, tok, "GET", "/v1/gates?state=filed", "")
+	if code != 200 || len(out["gates"].([]any)) != 1 {
+		t.Errorf("yuko's filed gates: %v", out)
+	}
+}
+
+func TestAutoAction(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &executor.Runner{Yard: f.y, Home: f.home}
+	go r.Run(ctx, time.Minute, 2)
+	tok := f.token(t, "yuko", "")
+	code, out := f.do(t, tok, "POST", "/v1/actions", `{"intent":"email-send","payload":{"to":["a@ourco.com","b@ourco.com"]}}`)
+	if code != http.StatusOK || out["status"] != "done" || out["result"] == nil {
+		t.Fatalf("auto: %d %v", code, out)
+	}
+	g, _ := gate.Get(f.y, out["gate_id"].(string))
+	if g.State != state.Executed || !strings.HasPrefix(g.History[1].By, "trust: ") {
+		t.Errorf("auto gate %s decided by %q", g.State, g.History[1].By)
+	}
+	code, out = f.do(t, tok, "POST", "/v1/actions", `{"intent":"email-send","payload":{"to":["a@ourco.com","x@elsewhere.com"]}}`)
+	if code != http.StatusAccepted || out["status"] != "pending" {
+		t.Errorf("mixed recipients: %d %v", code, out)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	f := newFixture(t)
+	tok := f.token(t, "yuko", "")
+	rex := f.token(t, "rex", "")
+	orgTok, _ := token.OrgToken(f.home)
+	for _, tc := range []struct {
+		tok, method, path, body string
+		code                    int
+		want                    string
+	}{
+		{"", "POST", "/v1/actions", `{}`, 401, "no token"},
+		{"impyard_" + strings.Repeat("0", 64), "POST", "/v1/actions", `{}`, 401, "unknown or revoked"},
+		{orgTok, "GET", "/v1/gates", ``, 403, "org subject"},
+		{tok, "POST", "/v1/actions", `not json`, 400, "envelope"},
+		{tok, "POST", "/v1/actions", `{"intent":"email-send","payload":{},"imp":"rex"}`, 400, `unknown field "imp"`},
+		{tok, "POST", "/v1/actions", `{"payload":{}}`, 400, "no intent"},
+		{tok, "POST", "/v1/actions", `{"intent":"email-send"}`, 400, "no payload"},
+		{tok, "POST", "/v1/actions", `{"intent":"launch-missiles","payload":{}}`, 403, "names no rule"},
+		{tok, "POST", "/v1/actions", `{"intent":"email-send","payload":{},"run_id":"r-0000000000000009"}`, 403, "not this token's run"},
+		{tok, "POST", "/v1/actions", `{"intent":"email-send","payload":{},"task_id":"t-0000000000000009"}`, 403, "not this token's task"},
+		{tok, "POST", "/v1/actions", `{"intent":"email-send","payload":{"a":1,"a":2}}`, 400, "duplicate"},
+		{tok, "POST", "/v1/actions", `{"intent":"email-send","payload":"` + strings.Repeat("x", MaxEnvelope) + `"}`, 413, "limit"},
+		{rex, "POST", "/v1/actions", `{"intent":"message-user","payload":{"text":"hi"}}`, 403, "refused for rex"},
+		{tok, "GET", "/v1/actions", ``, 405, "POST"},
+		{tok, "GET", "/v1/nope", ``, 404, "no such endpoint"},
+		{tok, "GET", "/v1/gates/../../etc/passwd", ``, 404, "no such gate"},
+		{tok, "POST", "/v1/journal", `{"note":""}`, 400, "empty"},
+	} {
+		code, out := f.do(t, tc.tok, tc.method, tc.path, tc.body)
+		if code != tc.code || !strings.Contains(out["error"].(string), tc.want) {
+			t.Errorf("%s %s %.60s: got %d %v, want %d %q", tc.method, tc.path, tc.body, code, out, tc.code, tc.want)
+		}
+	}
+	if gates, _ := gate.List(f.y, gate.Filter{All: true}); len(gates) != 0 {
+		t.Errorf("refused envelopes filed %d gates", len(gates))
+	}
+}
+
+func TestBrokenConfigDeniesAll(t *testing.T) {
+	f := newFixture(t)
+	os.WriteFile(f.y.Path("org.toml"), []byte("[[trust]]\nintent = \"email-send\"\nlevel = \"sometimes\"\n"), 0o640)
+	code, out := f.do(t, f.token(t, "yuko", ""), "POST", "/v1/actions", `{"intent":"email-send","payload":{}}`)
+	if code != 403 || !strings.Contains(out["error"].(string), "every action is denied") {
+		t.Errorf("%d %v", code, out)
+	}
+	os.WriteFile(f.y.Path("org.toml"), []byte("[[trust]]\nintent = \"emial-send\"\nlevel = \"auto\"\n"), 0o640)
+	code, out = f.do(t, f.token(t, "yuko", ""), "POST", "/v1/actions", `{"intent":"email-send","payload":{}}`)
+	if code != 403 || !strings.Contains(out["error"].(string), `intent "emial-send" names no rule`) {
+		t.Errorf("%d %v", code, out)
+	}
+}
+
+func TestBudgetSoftDeny(t *testing.T) {
+	f := newFixture(t)
+	os.WriteFile(f.y.Path("org.toml"), []byte(strings.Replace(org, "log = \"mail.jsonl\"", "log = \"mail.jsonl\"\ncost = 0.6", 1)), 0o640)
+	pro, _, _ := queue.Add(f.y, queue.AddOptions{Imp: "yuko", Text: "digest", Proactive: true, By: "cron", Actor: "test"})
+	owner, _, _ := queue.Add(f.y, queue.AddOptions{Imp: "yuko", Text: "send it", By: "alice", Actor: "test"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go (&executor.Runner{Yard: f.y, Home: f.home}).Run(ctx, time.Minute, 2)
+	pt := f.token(t, "yuko", pro)
+	for i, want := range []int{200, 200, 429} {
+		code, out := f.do(t, pt, "POST", "/v1/actions", `{"intent":"email-send","payload":{"to":["a@ourco.com"],"n":`+string(rune('0'+i))+`}}`)
+		if code != want {
+			t.Fatalf("proactive proposal %d: %d %v, want %d", i, code, out, want)
+		}
+	}
+	if code, out := f.do(t, f.token(t, "yuko", owner), "POST", "/v1/actions", `{"intent":"email-send","payload":{"to":["a@ourco.com"]}}`); code != 200 {
+		t.Errorf("owner task over budget: %d %v", code, out)
+	}
+}
+
+func TestJournalAndQueue(t *testing.T) {
+	f := newFixture(t)
+	id, _, _ := queue.Add(f.y, queue.AddOptions{Imp: "yuko", Text: "digest", By: "alice", Actor: "test"})
+	queue.Add(f.y, queue.AddOptions{Imp: "rex", Text: "secret", By: "alice", Actor: "test"})
+	tok := f.token(t, "yuko", id)
+	code, out := f.do(t, tok, "GET", "/v1/queue", "")
+	tasks := out["tasks"].([]any)
+	if code != 200 || len(tasks) != 1 || tasks[0].(map[string]any)["id"] != id {
+		t.Errorf("queue: %d %v", code, out)
+	}
+	if code, out := f.do(t, tok, "POST", "/v1/journal", `{"note":"found three sources"}`); code != 200 {
+		t.Errorf("journal: %d %v", code, out)
+	}
+	b, _ := os.ReadFile(f.y.Path("journal", "yuko", "events.jsonl"))
+	if !strings.Contains(string(b), `"event":"note"`) || !strings.Contains(string(b), `"actor":"box"`) || !strings.Contains(string(b), "found three sources") {
+		t.Errorf("journal: %s", b)
+	}
+}
