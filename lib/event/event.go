@@ -6,6 +6,7 @@
 package event
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/impyard/impyard/lib/store"
@@ -27,6 +28,7 @@ type Event struct {
 	Actor  string    `json:"actor"`            // which program wrote it: impq, impgate, impgw, impexec, impsup, box
 	By     string    `json:"by,omitempty"`     // the human or rule that caused it
 	ID     string    `json:"id,omitempty"`     // the task or gate
+	Seq    int       `json:"seq,omitempty"`    // which transition of ID (1 = the first)
 	Task   string    `json:"task,omitempty"`   // the task a gate belongs to
 	From   string    `json:"from,omitempty"`   // previous state
 	To     string    `json:"to,omitempty"`     // new state
@@ -35,28 +37,83 @@ type Event struct {
 	Intent string    `json:"intent,omitempty"`
 }
 
-// Record appends e to the imp's journal and to the audit log. Callers hold
-// the lock of the store that changed, so events of one entity are appended
-// in the order its transitions happened.
+// Record appends e to the audit log and then to the imp's journal. Callers
+// hold the lock of the store that changed, so events of one entity are
+// appended in the order its transitions happened. The order matters to
+// Ensure: an event in the journal is in the audit log too.
 func Record(y *yard.Yard, e Event) error {
+	line, jp, ap, err := prepare(y, &e)
+	if err != nil {
+		return err
+	}
+	if err := store.AppendLineAt(ap, line, "mid-audit-append"); err != nil {
+		return err
+	}
+	return store.AppendLine(jp, line)
+}
+
+func prepare(y *yard.Yard, e *Event) (line []byte, journal, audit string, err error) {
 	e.Schema = store.Schema(Kind, Major)
 	if e.TS.IsZero() {
 		e.TS = time.Now().UTC()
 	}
-	line, err := store.Line(e)
+	if line, err = store.Line(e); err != nil {
+		return nil, "", "", err
+	}
+	if journal, err = y.JournalPath(e.Imp); err != nil {
+		return nil, "", "", err
+	}
+	audit, err = y.DecisionsPath()
+	return line, journal, audit, err
+}
+
+// window bounds how far back Ensure looks: a record is appended moments
+// after its transition, so anything older than this before it cannot be it.
+const window = 10 * time.Minute
+
+// Ensure records e (an entity's latest transition, with its Seq) unless it
+// already is: the repair for a process that died between changing a state
+// file and recording the change, or halfway through a record. Called under
+// the entity's store lock before the next transition, it leaves exactly one
+// whole record of every transition in the audit log and the journal.
+func Ensure(y *yard.Yard, e Event) error {
+	line, jp, ap, err := prepare(y, &e)
 	if err != nil {
 		return err
 	}
-	jp, err := y.JournalPath(e.Imp)
+	if found, err := holds(jp, &e); err != nil || found {
+		return err
+	}
+	found, err := holds(ap, &e)
 	if err != nil {
 		return err
 	}
-	if err := store.AppendLine(jp, line); err != nil {
-		return err
+	if !found {
+		if err := store.AppendLine(ap, line); err != nil {
+			return err
+		}
 	}
-	ap, err := y.DecisionsPath()
-	if err != nil {
-		return err
-	}
-	return store.AppendLineAt(ap, line, "mid-audit-append")
+	return store.AppendLine(jp, line)
+}
+
+// holds looks back through a log for e's (id, seq).
+func holds(path string, e *Event) (bool, error) {
+	found := false
+	cutoff := e.TS.Add(-window)
+	err := store.ScanBack(path, func(line []byte) bool {
+		var r struct {
+			ID  string    `json:"id"`
+			Seq int       `json:"seq"`
+			TS  time.Time `json:"ts"`
+		}
+		if json.Unmarshal(line, &r) != nil {
+			return false
+		}
+		if r.ID == e.ID && r.Seq == e.Seq {
+			found = true
+			return true
+		}
+		return !r.TS.IsZero() && r.TS.Before(cutoff)
+	})
+	return found, err
 }

@@ -87,7 +87,9 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		if g.State == state.Filed {
 			return g, fmt.Errorf("gate %s is filed, not approved", gateID)
 		}
-		return g, nil
+		// Finished: only make sure a crash did not keep its last step out
+		// of the journal and the audit log.
+		return g, gate.Repair(r.Yard, gateID)
 	}
 	lockDir, err := store.MkdirAll(r.Yard.Root, "gates/.exec")
 	if err != nil {

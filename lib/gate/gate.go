@@ -156,7 +156,7 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 		Schema: store.Schema(Kind, Major), Imp: o.Imp, Intent: o.Intent, Task: o.Task, Run: o.Run,
 		Rationale: o.Rationale, State: state.Filed, SHA256: Sum(canon), Payload: canon,
 		Created: now, Updated: now,
-		History: []state.Transition{{To: state.Filed, By: o.By, At: now, Why: o.Rationale}},
+		History: []state.Transition{{To: state.Filed, By: o.By, Actor: o.Actor, At: now, Why: o.Rationale}},
 	}
 	err = d.Update(func(tx *store.Tx) error {
 		for {
@@ -167,14 +167,14 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 		}
 		where := pending
 		if o.Approved {
-			g.History = append(g.History, state.Transition{From: state.Filed, To: state.Approved, By: o.By, At: now, Why: "approved by trust rule"})
+			g.History = append(g.History, state.Transition{From: state.Filed, To: state.Approved, By: o.By, Actor: o.Actor, At: now, Why: "approved by trust rule"})
 			g.State, where = state.Approved, resolved
 		}
 		if err := write(tx, where, g); err != nil {
 			return err
 		}
-		for _, h := range g.History {
-			if err := record(y, g, o.Actor, h); err != nil {
+		for seq := range g.History {
+			if err := event.Record(y, eventOf(g, seq+1)); err != nil {
 				return err
 			}
 		}
@@ -201,13 +201,32 @@ func write(tx *store.Tx, where string, g *Gate) error {
 	return tx.Write(name(where, g.ID), b)
 }
 
-func record(y *yard.Yard, g *Gate, actor string, h state.Transition) error {
+// eventOf is the journal and audit record of the gate's seq-th transition.
+func eventOf(g *Gate, seq int) event.Event {
+	h := g.History[seq-1]
 	ev := "gate-" + h.To
 	if h.From == "" {
 		ev = "gate-filed"
 	}
-	return event.Record(y, event.Event{TS: h.At, Event: ev, Imp: g.Imp, Actor: actor, By: h.By, ID: g.ID, Task: g.Task,
-		From: h.From, To: h.To, Why: h.Why, SHA256: g.SHA256, Intent: g.Intent})
+	return event.Event{TS: h.At, Event: ev, Imp: g.Imp, Actor: h.Actor, By: h.By, ID: g.ID, Seq: seq, Task: g.Task,
+		From: h.From, To: h.To, Why: h.Why, SHA256: g.SHA256, Intent: g.Intent}
+}
+
+// Repair records the gate's latest transition if a crash kept it from the
+// journal or the audit log. Every Move does this first; executors call it
+// for gates that will not move again.
+func Repair(y *yard.Yard, gateID string) error {
+	d, err := y.GatesDir()
+	if err != nil {
+		return err
+	}
+	return d.Update(func(tx *store.Tx) error {
+		g, err := Get(y, gateID)
+		if err != nil {
+			return err
+		}
+		return event.Ensure(y, eventOf(g, len(g.History)))
+	})
 }
 
 func readGate(path string) (*Gate, error) {
@@ -286,6 +305,9 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 		if err != nil {
 			return err
 		}
+		if err := event.Ensure(y, eventOf(g, len(g.History))); err != nil {
+			return err
+		}
 		if err := state.GateMachine.Check(gateID, g.State, c.To); err != nil {
 			return err
 		}
@@ -305,7 +327,7 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 			}
 		}
 		now := state.Now()
-		h := state.Transition{From: g.State, To: c.To, By: c.By, At: now, Why: c.Why}
+		h := state.Transition{From: g.State, To: c.To, By: c.By, Actor: c.Actor, At: now, Why: c.Why}
 		wasPending := g.State == state.Filed
 		g.History = append(g.History, h)
 		g.State, g.Updated = c.To, now
@@ -317,7 +339,7 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 				return err
 			}
 		}
-		return record(y, g, c.Actor, h)
+		return event.Record(y, eventOf(g, len(g.History)))
 	})
 	if err != nil {
 		return nil, err

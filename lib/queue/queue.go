@@ -163,7 +163,7 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 			Kind: o.Kind, Text: o.Text, Proactive: o.Proactive, Labels: o.Labels,
 			Repo: o.Repo, Base: o.Base, Continues: o.Continues, Unique: o.Unique,
 			Attempt: 1, Created: now, Updated: now,
-			History: []state.Transition{{To: state.Waiting, By: o.By, At: now, Why: "added by " + o.Actor}},
+			History: []state.Transition{{To: state.Waiting, By: o.By, Actor: o.Actor, At: now, Why: "added by " + o.Actor}},
 		}
 		if !o.NotBefore.IsZero() {
 			nb := o.NotBefore.UTC()
@@ -188,9 +188,20 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 			}
 		}
 		taskID = t.ID
-		return event.Record(y, event.Event{Event: "task-added", Imp: t.Imp, Actor: o.Actor, By: o.By, ID: t.ID, To: t.State, Why: summary(t.Text)})
+		return event.Record(y, eventOf(t, 1))
 	})
 	return taskID, existed, err
+}
+
+// eventOf is the journal and audit record of the task's seq-th
+// transition; the first carries a summary of the text.
+func eventOf(t *Task, seq int) event.Event {
+	h := t.History[seq-1]
+	e := event.Event{TS: h.At, Event: "task-" + h.To, Imp: t.Imp, Actor: h.Actor, By: h.By, ID: t.ID, Seq: seq, From: h.From, To: h.To, Why: h.Why}
+	if seq == 1 {
+		e.Event, e.Why = "task-added", summary(t.Text)
+	}
+	return e
 }
 
 func summary(s string) string {
@@ -278,6 +289,9 @@ func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 		if err != nil {
 			return err
 		}
+		if err := event.Ensure(y, eventOf(t, len(t.History))); err != nil {
+			return err
+		}
 		if err := state.TaskMachine.Check(taskID, t.State, c.To); err != nil {
 			return err
 		}
@@ -288,7 +302,7 @@ func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 		}
 		now := state.Now()
 		from := t.State
-		t.History = append(t.History, state.Transition{From: from, To: c.To, By: c.By, At: now, Why: c.Why})
+		t.History = append(t.History, state.Transition{From: from, To: c.To, By: c.By, Actor: c.Actor, At: now, Why: c.Why})
 		t.State, t.Updated = c.To, now
 		if c.Why != "" {
 			t.Reason = c.Why
@@ -300,7 +314,7 @@ func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 		if err := tx.Write(fileName(taskID), b); err != nil {
 			return err
 		}
-		return event.Record(y, event.Event{Event: "task-" + c.To, Imp: imp, Actor: c.Actor, By: c.By, ID: taskID, From: from, To: c.To, Why: c.Why})
+		return event.Record(y, eventOf(t, len(t.History)))
 	})
 	if err != nil {
 		return nil, err

@@ -100,11 +100,12 @@ func (m Machine) Check(id, from, to string) error {
 
 // Transition is one recorded change of state.
 type Transition struct {
-	From string    `json:"from,omitempty"`
-	To   string    `json:"to"`
-	By   string    `json:"by"`
-	At   time.Time `json:"at"`
-	Why  string    `json:"why,omitempty"`
+	From  string    `json:"from,omitempty"`
+	To    string    `json:"to"`
+	By    string    `json:"by"`
+	Actor string    `json:"actor,omitempty"`
+	At    time.Time `json:"at"`
+	Why   string    `json:"why,omitempty"`
 }
 
 // Now is replaceable so tests get deterministic times.

@@ -156,3 +156,54 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 		return line, err
 	}
 }
+
+// ScanBack calls fn with the lines of path from the last to the first,
+// until fn returns true. It reads the file from its end in blocks, so
+// finding something recent in a large log costs little. A missing file has
+// no lines. The torn last line of a crashed writer is passed like any other;
+// callers parse what they need.
+func ScanBack(path string, fn func(line []byte) (stop bool)) error {
+	f, err := openRegular(path, os.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	const block = 64 << 10
+	end := fi.Size()
+	var carry []byte // the start of a line whose beginning is in an earlier block
+	for end > 0 {
+		start := max(end-block, 0)
+		buf := make([]byte, end-start, end-start+int64(len(carry)))
+		if _, err := f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+		buf = append(buf, carry...)
+		for {
+			i := bytes.LastIndexByte(bytes.TrimRight(buf, "\n"), '\n')
+			if i < 0 {
+				break
+			}
+			if line := trimLine(buf[i+1:]); len(line) > 0 && fn(line) {
+				return nil
+			}
+			buf = buf[:i+1]
+		}
+		carry = buf
+		if len(carry) > MaxLine+block {
+			// A line longer than any record: skip it rather than grow.
+			carry = nil
+		}
+		end = start
+	}
+	if line := trimLine(carry); len(line) > 0 {
+		fn(line)
+	}
+	return nil
+}

@@ -282,3 +282,36 @@ func TestNoSpace(t *testing.T) {
 		t.Errorf("append on a full disk: got %v, want ENOSPC", err)
 	}
 }
+
+func TestScanBack(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "log.jsonl")
+	var want []string
+	var all strings.Builder
+	for i := 0; i < 5000; i++ {
+		line := `{"n":` + strings.Repeat("1", i%50) + `0}`
+		want = append(want, line)
+		all.WriteString(line + "\n")
+	}
+	all.WriteString(`{"torn":`)
+	os.WriteFile(p, []byte(all.String()), 0o600)
+	var got []string
+	if err := ScanBack(p, func(line []byte) bool { got = append(got, string(line)); return false }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want)+1 || got[0] != `{"torn":` {
+		t.Fatalf("got %d lines (first %q), want %d and the torn one first", len(got), got[0], len(want)+1)
+	}
+	for i, w := range want {
+		if got[len(got)-1-i] != w {
+			t.Fatalf("line %d: got %q, want %q", i, got[len(got)-1-i], w)
+		}
+	}
+	n := 0
+	ScanBack(p, func([]byte) bool { n++; return n == 3 })
+	if n != 3 {
+		t.Errorf("did not stop: %d", n)
+	}
+	if err := ScanBack(filepath.Join(t.TempDir(), "none"), func([]byte) bool { t.Error("line in a missing file"); return true }); err != nil {
+		t.Error(err)
+	}
+}
