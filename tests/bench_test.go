@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/state"
 )
@@ -102,7 +103,61 @@ func BenchmarkWatchLatency(b *testing.B) {
 		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
+	p50, p99 := percentiles(lat)
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(p99, "p99-ms")
+}
+
+func percentiles(lat []time.Duration) (p50, p99 float64) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	return float64(lat[len(lat)/2].Microseconds()) / 1000, float64(lat[len(lat)*99/100].Microseconds()) / 1000
+}
+
+// BenchmarkApproveToExecuted measures, over b.N gates (run with
+// -benchtime 500x), the time from an approval to the gate being executed
+// by a running impexec, which learns of it through inotify. The executor
+// is message-user, so the figure is the reaction and the bookkeeping, not
+// a network call.
+func BenchmarkApproveToExecuted(b *testing.B) {
+	y := newYardB(b)
+	home := b.TempDir()
+	os.WriteFile(y.Path("org.toml"), []byte("[executors.message-user]\nkind = \"message-user\"\n"), 0o640)
+	cmd := exec.Command(filepath.Join(bin, "impexec"), "run", "--rescan", "1h")
+	cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+y.Root, "IMPYARD_HOME="+home)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	ids := make([]string, b.N)
+	for i := range ids {
+		g, err := gate.File(y, gate.FileOptions{Imp: "yuko", Intent: "message-user", Payload: []byte(`{"text":"hi"}`), By: "b", Actor: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = g.ID
+	}
+	time.Sleep(300 * time.Millisecond)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for _, gid := range ids {
+		start := time.Now()
+		if _, err := gate.Move(y, gid, gate.Change{To: state.Approved, By: "b", Actor: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			g, err := gate.Get(y, gid)
+			if err == nil && g.State == state.Executed {
+				break
+			}
+			if time.Since(start) > 10*time.Second {
+				b.Fatalf("gate %s not executed: %v", gid, g.State)
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	p50, p99 := percentiles(lat)
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(p99, "p99-ms")
 }

@@ -183,8 +183,10 @@ type history struct {
 // check verifies the yard against the history, Jepsen-style: every
 // acknowledged id exists exactly once, in a legal state, and parses; no task
 // file is torn or empty; journal lines are whole except for at most one torn
-// line per kill.
-func (h *history) check(t *testing.T, y *yard.Yard) {
+// line per kill. With exact (after a clean write has repaired what the last
+// kill left), every transition of every stored task has exactly one whole
+// record in the journal and in the audit log.
+func (h *history) check(t *testing.T, y *yard.Yard, exact bool) {
 	t.Helper()
 	dir := y.Path("queue", "yuko")
 	entries, err := os.ReadDir(dir)
@@ -236,6 +238,35 @@ func (h *history) check(t *testing.T, y *yard.Yard) {
 	if err != nil || len(jbad) > h.kills {
 		t.Errorf("journal: %d torn lines after %d kills: %v", len(jbad), h.kills, err)
 	}
+	if !exact {
+		return
+	}
+	for _, p := range []string{y.Path("journal", "yuko", "events.jsonl"), y.Path("runs", "decisions.jsonl")} {
+		records := map[string]map[int]int{}
+		store.ReadJSONL(p, func(line []byte) error {
+			var e struct {
+				ID  string `json:"id"`
+				Seq int    `json:"seq"`
+			}
+			if json.Unmarshal(line, &e) == nil {
+				if records[e.ID] == nil {
+					records[e.ID] = map[int]int{}
+				}
+				records[e.ID][e.Seq]++
+			}
+			return nil
+		})
+		for _, task := range tasks {
+			for seq := 1; seq <= len(task.History); seq++ {
+				if n := records[task.ID][seq]; n != 1 {
+					t.Errorf("%s: task %s transition %d has %d records", filepath.Base(p), task.ID, seq, n)
+				}
+			}
+			if len(records[task.ID]) != len(task.History) {
+				t.Errorf("%s: task %s has records for %v, transitions %d", filepath.Base(p), task.ID, records[task.ID], len(task.History))
+			}
+		}
+	}
 }
 
 // TestCrashPoints kills impq at each named crash point of a write, many
@@ -278,7 +309,7 @@ func TestCrashPoints(t *testing.T) {
 		t.Logf("%s: %v", p, time.Since(began))
 	}
 	t.Logf("%d kills, %d acknowledged adds, %d acknowledged cancels", h.kills, len(h.added), len(h.cancelled))
-	h.check(t, y)
+	h.check(t, y, false)
 	out, _, err := run(t, bin, y.Root, nil, "impq", "add", "--imp", "yuko", "after the crashes")
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +318,7 @@ func TestCrashPoints(t *testing.T) {
 	if left, _ := os.ReadDir(y.Path("queue", "yuko", ".tmp")); len(left) != 0 {
 		t.Errorf("orphaned temp files survived the next write: %d", len(left))
 	}
-	h.check(t, y)
+	h.check(t, y, true)
 }
 
 // TestRandomKills SIGKILLs writers at random moments during 200 writes.
@@ -323,5 +354,9 @@ func TestRandomKills(t *testing.T) {
 	if h.kills == 0 || len(h.added) == 0 {
 		t.Fatalf("the run did not mix kills and completed writes")
 	}
-	h.check(t, y)
+	h.check(t, y, false)
+	if _, _, err := run(t, bin, y.Root, nil, "impq", "add", "--imp", "yuko", "after the kills"); err != nil {
+		t.Fatal(err)
+	}
+	h.check(t, y, true)
 }

@@ -6,7 +6,12 @@
 package event
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/impyard/impyard/lib/store"
@@ -67,6 +72,45 @@ func prepare(y *yard.Yard, e *Event) (line []byte, journal, audit string, err er
 	return line, journal, audit, err
 }
 
+// marker names the file a store keeps while a transition is between its
+// state write and its records: if it is there when the store's lock is next
+// taken, the process that wrote it died in between, and the transition it
+// names must be checked with Ensure. It is not fsynced: it guards against a
+// process dying, not a power loss, like the logs themselves.
+const marker = ".recording"
+
+// Begin marks, in the store directory dir, that entity id is about to
+// change. Callers hold the store's lock.
+func Begin(dir, id string) error {
+	f, err := os.OpenFile(filepath.Join(dir, marker), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(id)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// End removes the mark once the transition is recorded.
+func End(dir string) error {
+	if err := os.Remove(filepath.Join(dir, marker)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// Interrupted returns the entity whose transition a dead process left
+// unrecorded in dir, if any. Callers hold the store's lock.
+func Interrupted(dir string) (string, bool) {
+	b, err := store.ReadFile(filepath.Join(dir, marker))
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
 // window bounds how far back Ensure looks: a record is appended moments
 // after its transition, so anything older than this before it cannot be it.
 const window = 10 * time.Minute
@@ -96,24 +140,43 @@ func Ensure(y *yard.Yard, e Event) error {
 	return store.AppendLine(jp, line)
 }
 
-// holds looks back through a log for e's (id, seq).
+// holds looks back through a log for e's (id, seq). Only lines that
+// mention the id are decoded; the others are read for their time alone,
+// to stop once the log is older than the window.
 func holds(path string, e *Event) (bool, error) {
 	found := false
 	cutoff := e.TS.Add(-window)
+	idField := []byte(`"id":"` + e.ID + `"`)
 	err := store.ScanBack(path, func(line []byte) bool {
-		var r struct {
-			ID  string    `json:"id"`
-			Seq int       `json:"seq"`
-			TS  time.Time `json:"ts"`
+		if bytes.Contains(line, idField) {
+			var r struct {
+				ID  string `json:"id"`
+				Seq int    `json:"seq"`
+			}
+			if json.Unmarshal(line, &r) == nil && r.ID == e.ID && r.Seq == e.Seq {
+				found = true
+				return true
+			}
 		}
-		if json.Unmarshal(line, &r) != nil {
-			return false
-		}
-		if r.ID == e.ID && r.Seq == e.Seq {
-			found = true
-			return true
-		}
-		return !r.TS.IsZero() && r.TS.Before(cutoff)
+		ts, ok := timeOf(line)
+		return ok && ts.Before(cutoff)
 	})
 	return found, err
+}
+
+var tsField = []byte(`"ts":"`)
+
+// timeOf reads the "ts" member of a record without decoding the rest.
+func timeOf(line []byte) (time.Time, bool) {
+	i := bytes.Index(line, tsField)
+	if i < 0 {
+		return time.Time{}, false
+	}
+	rest := line[i+len(tsField):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return time.Time{}, false
+	}
+	ts, err := time.Parse(time.RFC3339Nano, string(rest[:j]))
+	return ts, err == nil
 }

@@ -89,7 +89,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		}
 		// Finished: only make sure a crash did not keep its last step out
 		// of the journal and the audit log.
-		return g, gate.Repair(r.Yard, gateID)
+		return g, gate.Repair(r.Yard)
 	}
 	lockDir, err := store.MkdirAll(r.Yard.Root, "gates/.exec")
 	if err != nil {

@@ -32,7 +32,14 @@ func (r *Runner) sendHTTP(ctx context.Context, g *gate.Gate, exe *config.Executo
 	if err != nil {
 		return nil, &outcome{err: err}
 	}
-	client, err := r.client(org.Gateway.Listen, exe)
+	// A refused CONNECT comes back from net/http as a bare error; note the
+	// gateway's answer here to know that nothing was sent.
+	var refused string
+	client, err := r.client(org.Gateway.Listen, exe, func(resp *http.Response) {
+		if resp.StatusCode != http.StatusOK {
+			refused = fmt.Sprintf("%s (decision %s)", resp.Status, resp.Header.Get("X-Impgw-Decision"))
+		}
+	})
 	if err != nil {
 		return nil, &outcome{err: err}
 	}
@@ -50,6 +57,9 @@ func (r *Runner) sendHTTP(ctx context.Context, g *gate.Gate, exe *config.Executo
 	}
 	req.Header.Set(IdempotencyKey, g.ID)
 	resp, err := client.Do(req)
+	if err != nil && refused != "" {
+		return nil, &outcome{err: fmt.Errorf("the gateway refused to connect to %s: %s", exe.URL, refused)}
+	}
 	if err != nil {
 		var op *net.OpError
 		notSent := errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
@@ -71,7 +81,7 @@ func (r *Runner) sendHTTP(ctx context.Context, g *gate.Gate, exe *config.Executo
 // client builds an HTTP client whose every request goes through the
 // gateway with the org token as proxy credentials, trusting the gateway's
 // CA for the TLS it terminates.
-func (r *Runner) client(listen string, exe *config.Executor) (*http.Client, error) {
+func (r *Runner) client(listen string, exe *config.Executor, onConnect func(*http.Response)) (*http.Client, error) {
 	tok, err := token.OrgToken(r.Home)
 	if err != nil {
 		return nil, err
@@ -88,7 +98,11 @@ func (r *Runner) client(listen string, exe *config.Executor) (*http.Client, erro
 	}
 	proxy := &url.URL{Scheme: "http", User: url.UserPassword(token.Org, tok), Host: listen}
 	tr := &http.Transport{
-		Proxy:             http.ProxyURL(proxy),
+		Proxy: http.ProxyURL(proxy),
+		OnProxyConnectResponse: func(_ context.Context, _ *url.URL, _ *http.Request, resp *http.Response) error {
+			onConnect(resp)
+			return nil
+		},
 		TLSClientConfig:   &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2: false,
 		DisableKeepAlives: true,

@@ -14,11 +14,6 @@ import (
 	"github.com/impyard/impyard/lib/watch"
 )
 
-// repairWindow is how recently a finished gate must have changed for a
-// rescan to check that its last step was recorded: a crash that lost a
-// record is followed by a restart, not by a day's wait.
-const repairWindow = 24 * time.Hour
-
 // Run executes approved gates as they appear, until ctx is done: fsnotify on
 // gates/resolved/ wakes it, a rescan every rescan interval catches anything
 // missed, and at start it takes up every gate still approved or left
@@ -73,14 +68,12 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 			for _, err := range bad {
 				r.logf("%v", err)
 			}
+			if err := gate.Repair(r.Yard); err != nil {
+				r.logf("%v", err)
+			}
 			for _, g := range gates {
-				switch {
-				case g.State == state.Approved || g.State == state.Executing:
+				if g.State == state.Approved || g.State == state.Executing {
 					start(g.ID)
-				case time.Since(g.Updated) < repairWindow:
-					if err := gate.Repair(r.Yard, g.ID); err != nil {
-						r.logf("gate %s: %v", g.ID, err)
-					}
 				}
 			}
 		},

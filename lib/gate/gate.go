@@ -165,10 +165,16 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 				break
 			}
 		}
+		if err := recoverInterrupted(y, d); err != nil {
+			return err
+		}
 		where := pending
 		if o.Approved {
 			g.History = append(g.History, state.Transition{From: state.Filed, To: state.Approved, By: o.By, Actor: o.Actor, At: now, Why: "approved by trust rule"})
 			g.State, where = state.Approved, resolved
+		}
+		if err := event.Begin(d.Path(), g.ID); err != nil {
+			return err
 		}
 		if err := write(tx, where, g); err != nil {
 			return err
@@ -178,7 +184,7 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 				return err
 			}
 		}
-		return nil
+		return event.End(d.Path())
 	})
 	if err != nil {
 		return nil, err
@@ -212,21 +218,36 @@ func eventOf(g *Gate, seq int) event.Event {
 		From: h.From, To: h.To, Why: h.Why, SHA256: g.SHA256, Intent: g.Intent}
 }
 
-// Repair records the gate's latest transition if a crash kept it from the
-// journal or the audit log. Every Move does this first; executors call it
-// for gates that will not move again.
-func Repair(y *yard.Yard, gateID string) error {
+// Repair records the last transition of a gate whose writer died between
+// its state write and its records. Every File and Move does this first;
+// executors call it after a restart, when a finished gate may be the one
+// that will not move again.
+func Repair(y *yard.Yard) error {
 	d, err := y.GatesDir()
 	if err != nil {
 		return err
 	}
-	return d.Update(func(tx *store.Tx) error {
+	return d.Update(func(*store.Tx) error { return recoverInterrupted(y, d) })
+}
+
+// recoverInterrupted ensures the records of the gate named by the gates
+// store's marker, if a dead writer left one. Callers hold the gates lock.
+func recoverInterrupted(y *yard.Yard, d *store.Dir) error {
+	gateID, ok := event.Interrupted(d.Path())
+	if !ok {
+		return nil
+	}
+	if id.Check(id.Gate, gateID) == nil {
 		g, err := Get(y, gateID)
-		if err != nil {
+		if err == nil {
+			if err := event.Ensure(y, eventOf(g, len(g.History))); err != nil {
+				return err
+			}
+		} else if !strings.Contains(err.Error(), "no such gate") {
 			return err
 		}
-		return event.Ensure(y, eventOf(g, len(g.History)))
-	})
+	}
+	return event.End(d.Path())
 }
 
 func readGate(path string) (*Gate, error) {
@@ -290,6 +311,9 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 	}
 	var g *Gate
 	err = d.Update(func(tx *store.Tx) error {
+		if err := recoverInterrupted(y, d); err != nil {
+			return err
+		}
 		g, err = readGate(tx.Path(name(resolved, gateID)))
 		if err == nil && exists(tx, pending, gateID) {
 			if err := tx.Remove(name(pending, gateID)); err != nil {
@@ -303,9 +327,6 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 			}
 		}
 		if err != nil {
-			return err
-		}
-		if err := event.Ensure(y, eventOf(g, len(g.History))); err != nil {
 			return err
 		}
 		if err := state.GateMachine.Check(gateID, g.State, c.To); err != nil {
@@ -331,6 +352,9 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 		wasPending := g.State == state.Filed
 		g.History = append(g.History, h)
 		g.State, g.Updated = c.To, now
+		if err := event.Begin(d.Path(), gateID); err != nil {
+			return err
+		}
 		if err := write(tx, resolved, g); err != nil {
 			return err
 		}
@@ -339,7 +363,10 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 				return err
 			}
 		}
-		return event.Record(y, eventOf(g, len(g.History)))
+		if err := event.Record(y, eventOf(g, len(g.History))); err != nil {
+			return err
+		}
+		return event.End(d.Path())
 	})
 	if err != nil {
 		return nil, err

@@ -175,8 +175,14 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 				break
 			}
 		}
+		if err := recoverInterrupted(y, d); err != nil {
+			return err
+		}
 		b, err := store.Encode(t)
 		if err != nil {
+			return err
+		}
+		if err := event.Begin(d.Path(), t.ID); err != nil {
 			return err
 		}
 		if err := tx.Write(fileName(t.ID), b); err != nil {
@@ -188,9 +194,32 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 			}
 		}
 		taskID = t.ID
-		return event.Record(y, eventOf(t, 1))
+		if err := event.Record(y, eventOf(t, 1)); err != nil {
+			return err
+		}
+		return event.End(d.Path())
 	})
 	return taskID, existed, err
+}
+
+// recoverInterrupted records the last transition of a task whose writer
+// died between its state write and its records. Callers hold d's lock.
+func recoverInterrupted(y *yard.Yard, d *store.Dir) error {
+	taskID, ok := event.Interrupted(d.Path())
+	if !ok {
+		return nil
+	}
+	if id.Check(id.Task, taskID) == nil {
+		t, err := readTask(filepath.Join(d.Path(), fileName(taskID)), filepath.Base(d.Path()))
+		if err == nil {
+			if err := event.Ensure(y, eventOf(t, len(t.History))); err != nil {
+				return err
+			}
+		} else if !store.IsNotExist(err) {
+			return err
+		}
+	}
+	return event.End(d.Path())
 }
 
 // eventOf is the journal and audit record of the task's seq-th
@@ -285,11 +314,11 @@ func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 	}
 	var t *Task
 	err = d.Update(func(tx *store.Tx) error {
-		t, err = readTask(tx.Path(fileName(taskID)), imp)
-		if err != nil {
+		if err := recoverInterrupted(y, d); err != nil {
 			return err
 		}
-		if err := event.Ensure(y, eventOf(t, len(t.History))); err != nil {
+		t, err = readTask(tx.Path(fileName(taskID)), imp)
+		if err != nil {
 			return err
 		}
 		if err := state.TaskMachine.Check(taskID, t.State, c.To); err != nil {
@@ -311,10 +340,16 @@ func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 		if err != nil {
 			return err
 		}
+		if err := event.Begin(d.Path(), taskID); err != nil {
+			return err
+		}
 		if err := tx.Write(fileName(taskID), b); err != nil {
 			return err
 		}
-		return event.Record(y, eventOf(t, len(t.History)))
+		if err := event.Record(y, eventOf(t, len(t.History))); err != nil {
+			return err
+		}
+		return event.End(d.Path())
 	})
 	if err != nil {
 		return nil, err

@@ -175,11 +175,13 @@ func ScanBack(path string, fn func(line []byte) (stop bool)) error {
 	if err != nil {
 		return err
 	}
-	const block = 64 << 10
+	// Start small: what callers look for is usually near the end.
+	block := int64(4 << 10)
 	end := fi.Size()
 	var carry []byte // the start of a line whose beginning is in an earlier block
 	for end > 0 {
 		start := max(end-block, 0)
+		block = min(block*2, 256<<10)
 		buf := make([]byte, end-start, end-start+int64(len(carry)))
 		if _, err := f.ReadAt(buf, start); err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("read %s: %w", path, err)
@@ -196,7 +198,7 @@ func ScanBack(path string, fn func(line []byte) (stop bool)) error {
 			buf = buf[:i+1]
 		}
 		carry = buf
-		if len(carry) > MaxLine+block {
+		if int64(len(carry)) > MaxLine+block {
 			// A line longer than any record: skip it rather than grow.
 			carry = nil
 		}
