@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -313,5 +314,64 @@ func TestScanBack(t *testing.T) {
 	}
 	if err := ScanBack(filepath.Join(t.TempDir(), "none"), func([]byte) bool { t.Error("line in a missing file"); return true }); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestLog(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "decisions.jsonl")
+	var reported []error
+	var mu sync.Mutex
+	a := NewLog(path, func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() })
+	line := func(n int) []byte { return []byte(`{"n":` + strings.Repeat("1", n%7+1) + "}\n") }
+
+	// A torn last line left by a crashed writer stays one bad line.
+	os.WriteFile(path, []byte(`{"torn":`), 0o640)
+	if err := a.Append(line(1), true); err != nil {
+		t.Fatal(err)
+	}
+	// Many writers at once: every line whole, one write each batch, and
+	// the yard's own appender interleaves under the same lock.
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%10 == 0 {
+				if err := AppendLine(path, []byte("{\"store\":true}\n")); err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			a.Append(line(i), i%2 == 0)
+		}()
+	}
+	wg.Wait()
+	a.Sync()
+	var good int
+	bad, err := ReadJSONL(path, func([]byte) error { good++; return nil })
+	if err != nil || len(bad) != 1 || bad[0].Line != 1 || good != 201 {
+		t.Fatalf("%d good lines, bad %v, err %v; want 201 and the torn first line", good, bad, err)
+	}
+
+	// A log moved away (rotated) is followed to the new file at the path.
+	os.Rename(path, path+".1")
+	a.Append(line(3), true)
+	if b, _ := os.ReadFile(path); string(b) != string(line(3)) {
+		t.Fatalf("after rotation the log holds %q", b)
+	}
+	// A symlink planted at the path is refused, and reported.
+	os.Remove(path)
+	os.Symlink(filepath.Join(dir, "elsewhere"), path)
+	if err := a.Append(line(4), true); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Fatalf("append through a symlink: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "elsewhere")); err == nil {
+		t.Fatal("the symlink was followed")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reported[len(reported)-1] == nil {
+		t.Fatal("the failure was not reported")
 	}
 }

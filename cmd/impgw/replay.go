@@ -1,0 +1,130 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/gateway"
+	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+const replayUsage = `usage: impgw replay --policy FILE [--root DIR] [--json] [DECISIONS]
+
+Re-judge every recorded decision in DECISIONS (default runs/decisions.jsonl
+in the yard) under the candidate policy FILE and list each one whose
+verdict would flip, oldest first: what last week's traffic would have met
+under the edit. Nothing is changed or sent.
+
+Records the gateway refused on its own (domain fronting, no such host, a
+body it cannot inspect, ...) and malformed requests it rejected do not
+depend on the policy and are not re-judged. Recorded header values that
+were redacted stay redacted, so a rule matching their content cannot be
+replayed faithfully; bodies are never recorded, but their size and lifted
+MCP calls are.
+
+Examples:
+  impgw replay --policy candidate.json
+  impgw replay --policy candidate.json --json | jq -r 'select(.new_verdict=="deny") | .url'
+`
+
+type flip struct {
+	ID         string    `json:"decision_id"`
+	Time       time.Time `json:"ts"`
+	Method     string    `json:"method"`
+	URL        string    `json:"url"`
+	Imp        string    `json:"imp,omitempty"`
+	OldVerdict string    `json:"old_verdict"`
+	OldRule    string    `json:"old_rule"`
+	NewVerdict string    `json:"new_verdict"`
+	NewRule    string    `json:"new_rule"`
+	NewReason  string    `json:"new_reason"`
+	// ByNameOnly: no address was recorded (the old verdict came before any
+	// lookup), so the new allow still awaits the address check.
+	ByNameOnly bool `json:"by_name_only,omitempty"`
+}
+
+func replay(e *cli.Env, args []string) error {
+	fs := e.FlagSet("replay", replayUsage)
+	root := cli.RootFlag(fs)
+	policy := fs.String("policy", "", "the candidate policy `FILE` (required)")
+	asJSON := fs.Bool("json", false, "print each flip as one JSON object")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if *policy == "" {
+		return cli.Usagef("replay: --policy is required")
+	}
+	if fs.NArg() > 1 {
+		return cli.Usagef("replay: at most one decisions file")
+	}
+	p, err := loadPolicy(*root, *policy)
+	if err != nil {
+		return err
+	}
+	path := fs.Arg(0)
+	if path == "" {
+		y, err := yard.Open(*root)
+		if err != nil {
+			return err
+		}
+		path = y.Path("runs", "decisions.jsonl")
+	}
+	var seen, judged, flips, skipped int
+	bad, err := store.ReadJSONL(path, func(line []byte) error {
+		r, err := gateway.ParseRecord(line)
+		if errors.Is(err, gateway.ErrNotDecision) {
+			return nil
+		}
+		seen++
+		if err != nil {
+			skipped++
+			return nil
+		}
+		jr, ok := r.JudgeRequest()
+		if !ok {
+			skipped++
+			return nil
+		}
+		judged++
+		d := gateway.Decide(p, jr)
+		if d.Verdict.String() == r.Verdict {
+			return nil
+		}
+		flips++
+		f := flip{
+			ID: r.ID, Time: r.Time, Method: r.Request.Method, URL: r.URL(), Imp: r.Request.Imp,
+			OldVerdict: r.Verdict, OldRule: r.Rule, NewVerdict: d.Verdict.String(), NewRule: d.Rule, NewReason: d.Reason,
+			ByNameOnly: d.NeedsAddr,
+		}
+		if *asJSON {
+			return cli.JSONLine(e.Stdout, f)
+		}
+		note := ""
+		if f.ByNameOnly {
+			note = " [if the resolved address passes]"
+		}
+		_, err = fmt.Fprintf(e.Stdout, "%s  %-6s -> %-6s  %s %s  (rule %s -> %s: %s)%s\n",
+			f.Time.UTC().Format(time.RFC3339), f.OldVerdict, f.NewVerdict, f.Method, f.URL, ruleName(f.OldRule), ruleName(f.NewRule), f.NewReason, note)
+		return err
+	})
+	for _, b := range bad {
+		e.Warn(b)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.Stderr, "impgw: %d decisions in %s: %d re-judged, %d would flip, %d not re-judged (rejects, the gateway's own refusals)\n",
+		seen, path, judged, flips, skipped)
+	return nil
+}
+
+func ruleName(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return strconv.Quote(s)
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/impyard/impyard/lib/ca"
+	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/gateway"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+const serveUsage = `usage: impgw serve [--listen ADDR]... [--policy FILE] [--root DIR] [flags]
+
+Run the gateway until SIGINT or SIGTERM. Absolute-form requests and CONNECT
+are judged against the policy (default policies/gateway.json in the yard),
+re-read whenever the file changes; an unreadable or invalid policy denies
+everything until it is fixed. Each decision is appended to the yard's
+runs/decisions.jsonl. Origin-form requests are the control API: GET
+/v1/health.
+
+The CA comes from IMPYARD_HOME/ca ('impgw ca init'); secrets for injection
+from IMPYARD_HOME/secrets/<name>. Upstream TLS is verified against the
+system roots (SSL_CERT_FILE, SSL_CERT_DIR), plus --upstream-ca and the
+policy's upstreamCA.
+
+Examples:
+  impgw serve
+  impgw serve --listen 127.0.0.1:7300 --policy /etc/impyard/gateway.json
+  curl --proxy http://127.0.0.1:7300 --cacert ~/.impyard/ca/ca.crt https://example.com/
+`
+
+type listValue []string
+
+func (l *listValue) String() string     { return strings.Join(*l, ",") }
+func (l *listValue) Set(s string) error { *l = append(*l, s); return nil }
+
+func serve(ctx context.Context, e *cli.Env, args []string) error {
+	fs := e.FlagSet("serve", serveUsage)
+	root := cli.RootFlag(fs)
+	var listen listValue
+	fs.Var(&listen, "listen", "listen on `ADDR` (repeatable; default 127.0.0.1:7300)")
+	policy := fs.String("policy", "", "the policy `FILE` (default policies/gateway.json in the yard)")
+	upstreamCA := fs.String("upstream-ca", "", "PEM `FILE` of CAs trusted for upstream TLS besides the system roots")
+	lim := gateway.DefaultLimits()
+	fs.IntVar(&lim.MaxHeaderBytes, "max-header-bytes", lim.MaxHeaderBytes, "largest request line and header block, `BYTES` (431 beyond)")
+	fs.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", lim.MaxBodyBytes, "largest request body, `BYTES` (413 beyond)")
+	fs.DurationVar(&lim.ReadHeaderTimeout, "read-header-timeout", lim.ReadHeaderTimeout, "time to receive a request head or finish a TLS handshake (408 beyond)")
+	fs.DurationVar(&lim.ReadBodyTimeout, "read-body-timeout", lim.ReadBodyTimeout, "time to receive a whole request body (408 beyond)")
+	fs.DurationVar(&lim.IdleTimeout, "idle-timeout", lim.IdleTimeout, "close a connection idle this long; also bounds each write")
+	fs.IntVar(&lim.MaxConns, "max-conns", lim.MaxConns, "concurrent client connections (503 beyond)")
+	fs.DurationVar(&lim.UpstreamTimeout, "upstream-timeout", lim.UpstreamTimeout, "time for an upstream to start answering (504 beyond)")
+	leafLife := fs.Duration("leaf-lifetime", ca.DefaultLeafLifetime, "lifetime of minted leaf certificates (at most 4320h)")
+	grace := fs.Duration("grace", 5*time.Second, "on shutdown, time given to open connections to finish")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return cli.Usagef("serve: unexpected argument %q", fs.Arg(0))
+	}
+	if lim.MaxHeaderBytes < 1024 || lim.MaxBodyBytes < 0 || lim.MaxConns < 1 || lim.ReadHeaderTimeout <= 0 ||
+		lim.ReadBodyTimeout <= 0 || lim.IdleTimeout <= 0 || lim.UpstreamTimeout <= 0 {
+		return cli.Usagef("serve: limits must be positive (and --max-header-bytes at least 1024)")
+	}
+	if len(listen) == 0 {
+		listen = listValue{"127.0.0.1:7300"}
+	}
+	y, err := yard.Open(*root)
+	if err != nil {
+		return err
+	}
+	policyPath := *policy
+	if policyPath == "" {
+		policyPath = y.PolicyPath()
+	}
+	decisions, err := y.DecisionsPath()
+	if err != nil {
+		return err
+	}
+	home, err := yard.Home()
+	if err != nil {
+		return err
+	}
+	authority, err := ca.Load(home)
+	if err != nil {
+		return cli.WithHint(err, "'impgw ca init' creates the CA")
+	}
+	minter, err := ca.NewMinter(authority, *leafLife, 0)
+	if err != nil {
+		return cli.Usagef("serve: --leaf-lifetime: %v", err)
+	}
+	g, err := gateway.New(gateway.Config{
+		PolicyPath:    policyPath,
+		UpstreamCA:    *upstreamCA,
+		DecisionsPath: decisions,
+		Home:          home,
+		Minter:        minter,
+		Limits:        lim,
+		Log:           e.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	var lns []net.Listener
+	for _, a := range listen {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return err
+		}
+		lns = append(lns, ln)
+	}
+	// One listener failing stops them all: a gateway half up is a box
+	// half cut off, which is harder to notice than one that is down.
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	errs := make([]error, len(lns))
+	for i, ln := range lns {
+		fmt.Fprintf(e.Stderr, "impgw: serving on %s (policy %s, decisions %s)\n", ln.Addr(), policyPath, decisions)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = g.Serve(sctx, ln, *grace); errs[i] != nil {
+				stop()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.Stderr, "impgw: stopped")
+	return nil
+}

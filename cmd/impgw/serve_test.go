@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/lib/gateway"
+	"github.com/impyard/impyard/lib/store"
+)
+
+// live is a running `impgw serve` process with its yard and home.
+type live struct {
+	t               *testing.T
+	root, home      string
+	addr            string
+	cmd             *exec.Cmd
+	stderr          *strings.Builder
+	stderrMu        sync.Mutex
+	upstreamBundle  string
+	upstreamURL     string
+	mu              sync.Mutex
+	upstreamHeaders []http.Header
+}
+
+// httpsUpstream serves https://localhost:PORT with a certificate from a
+// CA of its own, and remembers every request's headers.
+func (l *live) httpsUpstream() {
+	t := l.t
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "upstream CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, _ := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &key.PublicKey, key)
+	caCert, _ := x509.ParseCertificate(caDER)
+	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), DNSNames: []string{"localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	leafDER, _ := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &key.PublicKey, key)
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.mu.Lock()
+		l.upstreamHeaders = append(l.upstreamHeaders, r.Header.Clone())
+		l.mu.Unlock()
+		io.WriteString(w, "sent\n")
+	}))
+	s.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}}
+	s.Config.ErrorLog = log.New(io.Discard, "", 0) // handshakes fail on purpose
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	l.upstreamBundle = filepath.Join(t.TempDir(), "upstream.pem")
+	os.WriteFile(l.upstreamBundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644)
+	l.upstreamURL = fmt.Sprintf("https://localhost:%d", s.Listener.Addr().(*net.TCPAddr).Port)
+}
+
+// startLive runs impgw serve; trust says how it learns the upstream's CA:
+// "flag" (--upstream-ca), "env" (SSL_CERT_FILE) or "" (not at all).
+func startLive(t *testing.T, policy, trust string) *live {
+	dir := t.TempDir()
+	l := &live{t: t, root: filepath.Join(dir, "yard"), home: filepath.Join(dir, "home"), stderr: &strings.Builder{}}
+	os.MkdirAll(filepath.Join(l.root, "policies"), 0o755)
+	l.writePolicy(policy)
+	l.httpsUpstream()
+	l.impgw("ca", "init")
+	l.cmd = exec.Command("impgw", "serve", "--listen", "127.0.0.1:0")
+	l.cmd.Env = l.env()
+	switch trust {
+	case "flag":
+		l.cmd.Args = append(l.cmd.Args, "--upstream-ca", l.upstreamBundle)
+	case "env":
+		l.cmd.Env = append(l.cmd.Env, "SSL_CERT_FILE="+l.upstreamBundle, "SSL_CERT_DIR=/nonexistent")
+	}
+	pipe, err := l.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(pipe)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		t.Fatalf("impgw serve: %v", err)
+	}
+	l.stderr.WriteString(line)
+	go func() {
+		for {
+			line, err := br.ReadString('\n')
+			l.stderrMu.Lock()
+			l.stderr.WriteString(line)
+			l.stderrMu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	_, rest, _ := strings.Cut(line, "serving on ")
+	l.addr, _, _ = strings.Cut(rest, " ")
+	t.Cleanup(func() {
+		l.cmd.Process.Signal(syscall.SIGTERM)
+		l.cmd.Wait()
+	})
+	return l
+}
+
+func (l *live) env() []string {
+	return append(os.Environ(), "IMPYARD_ROOT="+l.root, "IMPYARD_HOME="+l.home)
+}
+
+func (l *live) impgw(args ...string) string {
+	cmd := exec.Command("impgw", args...)
+	cmd.Env = l.env()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		l.t.Fatalf("impgw %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// upstream returns the headers of the upstream's i-th request.
+func (l *live) upstream(i int) http.Header {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i >= len(l.upstreamHeaders) {
+		l.t.Fatalf("the upstream saw %d requests, not %d", len(l.upstreamHeaders), i+1)
+	}
+	return l.upstreamHeaders[i]
+}
+
+func (l *live) writePolicy(p string) {
+	path := filepath.Join(l.root, "policies", "gateway.json")
+	os.WriteFile(path+".tmp", []byte(p), 0o644)
+	os.Rename(path+".tmp", path)
+}
+
+// curl runs curl through the gateway, trusting only its CA, and returns
+// the status code and body.
+func (l *live) curl(args ...string) (string, string) {
+	args = append([]string{"-sS", "--proxy", "http://" + l.addr, "--cacert", filepath.Join(l.home, "ca", "ca.crt"),
+		"-o", "-", "-w", "\n%{http_code}", "--max-time", "10"}, args...)
+	out, err := exec.Command("curl", args...).CombinedOutput()
+	if err != nil {
+		l.t.Fatalf("curl %v: %v\n%s", args, err, out)
+	}
+	s := strings.TrimRight(string(out), "\n")
+	i := strings.LastIndexByte(s, '\n')
+	return s[i+1:], s[:max(i, 0)]
+}
+
+func (l *live) records() []*gateway.Record {
+	var out []*gateway.Record
+	// An allowed request's record follows its response by a moment.
+	time.Sleep(50 * time.Millisecond)
+	store.ReadJSONL(filepath.Join(l.root, "runs", "decisions.jsonl"), func(line []byte) error {
+		if r, err := gateway.ParseRecord(line); err == nil {
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out
+}
+
+func TestCurlThroughImpgw(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed")
+	}
+	l := startLive(t, `{"schema": "impyard.policy/1", "rules": [
+		{"name": "send-mail", "match": {"host": "localhost", "method": "POST", "pathPrefix": "/emails", "network": "127.0.0.0/8"},
+		 "verdict": "allow", "inject": {"header": "authorization", "secret": "resend", "format": "Bearer %s"}}]}`, "flag")
+	os.MkdirAll(filepath.Join(l.home, "secrets"), 0o700)
+	os.WriteFile(filepath.Join(l.home, "secrets", "resend"), []byte("re_live_7f3a\n"), 0o600)
+
+	// Allowed by the POST-only rule; the client sends no credential and the
+	// upstream sees the injected one.
+	code, body := l.curl("-X", "POST", "-H", "Content-Type: application/json", "-d", `{"to":"a@b"}`, l.upstreamURL+"/emails")
+	if code != "200" || strings.TrimSpace(body) != "sent" {
+		t.Fatalf("POST: %s %q", code, body)
+	}
+	if got := l.upstream(0).Get("Authorization"); got != "Bearer re_live_7f3a" {
+		t.Fatalf("upstream Authorization %q", got)
+	}
+	// A placeholder in the named header is swapped; the record redacts it.
+	code, _ = l.curl("-X", "POST", "-H", "Authorization: Bearer IMPYARD_PLACEHOLDER_resend", "-d", "{}", l.upstreamURL+"/emails")
+	if code != "200" || l.upstream(1).Get("Authorization") != "Bearer re_live_7f3a" {
+		t.Fatalf("placeholder POST: %s, upstream %q", code, l.upstream(1).Get("Authorization"))
+	}
+	// A GET loses on its method, and the record says so.
+	code, body = l.curl(l.upstreamURL + "/emails")
+	if code != "403" || !strings.Contains(body, "deny") {
+		t.Fatalf("GET: %s %q", code, body)
+	}
+	recs := l.records()
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3", len(recs))
+	}
+	if r := recs[0]; r.Verdict != "allow" || r.Rule != "send-mail" || r.Request.Method != "POST" || r.Request.Headers["authorization"] != "" {
+		t.Errorf("first record %+v", r)
+	}
+	if r := recs[1]; r.Request.Headers["authorization"] != gateway.Redacted {
+		t.Errorf("second record headers %v", r.Request.Headers)
+	}
+	if r := recs[2]; r.Verdict != "deny" || r.Request.Method != "GET" || r.Status != 403 {
+		t.Errorf("GET record %+v", r)
+	}
+	judge := exec.Command("impgw", "judge", "--explain", "--addr", "127.0.0.1", "GET", l.upstreamURL+"/emails")
+	judge.Env = l.env()
+	if out, err := judge.Output(); !strings.Contains(string(out), "method GET not in [POST]") || judge.ProcessState.ExitCode() != 1 {
+		t.Errorf("judge --explain: %v\n%s", err, out)
+	}
+	raw, _ := os.ReadFile(filepath.Join(l.root, "runs", "decisions.jsonl"))
+	if strings.Contains(string(raw), "re_live_7f3a") {
+		t.Fatal("the secret is in the decision log")
+	}
+
+	// The CA key is not readable through anything the gateway serves.
+	key, _ := os.ReadFile(filepath.Join(l.home, "ca", "ca.key"))
+	keyLine := strings.Split(string(key), "\n")[1]
+	for _, target := range []string{
+		"http://" + l.addr + "/ca/ca.key",
+		"http://" + l.addr + "/v1/../../ca/ca.key",
+		"http://" + l.addr + "/" + filepath.Join(l.home, "ca", "ca.key"),
+	} {
+		for _, args := range [][]string{{target}, {"--noproxy", "*", "--path-as-is", target}} {
+			code, body := l.curl(args...)
+			if code == "200" || strings.Contains(body, keyLine) {
+				t.Fatalf("%v: %s %q", args, code, body)
+			}
+		}
+	}
+
+	// Garbage policy: the next request is denied, without a restart.
+	// (The CONNECT itself is refused: no rule can allow anything now.)
+	l.writePolicy(`{"schema": "impyard.policy/1", "rules": [`)
+	out, err := exec.Command("curl", "-sS", "--proxy", "http://"+l.addr, "--cacert", filepath.Join(l.home, "ca", "ca.crt"),
+		"-X", "POST", "-d", "{}", l.upstreamURL+"/emails").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "CONNECT tunnel failed, response 403") {
+		t.Fatalf("after a garbage policy: %v %s", err, out)
+	}
+	recs = l.records()
+	if r := recs[len(recs)-1]; r.Verdict != "deny" || !strings.Contains(r.Reason, "policy unusable") {
+		t.Fatalf("after a garbage policy: record %+v", r)
+	}
+	l.stderrMu.Lock()
+	logged := l.stderr.String()
+	l.stderrMu.Unlock()
+	if !strings.Contains(logged, "impgw: error: policy denies everything until fixed") {
+		t.Errorf("the broken policy was not logged:\n%s", logged)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.upstreamHeaders) != 2 {
+		t.Fatalf("upstream saw %d requests, want 2", len(l.upstreamHeaders))
+	}
+}
+
+// Upstream TLS trusts the system roots, which SSL_CERT_FILE replaces, and
+// never skips verification.
+func TestSSLCertFile(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed")
+	}
+	const policy = `{"schema": "impyard.policy/1", "rules": [
+		{"name": "local", "match": {"host": "localhost", "network": "127.0.0.0/8"}, "verdict": "allow"}]}`
+	l := startLive(t, policy, "env")
+	if code, body := l.curl(l.upstreamURL + "/"); code != "200" {
+		t.Fatalf("with SSL_CERT_FILE naming the upstream's CA: %s %q", code, body)
+	}
+	l = startLive(t, policy, "")
+	if code, _ := l.curl(l.upstreamURL + "/"); code != "502" {
+		t.Fatalf("with the upstream's CA trusted nowhere: %s, want 502", code)
+	}
+	if r := l.records(); len(r) != 1 || !strings.Contains(r[0].Error, "certificate") {
+		t.Fatalf("records %+v", r)
+	}
+}

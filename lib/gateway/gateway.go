@@ -1,0 +1,324 @@
+// Package gateway is impgw's egress proxy: an HTTP/1.1 forward proxy for
+// absolute-form requests and CONNECT that terminates TLS with leaves from
+// lib/ca, judges every request with lib/judge against a policy file it
+// re-reads when it changes, forwards what is allowed, and appends one
+// decision record per request to the audit log.
+//
+// Guarantees:
+//   - Deny unless allowed: a request the judge does not allow, that cannot
+//     be judged (a broken policy, an unreadable body, a malformed request),
+//     or whose record cannot be written is answered by the gateway and
+//     never forwarded.
+//   - The name is judged before any DNS lookup; every resolved address is
+//     judged again (special addresses need a rule naming their network);
+//     the upstream connection goes to exactly the address that passed, and
+//     never to one of the gateway's own listeners.
+//   - Every request that reaches the judge or is refused as malformed gets
+//     one record (schema impyard.decision/1): verdict, rule, reason, the
+//     request with sensitive header values redacted, the status returned.
+//     Bodies and secrets are never recorded.
+//   - Upstream TLS is always verified (system roots, which honour
+//     SSL_CERT_FILE and SSL_CERT_DIR, plus optional bundles).
+//   - Inside a CONNECT, the SNI and every request's Host must name the
+//     CONNECT host (no domain fronting); Proxy-Authorization and other
+//     hop-by-hop headers are never forwarded.
+//   - Limits on header size, body size, slow clients and connection count
+//     are answered with a status and a record, not a hang.
+//
+// Origin-form requests on a listener are the gateway's own control API;
+// it serves GET /v1/health and nothing from the file system.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/impyard/impyard/lib/ca"
+	"github.com/impyard/impyard/lib/dial"
+	"github.com/impyard/impyard/lib/store"
+)
+
+// Limits bound what one client can make the gateway hold.
+type Limits struct {
+	MaxHeaderBytes    int           // request line and header block (431)
+	MaxBodyBytes      int64         // request body (413)
+	ReadHeaderTimeout time.Duration // from a request's first byte to its last header (408)
+	ReadBodyTimeout   time.Duration // to read a whole request body (408)
+	IdleTimeout       time.Duration // between requests, and per write or tunnel read
+	MaxConns          int           // concurrent client connections (503 beyond)
+	DNSTimeout        time.Duration
+	DialTimeout       time.Duration
+	UpstreamTimeout   time.Duration // from request sent to response headers (504)
+}
+
+// DefaultLimits are the limits impgw serve uses unless told otherwise.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxHeaderBytes:    64 << 10,
+		MaxBodyBytes:      10 << 20,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadBodyTimeout:   60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxConns:          1024,
+		DNSTimeout:        5 * time.Second,
+		DialTimeout:       10 * time.Second,
+		UpstreamTimeout:   120 * time.Second,
+	}
+}
+
+// Config is what a Gateway needs.
+type Config struct {
+	PolicyPath    string
+	UpstreamCA    string // optional PEM bundle trusted in addition to the system roots
+	DecisionsPath string // the audit log records are appended to
+	Home          string // IMPYARD_HOME; secrets are read from Home/secrets/<name>
+	Minter        *ca.Minter
+	Limits        Limits
+	// Authenticate names the subject of the requests on a connection from
+	// the connection and its Proxy-Authorization value; an error is
+	// answered 407. Nil makes every request anonymous (subject "").
+	Authenticate func(c net.Conn, proxyAuthorization string) (subject string, err error)
+	// Log receives diagnostics, one "impgw: ..." line each.
+	Log io.Writer
+	// Lookup resolves host names; nil means the system resolver.
+	Lookup dial.LookupFunc
+	// Dial connects to a checked upstream address; nil means TCP.
+	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
+}
+
+// Gateway is a running proxy.
+type Gateway struct {
+	cfg      Config
+	lim      Limits
+	policy   *policySource
+	resolver *dial.Resolver
+	slots    chan struct{} // one per client connection being served
+
+	mu        sync.Mutex
+	listeners []netip.AddrPort
+	conns     map[net.Conn]*connState
+	localIPs  map[netip.Addr]bool
+
+	audit     *store.Log
+	auditDown atomic.Bool // the last append failed; forward nothing until one succeeds
+	logMu     sync.Mutex
+	lastLog   string
+	wg        sync.WaitGroup
+}
+
+// New checks cfg and returns a Gateway. The policy is read now and then
+// whenever it changes; a broken one is logged and denies everything.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.PolicyPath == "" || cfg.DecisionsPath == "" || cfg.Minter == nil {
+		return nil, errors.New("gateway: policy path, decisions path and minter are required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	lim := cfg.Limits
+	if lim == (Limits{}) {
+		lim = DefaultLimits()
+	}
+	g := &Gateway{
+		cfg:      cfg,
+		lim:      lim,
+		resolver: dial.NewResolver(lim.DNSTimeout, 5*time.Second, cfg.Lookup),
+		slots:    make(chan struct{}, lim.MaxConns),
+		conns:    make(map[net.Conn]*connState),
+	}
+	g.audit = store.NewLog(cfg.DecisionsPath, g.audited)
+	g.policy = &policySource{
+		path:       cfg.PolicyPath,
+		flagBundle: cfg.UpstreamCA,
+		opts: dial.Options{
+			DialTimeout:           lim.DialTimeout,
+			ResponseHeaderTimeout: lim.UpstreamTimeout,
+			IdleConnTimeout:       90 * time.Second,
+			MaxIdlePerHost:        64,
+			Dial:                  cfg.Dial,
+		},
+		logf: g.logf,
+	}
+	g.policy.get()
+	return g, nil
+}
+
+func (g *Gateway) logf(format string, a ...any) {
+	fmt.Fprintf(g.cfg.Log, "impgw: "+format+"\n", a...)
+}
+
+// Serve accepts connections on ln until ctx ends, then closes ln, gives
+// open connections up to grace to finish and closes the rest.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	if err := g.addListener(ln.Addr()); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	var tempDelay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return g.drain(grace)
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				// Out of descriptors or similar: back off rather than spin.
+				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
+				g.logf("error: accept: %v; retrying in %s", err, tempDelay)
+				time.Sleep(tempDelay)
+				continue
+			}
+			return err
+		}
+		tempDelay = 0
+		select {
+		case g.slots <- struct{}{}:
+			st := g.track(c)
+			g.wg.Add(1)
+			go func() {
+				defer g.wg.Done()
+				defer func() { <-g.slots }()
+				defer g.untrack(c)
+				g.serveConn(c, st)
+			}()
+		default:
+			go g.overloaded(c)
+		}
+	}
+}
+
+// connState tells a connection waiting for its next request, which
+// shutdown may close at once, from one in the middle of an exchange.
+type connState struct{ idle atomic.Bool }
+
+func (g *Gateway) track(c net.Conn) *connState {
+	st := &connState{}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.conns[c] = st
+	return st
+}
+
+func (g *Gateway) untrack(c net.Conn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.conns, c)
+}
+
+// drain closes idle connections, waits up to grace for the busy ones to
+// finish their exchange, then closes what is left.
+func (g *Gateway) drain(grace time.Duration) error {
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	closeConns := func(onlyIdle bool) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for c, st := range g.conns {
+			if !onlyIdle || st.idle.Load() {
+				c.Close()
+			}
+		}
+	}
+	// Records of exchanges already answered may still be queued.
+	defer g.audit.Sync()
+	closeConns(true)
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-tick.C:
+			// An exchange that finished since is now idle.
+			closeConns(true)
+		case <-timer.C:
+			closeConns(false)
+			<-done
+			return nil
+		}
+	}
+}
+
+// addListener remembers a listening address so requests to it are
+// refused as loops, with the machine's addresses when it listens on all.
+func (g *Gateway) addListener(a net.Addr) error {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return fmt.Errorf("gateway: listener address %s: %w", a, err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.listeners = append(g.listeners, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
+	if ap.Addr().IsUnspecified() && g.localIPs == nil {
+		g.localIPs = make(map[netip.Addr]bool)
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, ia := range addrs {
+				if p, err := netip.ParsePrefix(ia.String()); err == nil {
+					g.localIPs[p.Addr().Unmap()] = true
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// isSelf reports whether dialing a would reach one of our listeners.
+func (g *Gateway) isSelf(a netip.AddrPort) bool {
+	ip := a.Addr().Unmap()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, l := range g.listeners {
+		if l.Port() != a.Port() {
+			continue
+		}
+		if l.Addr() == ip || l.Addr().IsUnspecified() && (ip.IsLoopback() || ip.IsUnspecified() || g.localIPs[ip]) {
+			return true
+		}
+	}
+	return false
+}
+
+// record appends r to the audit log. With wait it returns once the record
+// is written (a refusal is recorded before it is answered); else it
+// returns at once (an exchange already answered need not hold up the
+// connection's next request). A failed write is logged, once per distinct
+// error, and stops all forwarding until a write succeeds.
+func (g *Gateway) record(r *Record, wait bool) {
+	if r.ID == "" {
+		r.ID = newID()
+	}
+	line := append(r.appendJSON(make([]byte, 0, 1024)), '\n')
+	if err := g.audit.Append(line, wait); err != nil {
+		g.audited(err)
+	}
+}
+
+// audited hears the outcome of every write to the audit log.
+func (g *Gateway) audited(err error) {
+	if g.auditDown.Load() == (err != nil) {
+		return
+	}
+	g.auditDown.Store(err != nil)
+	g.logMu.Lock()
+	defer g.logMu.Unlock()
+	switch {
+	case err != nil && err.Error() != g.lastLog:
+		g.lastLog = err.Error()
+		g.logf("error: decision record not written; forwarding stops until one is: %v", err)
+	case err == nil && g.lastLog != "":
+		g.lastLog = ""
+		g.logf("decision records are written again")
+	}
+}

@@ -1,0 +1,157 @@
+package gateway
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/impyard/impyard/lib/dial"
+	"github.com/impyard/impyard/lib/judge"
+	"github.com/impyard/impyard/lib/store"
+)
+
+// fileKey identifies one version of a file cheaply: a stat per request
+// notices an edit in place (size, mtime, ctime) and an atomic replace
+// (inode) without reading the file.
+type fileKey struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
+	err          string
+}
+
+func statKey(path string) fileKey {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return fileKey{err: err.Error()}
+	}
+	return fileKey{
+		dev: uint64(st.Dev), ino: st.Ino, size: st.Size,
+		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(),
+	}
+}
+
+// loaded is the policy in force and the upstream it goes with.
+type loaded struct {
+	key      fileKey
+	policy   *judge.Policy
+	upstream *dial.Upstream
+	broken   error // why policy denies everything, or nil
+}
+
+// policySource re-reads the policy file whenever its stat changes. A file
+// that cannot be read or parsed, or whose upstream CA bundle cannot be
+// loaded, becomes judge.Broken: every request is denied until it is fixed.
+type policySource struct {
+	path       string
+	flagBundle string // the --upstream-ca bundle, added to every policy's
+	opts       dial.Options
+	logf       func(format string, a ...any)
+
+	cur        atomic.Pointer[loaded]
+	mu         sync.Mutex // serialises reloads
+	bundleHash [32]byte
+	lastBroken string
+}
+
+// get returns the policy for the file as it is now.
+func (s *policySource) get() *loaded {
+	key := statKey(s.path)
+	if l := s.cur.Load(); l != nil && l.key == key {
+		return l
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.cur.Load(); l != nil && l.key == key {
+		return l
+	}
+	old := s.cur.Load()
+	next := s.load(key, old)
+	s.cur.Store(next)
+	if old != nil && old.upstream != next.upstream {
+		old.upstream.Close()
+	}
+	switch {
+	case next.broken != nil && next.broken.Error() != s.lastBroken:
+		s.lastBroken = next.broken.Error()
+		s.logf("error: policy denies everything until fixed: %v", next.broken)
+	case next.broken == nil && s.lastBroken != "":
+		s.lastBroken = ""
+		s.logf("policy %s loaded again; requests are judged by it", s.path)
+	}
+	return next
+}
+
+func (s *policySource) load(key fileKey, old *loaded) *loaded {
+	l := &loaded{key: key}
+	if old != nil {
+		l.upstream = old.upstream
+	}
+	fail := func(err error) *loaded {
+		l.broken = err
+		l.policy = judge.Broken(err)
+		if l.upstream == nil {
+			l.upstream = dial.NewUpstream(nil, s.opts)
+		}
+		return l
+	}
+	data, err := store.ReadFile(s.path)
+	if err != nil {
+		return fail(err)
+	}
+	p, err := judge.Parse(data)
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w", s.path, err))
+	}
+	var bundle []byte
+	for _, path := range []string{s.flagBundle, p.UpstreamCA()} {
+		if path == "" {
+			continue
+		}
+		b, err := readBundle(path)
+		if err != nil {
+			return fail(fmt.Errorf("%s: upstream CA bundle: %w", s.path, err))
+		}
+		bundle = append(append(bundle, b...), '\n')
+	}
+	hash := sha256.Sum256(bundle)
+	if l.upstream == nil || hash != s.bundleHash {
+		roots, err := dial.Roots(bytes.TrimSpace(bundle))
+		if err != nil {
+			return fail(fmt.Errorf("%s: upstream CA bundle: %w", s.path, err))
+		}
+		l.upstream = dial.NewUpstream(roots, s.opts)
+		s.bundleHash = hash
+	}
+	l.policy = p
+	return l
+}
+
+const maxBundle = 16 << 20
+
+// readBundle reads a PEM bundle the operator named. Unlike yard files it
+// may be a symlink (system certificate stores are made of them).
+func readBundle(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxBundle+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) > maxBundle {
+		return nil, fmt.Errorf("%s: over %d bytes", path, maxBundle)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errors.New(path + ": empty")
+	}
+	return b, nil
+}

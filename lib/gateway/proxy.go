@@ -1,0 +1,271 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/impyard/impyard/lib/http1"
+	"github.com/impyard/impyard/lib/judge"
+	"github.com/impyard/impyard/lib/mcp"
+)
+
+// proxy judges a request for t and forwards it when allowed. It reports
+// whether the connection can carry another request.
+func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject string) bool {
+	g := s.g
+	if h := req.Header["Host"]; len(h) == 1 {
+		if err := sameHost(h[0], t); err != nil {
+			return s.refuse(rec, req, http.StatusForbidden, err.Error())
+		}
+	}
+	for _, k := range []string{"Content-Type", "Content-Encoding"} {
+		if len(req.Header[k]) > 1 {
+			s.reject(rec, badRequest("more than one %s header", k))
+			return false
+		}
+	}
+	if req.ContentLength > 0 {
+		rec.Request.BodySize = req.ContentLength
+	}
+	body, err := s.readBody(req)
+	if err != nil {
+		s.reject(rec, err)
+		return false
+	}
+	rec.Request.BodySize, rec.BytesIn = int64(len(body)), int64(len(body))
+	keep := !req.Close
+
+	jr, reason := newJudgeRequest(t, req.Method, req.Header, body, subject)
+	rec.Request.MCP, rec.Request.MCPError, rec.Request.Placeholders = jr.MCP, jr.MCPError, jr.Placeholders
+	if reason != "" {
+		return s.deny(rec, req, http.StatusUnsupportedMediaType, reason, keep)
+	}
+	pol := g.policy.get()
+	d := pol.policy.Judge(jr)
+	rec.decided(d)
+	if d.Verdict != judge.Allow {
+		if a, err := netip.ParseAddr(t.host); err == nil {
+			// An IP host is its own address: the judge saw it already.
+			rec.Addr = netip.AddrPortFrom(a, uint16(t.port)).String()
+		}
+		return s.deny(rec, req, http.StatusForbidden, "", keep)
+	}
+	addr, d, status, reason := s.pickAddr(pol.policy, jr, d)
+	rec.decided(d)
+	if status != 0 {
+		if addr.IsValid() {
+			rec.Addr = addr.String()
+		}
+		return s.deny(rec, req, status, reason, keep)
+	}
+	if g.auditDown.Load() {
+		return s.deny(rec, req, http.StatusServiceUnavailable, "the decision log cannot be written; nothing is forwarded unrecorded", keep)
+	}
+	out, reason := s.outbound(req, t, jr, d, body)
+	if out == nil {
+		return s.deny(rec, req, http.StatusForbidden, reason, keep)
+	}
+	if d.Inject != nil {
+		rec.Request.Headers = RecordHeaders(req.Header, d.Inject.Header)
+	}
+	rec.Addr = addr.String()
+	sent := time.Now()
+	resp, err := pol.upstream.RoundTrip(addr, out)
+	rec.UpstreamMS = float64(time.Since(sent).Microseconds()) / 1000
+	if err != nil {
+		rec.Status, rec.Error = upstreamStatus(err), "upstream: "+err.Error()
+		g.record(rec, true)
+		s.writeError(rec, req, nil, !keep)
+		return keep
+	}
+	defer resp.Body.Close()
+	rec.Status = resp.StatusCode
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		if out.Header.Get("Upgrade") == "" {
+			// An upstream may not turn a judged connection into a pipe no
+			// later request on it would be judged in.
+			rec.Status, rec.Error = http.StatusBadGateway, "upstream switched protocols unasked"
+			g.record(rec, true)
+			s.writeError(rec, req, nil, true)
+			return false
+		}
+		s.switchProtocols(rec, req, resp)
+		return false
+	}
+	n, closeConn, err := http1.WriteResponse(s.bw, resp, req.Method, req.Minor, !keep)
+	rec.BytesOut = n
+	if err != nil {
+		rec.Error = "relaying the response: " + err.Error()
+	}
+	g.record(rec, false)
+	return !closeConn
+}
+
+// newJudgeRequest describes a request to the judge: MCP calls lifted from
+// the body, placeholders found. A non-empty reason means the gateway
+// cannot judge it at all.
+func newJudgeRequest(t *target, method string, h http.Header, body []byte, subject string) (*judge.Request, string) {
+	jr := &judge.Request{
+		Subject:  subject,
+		Protocol: t.protocol,
+		Method:   method,
+		Host:     t.host,
+		Port:     t.port,
+		Path:     t.path,
+		Query:    t.query,
+		Header:   h,
+		BodySize: int64(len(body)),
+	}
+	jr.Placeholders = judge.FindPlaceholders(h, t.url(), body)
+	if ce := h.Get("Content-Encoding"); len(body) > 0 && ce != "" && !strings.EqualFold(ce, "identity") {
+		return jr, "cannot inspect a body with Content-Encoding " + clip(ce)
+	}
+	lifted, err := mcp.Lift(h.Get("Content-Type"), body)
+	if err != nil {
+		jr.MCPError = err.Error()
+	} else if lifted.Calls != nil {
+		jr.MCP = &lifted
+	}
+	return jr, ""
+}
+
+// decided copies a judge decision into the record.
+func (r *Record) decided(d judge.Decision) {
+	r.Verdict, r.Rule, r.Reason, r.WouldDeny = d.Verdict.String(), d.Rule, d.Reason, d.WouldDeny
+}
+
+// deny records and answers a request that is not forwarded. An empty
+// reason keeps the judge's; any other is the gateway's own refusal. The
+// body was read, so the connection survives unless the client closes it.
+func (s *session) deny(rec *Record, req *http1.Request, status int, reason string, keep bool) bool {
+	rec.Verdict, rec.Status = VerdictDeny, status
+	if reason != "" {
+		rec.Reason, rec.RefusedBy = reason, RefusedByGateway
+	}
+	s.g.record(rec, true)
+	s.writeError(rec, req, nil, !keep)
+	return keep
+}
+
+// readBody reads the request body within the size and time limits,
+// sending 100 Continue first when the client waits for it.
+func (s *session) readBody(req *http1.Request) ([]byte, error) {
+	if req.ContentLength == 0 {
+		return nil, nil
+	}
+	lim := &s.g.lim
+	if req.Expect100 && req.ContentLength <= lim.MaxBodyBytes {
+		s.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+		if err := s.bw.Flush(); err != nil {
+			return nil, err
+		}
+	}
+	s.conn.SetReadDeadline(time.Now().Add(lim.ReadBodyTimeout))
+	return req.ReadBody(s.br, lim.MaxBodyBytes, lim.MaxHeaderBytes)
+}
+
+// pickAddr resolves the host (the name was already judged, so a denied
+// name never causes a lookup) and judges each address, returning the
+// first the policy allows. A non-zero status means none was: then the
+// address and decision are the judge's first refusal, or the reason is
+// the gateway's own (no such host, a loop).
+func (s *session) pickAddr(p *judge.Policy, jr *judge.Request, d judge.Decision) (netip.AddrPort, judge.Decision, int, string) {
+	addrs, err := s.g.resolver.Lookup(context.Background(), jr.Host)
+	if err != nil {
+		return netip.AddrPort{}, d, http.StatusBadGateway, err.Error()
+	}
+	loop := ""
+	refused, judged := d, netip.AddrPort{}
+	for _, a := range addrs {
+		ap := netip.AddrPortFrom(a, uint16(jr.Port))
+		if s.g.isSelf(ap) {
+			loop = ap.String() + " is the gateway's own listener (a loop)"
+			continue
+		}
+		jr.Addr = a
+		d2 := p.Judge(jr)
+		if d2.Verdict == judge.Allow {
+			return ap, d2, 0, ""
+		}
+		if !judged.IsValid() {
+			refused, judged = d2, ap
+		}
+	}
+	jr.Addr = netip.Addr{}
+	if !judged.IsValid() {
+		return netip.AddrPort{}, d, http.StatusForbidden, loop
+	}
+	return judged, refused, http.StatusForbidden, ""
+}
+
+// outbound builds the request sent upstream: hop-by-hop fields and
+// Proxy-Authorization dropped, the rule's secret injected. It returns nil
+// and a reason when the request must not go out after all.
+func (s *session) outbound(req *http1.Request, t *target, jr *judge.Request, d judge.Decision, body []byte) (*http.Request, string) {
+	h := req.Header.Clone()
+	upgrade := h.Get("Upgrade")
+	http1.StripHopByHop(h)
+	delete(h, "Host")
+	delete(h, "Expect")
+	delete(h, "Content-Length")
+	if _, ok := h["User-Agent"]; !ok {
+		// Without this, Request.Write would add Go's own.
+		h["User-Agent"] = []string{""}
+	}
+	if upgrade != "" {
+		// The judge allowed it, so a rule asked for it by name.
+		h["Upgrade"] = []string{upgrade}
+		h["Connection"] = []string{"Upgrade"}
+	}
+	for _, p := range jr.Placeholders {
+		if d.Inject == nil || p.Where != d.Inject.Header || p.Secret != d.Inject.Secret {
+			return nil, fmt.Sprintf("credential placeholder for %q in %s may not be sent here", p.Secret, p.Where)
+		}
+	}
+	if in := d.Inject; in != nil {
+		secret, err := s.g.secret(in.Secret)
+		if err != nil {
+			return nil, err.Error()
+		}
+		key := http.CanonicalHeaderKey(in.Header)
+		placeholder := judge.PlaceholderPrefix + in.Secret
+		if v := h.Get(key); strings.Contains(v, placeholder) {
+			h[key] = []string{strings.ReplaceAll(v, placeholder, secret)}
+		} else {
+			h[key] = []string{strings.Replace(in.Format, "%s", secret, 1)}
+		}
+	}
+	out := &http.Request{
+		Method:     req.Method,
+		URL:        &url.URL{Scheme: t.protocol, Host: net.JoinHostPort(t.host, strconv.Itoa(t.port)), Opaque: t.path, RawQuery: t.query},
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     h,
+		Host:       t.hostHeader(),
+	}
+	if len(body) > 0 {
+		out.ContentLength = int64(len(body))
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	return out, ""
+}
+
+func upstreamStatus(err error) int {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusBadGateway
+}

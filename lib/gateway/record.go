@@ -1,0 +1,450 @@
+package gateway
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/impyard/impyard/lib/judge"
+	"github.com/impyard/impyard/lib/mcp"
+	"github.com/impyard/impyard/lib/store"
+)
+
+// RecordSchema marks a decision record among the other lines of the audit
+// log it shares.
+var RecordSchema = store.Schema("decision", 1)
+
+// Field names of a decision record, the one line written per request.
+const (
+	FieldSchema     = "schema"
+	FieldID         = "decision_id"
+	FieldTime       = "ts"
+	FieldVerdict    = "verdict"
+	FieldRule       = "rule"
+	FieldReason     = "reason"
+	FieldWouldDeny  = "would_deny"
+	FieldRefusedBy  = "refused_by"
+	FieldClient     = "client"
+	FieldRequest    = "request"
+	FieldAddr       = "addr"
+	FieldStatus     = "status"
+	FieldUpstreamMS = "upstream_ms"
+	FieldBytesIn    = "bytes_in"
+	FieldBytesOut   = "bytes_out"
+	FieldError      = "error"
+
+	// Members of the request object, in the judge's vocabulary.
+	FieldImp          = "imp"
+	FieldProtocol     = "protocol"
+	FieldMethod       = "method"
+	FieldHost         = "host"
+	FieldPort         = "port"
+	FieldPath         = "path"
+	FieldQuery        = "query"
+	FieldHeaders      = "headers"
+	FieldBodySize     = "bodySize"
+	FieldMCP          = "mcp"
+	FieldMCPError     = "mcp_error"
+	FieldPlaceholders = "placeholders"
+
+	// Members of the mcp object and of a placeholder.
+	FieldMCPBatch  = "batch"
+	FieldMCPCalls  = "calls"
+	FieldMCPMethod = "method"
+	FieldMCPTool   = "tool"
+	FieldWhere     = "where"
+	FieldSecret    = "secret"
+)
+
+// Verdicts as recorded: the judge's three, and reject for a request too
+// malformed to judge (answered 400, 408, 413, 414, 431, 501 or 505).
+const (
+	VerdictAllow  = "allow"
+	VerdictDeny   = "deny"
+	VerdictTunnel = "tunnel"
+	VerdictReject = "reject"
+)
+
+// RefusedByGateway marks a record whose verdict is the gateway's own, not
+// the judge's: a request the judge allowed or never saw, refused for a
+// reason no policy changes (domain fronting, no such host, a loop, a body
+// it cannot inspect, an unwritable log). Replay does not re-judge these.
+const RefusedByGateway = "gateway"
+
+// Redacted replaces the value of a sensitive header in a record.
+const Redacted = "<redacted>"
+
+// sensitive headers have their values replaced by Redacted; their presence
+// is still recorded.
+var sensitive = map[string]bool{
+	"authorization":       true,
+	"cookie":              true,
+	"set-cookie":          true,
+	"x-api-key":           true,
+	"proxy-authorization": true,
+}
+
+// Record is one decision: what was asked, what the judge said, and what
+// happened. It never holds a body, a secret, or the value of a sensitive
+// header.
+type Record struct {
+	ID         string
+	Time       time.Time
+	Verdict    string
+	Rule       string
+	Reason     string
+	WouldDeny  bool
+	RefusedBy  string // RefusedByGateway, or "" when the verdict is the judge's
+	Client     string // the client's address
+	Request    RequestInfo
+	Addr       string // the upstream ip:port dialed, or the one the judge refused
+	Status     int    // the status returned to the client, 0 if none was
+	UpstreamMS float64
+	BytesIn    int64 // body bytes from the client (all bytes, for a tunnel)
+	BytesOut   int64 // body bytes to the client (all bytes, for a tunnel)
+	Error      string
+}
+
+// RequestInfo is the judged request as recorded.
+type RequestInfo struct {
+	Imp          string // the subject; "" is recorded as null
+	Protocol     string
+	Method       string
+	Host         string
+	Port         int
+	Path         string
+	Query        string
+	Headers      map[string]string // lower-case names, values joined, sensitive ones redacted
+	BodySize     int64
+	MCP          *mcp.Lifted
+	MCPError     string
+	Placeholders []judge.Placeholder
+}
+
+// newID returns a random UUIDv4. The runtime's generator (ChaCha8 seeded
+// from the kernel) is unpredictable enough for an identifier and costs no
+// system call per record.
+func newID() string {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:])
+}
+
+// RecordHeaders renders h for a record: names lower-cased, repeated values
+// joined with ", ", and the values of sensitive headers and of extra (the
+// header a rule injects into) replaced by Redacted.
+func RecordHeaders(h http.Header, extra string) map[string]string {
+	if len(h) == 0 {
+		return nil
+	}
+	extra = strings.ToLower(extra)
+	out := make(map[string]string, len(h))
+	for k, vs := range h {
+		k = strings.ToLower(k)
+		if sensitive[k] || k == extra {
+			out[k] = Redacted
+			continue
+		}
+		out[k] = strings.Join(vs, ", ")
+	}
+	return out
+}
+
+// MarshalJSON writes the record's fields in a fixed order under the Field
+// names.
+func (r *Record) MarshalJSON() ([]byte, error) {
+	return r.appendJSON(make([]byte, 0, 1024)), nil
+}
+
+func (r *Record) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	b = field(b, FieldSchema, true)
+	b = appendString(b, RecordSchema)
+	b = field(b, FieldID, false)
+	b = appendString(b, r.ID)
+	b = field(b, FieldTime, false)
+	b = append(b, '"')
+	b = r.Time.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	b = field(b, FieldVerdict, false)
+	b = appendString(b, r.Verdict)
+	b = field(b, FieldRule, false)
+	b = appendString(b, r.Rule)
+	b = field(b, FieldReason, false)
+	b = appendString(b, r.Reason)
+	if r.WouldDeny {
+		b = field(b, FieldWouldDeny, false)
+		b = append(b, "true"...)
+	}
+	if r.RefusedBy != "" {
+		b = field(b, FieldRefusedBy, false)
+		b = appendString(b, r.RefusedBy)
+	}
+	if r.Client != "" {
+		b = field(b, FieldClient, false)
+		b = appendString(b, r.Client)
+	}
+	b = field(b, FieldRequest, false)
+	b = r.Request.appendJSON(b)
+	if r.Addr != "" {
+		b = field(b, FieldAddr, false)
+		b = appendString(b, r.Addr)
+	}
+	b = field(b, FieldStatus, false)
+	b = strconv.AppendInt(b, int64(r.Status), 10)
+	if r.UpstreamMS > 0 {
+		b = field(b, FieldUpstreamMS, false)
+		b = strconv.AppendFloat(b, math.Round(r.UpstreamMS*1000)/1000, 'f', -1, 64)
+	}
+	b = field(b, FieldBytesIn, false)
+	b = strconv.AppendInt(b, r.BytesIn, 10)
+	b = field(b, FieldBytesOut, false)
+	b = strconv.AppendInt(b, r.BytesOut, 10)
+	if r.Error != "" {
+		b = field(b, FieldError, false)
+		b = appendString(b, r.Error)
+	}
+	return append(b, '}')
+}
+
+func (q *RequestInfo) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	b = field(b, FieldImp, true)
+	if q.Imp == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendString(b, q.Imp)
+	}
+	b = field(b, FieldProtocol, false)
+	b = appendString(b, q.Protocol)
+	b = field(b, FieldMethod, false)
+	b = appendString(b, q.Method)
+	b = field(b, FieldHost, false)
+	b = appendString(b, q.Host)
+	b = field(b, FieldPort, false)
+	b = strconv.AppendInt(b, int64(q.Port), 10)
+	b = field(b, FieldPath, false)
+	b = appendString(b, q.Path)
+	b = field(b, FieldQuery, false)
+	b = appendString(b, q.Query)
+	b = field(b, FieldHeaders, false)
+	b = append(b, '{')
+	for i, k := range slices.Sorted(maps.Keys(q.Headers)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = appendString(b, q.Headers[k])
+	}
+	b = append(b, '}')
+	b = field(b, FieldBodySize, false)
+	b = strconv.AppendInt(b, q.BodySize, 10)
+	b = field(b, FieldMCP, false)
+	if q.MCP == nil || q.MCP.Calls == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '{')
+		b = field(b, FieldMCPBatch, true)
+		b = strconv.AppendBool(b, q.MCP.Batch)
+		b = field(b, FieldMCPCalls, false)
+		b = append(b, '[')
+		for i, c := range q.MCP.Calls {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '{')
+			b = field(b, FieldMCPMethod, true)
+			b = appendString(b, c.Method)
+			if c.Tool != "" {
+				b = field(b, FieldMCPTool, false)
+				b = appendString(b, c.Tool)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, "]}"...)
+	}
+	if q.MCPError != "" {
+		b = field(b, FieldMCPError, false)
+		b = appendString(b, q.MCPError)
+	}
+	if len(q.Placeholders) > 0 {
+		b = field(b, FieldPlaceholders, false)
+		b = append(b, '[')
+		for i, p := range q.Placeholders {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '{')
+			b = field(b, FieldWhere, true)
+			b = appendString(b, p.Where)
+			b = field(b, FieldSecret, false)
+			b = appendString(b, p.Secret)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+func field(b []byte, name string, first bool) []byte {
+	if !first {
+		b = append(b, ',')
+	}
+	b = appendString(b, name)
+	return append(b, ':')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Invalid UTF-8 (header values
+// may carry any byte) becomes U+FFFD, as encoding/json does.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20:
+				switch c {
+				case '\n':
+					b = append(b, '\\', 'n')
+				case '\r':
+					b = append(b, '\\', 'r')
+				case '\t':
+					b = append(b, '\\', 't')
+				default:
+					b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+				}
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
+
+// ParseRecord reads a decision record line. A line of another schema (the
+// audit log's other events) returns ErrNotDecision.
+func ParseRecord(line []byte) (*Record, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return nil, err
+	}
+	var schema string
+	if err := json.Unmarshal(m[FieldSchema], &schema); err != nil || schema != RecordSchema {
+		return nil, ErrNotDecision
+	}
+	r := &Record{}
+	var ts string
+	var q map[string]json.RawMessage
+	for _, f := range []struct {
+		name string
+		dst  any
+	}{
+		{FieldID, &r.ID}, {FieldTime, &ts}, {FieldVerdict, &r.Verdict}, {FieldRule, &r.Rule},
+		{FieldReason, &r.Reason}, {FieldWouldDeny, &r.WouldDeny}, {FieldRefusedBy, &r.RefusedBy}, {FieldClient, &r.Client},
+		{FieldRequest, &q}, {FieldAddr, &r.Addr}, {FieldStatus, &r.Status},
+		{FieldUpstreamMS, &r.UpstreamMS}, {FieldBytesIn, &r.BytesIn}, {FieldBytesOut, &r.BytesOut},
+		{FieldError, &r.Error},
+	} {
+		if err := optional(m, f.name, f.dst); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if r.Time, err = time.Parse(time.RFC3339Nano, ts); err != nil {
+		return nil, fmt.Errorf("%s: %w", FieldTime, err)
+	}
+	var imp *string
+	var lifted *struct {
+		Batch bool `json:"batch"`
+		Calls []struct {
+			Method string `json:"method"`
+			Tool   string `json:"tool"`
+		} `json:"calls"`
+	}
+	var placeholders []struct {
+		Where  string `json:"where"`
+		Secret string `json:"secret"`
+	}
+	rq := &r.Request
+	for _, f := range []struct {
+		name string
+		dst  any
+	}{
+		{FieldImp, &imp}, {FieldProtocol, &rq.Protocol}, {FieldMethod, &rq.Method}, {FieldHost, &rq.Host},
+		{FieldPort, &rq.Port}, {FieldPath, &rq.Path}, {FieldQuery, &rq.Query}, {FieldHeaders, &rq.Headers},
+		{FieldBodySize, &rq.BodySize}, {FieldMCP, &lifted}, {FieldMCPError, &rq.MCPError},
+		{FieldPlaceholders, &placeholders},
+	} {
+		if err := optional(q, f.name, f.dst); err != nil {
+			return nil, fmt.Errorf("%s: %w", FieldRequest, err)
+		}
+	}
+	if imp != nil {
+		rq.Imp = *imp
+	}
+	if lifted != nil {
+		rq.MCP = &mcp.Lifted{Batch: lifted.Batch, Calls: []mcp.Call{}}
+		for _, c := range lifted.Calls {
+			rq.MCP.Calls = append(rq.MCP.Calls, mcp.Call{Method: c.Method, Tool: c.Tool})
+		}
+	}
+	for _, p := range placeholders {
+		rq.Placeholders = append(rq.Placeholders, judge.Placeholder{Where: p.Where, Secret: p.Secret})
+	}
+	return r, nil
+}
+
+// ErrNotDecision is returned by ParseRecord for a line of another kind.
+var ErrNotDecision = errors.New("not a decision record")
+
+func optional(m map[string]json.RawMessage, name string, dst any) error {
+	raw, ok := m[name]
+	if !ok {
+		return nil
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}

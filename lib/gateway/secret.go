@@ -1,0 +1,37 @@
+package gateway
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/impyard/impyard/lib/store"
+)
+
+// secret reads IMPYARD_HOME/secrets/<name> for injection. The error never
+// holds any of the file's content.
+func (g *Gateway) secret(name string) (string, error) {
+	if g.cfg.Home == "" {
+		return "", fmt.Errorf("secret %q: IMPYARD_HOME is not known", name)
+	}
+	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
+		return "", fmt.Errorf("secret %q: not a plain name", name)
+	}
+	b, err := store.ReadFile(filepath.Join(g.cfg.Home, "secrets", name))
+	if err != nil {
+		if store.IsNotExist(err) {
+			return "", fmt.Errorf("secret %q is not in %s", name, filepath.Join(g.cfg.Home, "secrets"))
+		}
+		return "", fmt.Errorf("secret %q unreadable: %w", name, err)
+	}
+	v := strings.TrimRight(string(b), "\r\n")
+	if v == "" {
+		return "", fmt.Errorf("secret %q is empty", name)
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return "", fmt.Errorf("secret %q holds a control character; it cannot go in a header", name)
+		}
+	}
+	return v, nil
+}

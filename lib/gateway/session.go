@@ -1,0 +1,275 @@
+package gateway
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/impyard/impyard/lib/http1"
+)
+
+// deadlineConn keeps a write deadline about the idle timeout ahead, so a
+// client that stops reading is dropped however long the response. It
+// moves the deadline only when an eighth of it has passed: moving a
+// timer on every write costs more than the precision is worth.
+type deadlineConn struct {
+	net.Conn
+	idle time.Duration
+	set  time.Time // when the write deadline was last moved
+}
+
+func (c *deadlineConn) Write(b []byte) (int, error) {
+	if now := time.Now(); now.Sub(c.set) > c.idle/8 {
+		if err := c.Conn.SetWriteDeadline(now.Add(c.idle)); err != nil {
+			return 0, err
+		}
+		c.set = now
+	}
+	return c.Conn.Write(b)
+}
+
+// SetWriteDeadline moves the deadline and forgets the last refresh, so
+// the next Write sets its own again.
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
+	c.set = time.Time{}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline is SetWriteDeadline's counterpart for both directions.
+func (c *deadlineConn) SetDeadline(t time.Time) error {
+	c.set = time.Time{}
+	return c.Conn.SetDeadline(t)
+}
+
+// session serves the requests of one client connection: the plain one
+// accepted by a listener, or the TLS one inside a terminated CONNECT.
+type session struct {
+	g      *Gateway
+	raw    net.Conn // the accepted connection
+	conn   net.Conn // what requests are read from: raw, or TLS over it
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	client string
+
+	// Inside a terminated CONNECT: the CONNECT target every request must
+	// name, and the subject the CONNECT authenticated.
+	tunnel  *target
+	subject string
+	state   *connState
+	// ended: the gateway, not the client, ended the connection, so the
+	// client may still be sending.
+	ended bool
+}
+
+const bufSize = 8 << 10
+
+func (g *Gateway) serveConn(c net.Conn, st *connState) {
+	defer c.Close()
+	dc := &deadlineConn{Conn: c, idle: g.lim.IdleTimeout}
+	s := &session{
+		g:      g,
+		raw:    c,
+		conn:   dc,
+		br:     bufio.NewReaderSize(dc, bufSize),
+		bw:     bufio.NewWriterSize(dc, bufSize),
+		client: c.RemoteAddr().String(),
+		state:  st,
+	}
+	s.serve()
+	if s.ended {
+		linger(c)
+	}
+}
+
+// linger half-closes c and reads what the client still sends for a
+// moment before the close, so the answer already written reaches the
+// client instead of being cut off by the reset that closing a socket with
+// unread input causes.
+func linger(c net.Conn) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok || tc.CloseWrite() != nil {
+		return
+	}
+	tc.SetReadDeadline(time.Now().Add(250 * time.Millisecond))
+	io.Copy(io.Discard, io.LimitReader(tc, 1<<20))
+}
+
+// serve reads requests until the client closes, idles out, or a request
+// leaves the connection unusable.
+func (s *session) serve() {
+	lim := &s.g.lim
+	for {
+		s.conn.SetReadDeadline(time.Now().Add(lim.IdleTimeout))
+		s.state.idle.Store(true)
+		_, err := s.br.Peek(1)
+		s.state.idle.Store(false)
+		if err != nil {
+			return
+		}
+		start := time.Now()
+		s.conn.SetReadDeadline(start.Add(lim.ReadHeaderTimeout))
+		req, err := http1.ReadRequest(s.br, lim.MaxHeaderBytes)
+		if err != nil {
+			s.reject(s.newRecord(start, req), err)
+			return
+		}
+		if !s.handle(start, req) {
+			s.ended = true
+			return
+		}
+	}
+}
+
+// handle answers one request and reports whether the connection can carry
+// another.
+func (s *session) handle(start time.Time, req *http1.Request) bool {
+	rec := s.newRecord(start, req)
+	if req.Method == http.MethodConnect {
+		if s.tunnel != nil {
+			s.reject(rec, badRequest("CONNECT inside a CONNECT tunnel"))
+			return false
+		}
+		return s.connect(rec, req)
+	}
+	var t target
+	var err error
+	switch {
+	case s.tunnel != nil && strings.HasPrefix(req.Target, "/"):
+		t, err = parseOrigin(req.Target, s.tunnel.protocol, s.tunnel.host, s.tunnel.port)
+	case s.tunnel != nil:
+		if t, err = parseAbsolute(req.Target); err == nil && (t.protocol != s.tunnel.protocol || t.host != s.tunnel.host || t.port != s.tunnel.port) {
+			rec.setTarget(&t)
+			return s.refuse(rec, req, http.StatusForbidden, "request target "+t.url()+" is not the CONNECT host (domain fronting)")
+		}
+	case strings.HasPrefix(req.Target, "/"):
+		return s.control(rec, req)
+	default:
+		t, err = parseAbsolute(req.Target)
+	}
+	if err != nil {
+		s.reject(rec, err)
+		return false
+	}
+	rec.setTarget(&t)
+	subject, ok := s.authenticate(rec, req)
+	if !ok {
+		return !req.Close && req.ContentLength == 0
+	}
+	return s.proxy(rec, req, &t, subject)
+}
+
+// authenticate names the request's subject: inside a tunnel, the CONNECT's.
+func (s *session) authenticate(rec *Record, req *http1.Request) (string, bool) {
+	if s.tunnel != nil {
+		return s.subject, true
+	}
+	auth := s.g.cfg.Authenticate
+	if auth == nil {
+		return "", true
+	}
+	subject, err := auth(s.raw, req.Header.Get("Proxy-Authorization"))
+	if err != nil {
+		rec.Verdict, rec.Reason, rec.Status = VerdictDeny, "proxy authentication: "+err.Error(), http.StatusProxyAuthRequired
+		rec.RefusedBy = RefusedByGateway
+		s.g.record(rec, true)
+		s.writeError(rec, req, http.Header{"Proxy-Authenticate": {`Basic realm="impgw"`}}, req.Close || req.ContentLength != 0)
+		return "", false
+	}
+	rec.Request.Imp = subject
+	return subject, true
+}
+
+func (s *session) newRecord(start time.Time, req *http1.Request) *Record {
+	rec := &Record{ID: newID(), Time: start, Client: s.client}
+	rec.Request.Imp = s.subject
+	if req != nil {
+		// Overwritten by setTarget once the target parses; a reject keeps
+		// the target as sent.
+		rec.Request.Method, rec.Request.Path = req.Method, clip(req.Target)
+		rec.Request.Headers = RecordHeaders(req.Header, "")
+	}
+	if t := s.tunnel; t != nil {
+		rec.Request.Protocol, rec.Request.Host, rec.Request.Port = t.protocol, t.host, t.port
+	}
+	return rec
+}
+
+func (r *Record) setTarget(t *target) {
+	r.Request.Protocol, r.Request.Host, r.Request.Port = t.protocol, t.host, t.port
+	r.Request.Path, r.Request.Query = t.path, t.query
+}
+
+// reject answers a request too malformed to judge, records it, and leaves
+// the connection to be closed: after a framing error nothing more on it
+// can be trusted.
+func (s *session) reject(rec *Record, err error) {
+	status := http.StatusBadRequest
+	reason := err.Error()
+	var he *http1.Error
+	var ne net.Error
+	switch {
+	case errors.As(err, &he):
+		status = he.Status
+	case errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded):
+		status, reason = http.StatusRequestTimeout, "client too slow: request not received within the time limit"
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		status, reason = http.StatusBadRequest, "connection closed in the middle of a request"
+	}
+	rec.Verdict, rec.Reason, rec.Status = VerdictReject, reason, status
+	s.g.record(rec, true)
+	s.writeError(rec, nil, nil, true)
+	s.ended = true
+}
+
+// refuse denies a request before its body was read, and reports whether
+// the connection can carry another (only if there was no body). As with
+// deny, a non-empty reason is the gateway's own refusal.
+func (s *session) refuse(rec *Record, req *http1.Request, status int, reason string) bool {
+	rec.Verdict, rec.Status = VerdictDeny, status
+	if reason != "" {
+		rec.Reason, rec.RefusedBy = reason, RefusedByGateway
+	}
+	s.g.record(rec, true)
+	closeConn := req.Close || req.ContentLength != 0
+	s.writeError(rec, req, nil, closeConn)
+	return !closeConn
+}
+
+// writeError sends the gateway's own answer: the verdict and reason as
+// text, and the decision id to find the record by.
+func (s *session) writeError(rec *Record, req *http1.Request, h http.Header, closeConn bool) {
+	minor := 1
+	if req != nil {
+		minor = req.Minor
+	}
+	if h == nil {
+		h = make(http.Header)
+	}
+	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	h["X-Impgw-Decision"] = []string{rec.ID}
+	body := "impgw: " + rec.Verdict
+	if rec.Rule != "" {
+		body += " by rule " + rec.Rule
+	}
+	body += ": " + rec.Reason + "\n"
+	s.conn.SetWriteDeadline(time.Now().Add(s.g.lim.IdleTimeout))
+	_ = http1.WriteSimple(s.bw, minor, rec.Status, h, []byte(body), closeConn)
+}
+
+// overloaded answers a connection over the limit with 503 and closes it.
+func (g *Gateway) overloaded(c net.Conn) {
+	defer c.Close()
+	rec := &Record{
+		Time: time.Now(), Client: c.RemoteAddr().String(), Verdict: VerdictReject,
+		Reason: "too many connections", Status: http.StatusServiceUnavailable,
+	}
+	g.record(rec, true)
+	c.SetDeadline(time.Now().Add(time.Second))
+	bw := bufio.NewWriter(c)
+	_ = http1.WriteSimple(bw, 1, rec.Status, http.Header{"Retry-After": {"1"}, "X-Impgw-Decision": {rec.ID}}, []byte("impgw: reject: too many connections\n"), true)
+}

@@ -1,0 +1,174 @@
+package http1
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func read(raw string, limit int) (*Request, []byte, error) {
+	br := bufio.NewReaderSize(strings.NewReader(raw), 4096)
+	r, err := ReadRequest(br, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	body, err := r.ReadBody(br, 64, limit)
+	return r, body, err
+}
+
+func TestReadRequestRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw string
+		status    int
+	}{
+		{"bare LF line ends", "GET / HTTP/1.1\nHost: a\n\n", 400},
+		{"bare LF in header", "GET / HTTP/1.1\r\nHost: a\nX: b\r\n\r\n", 400},
+		{"bare CR in header", "GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n", 400},
+		{"NUL in header value", "GET / HTTP/1.1\r\nHost: a\r\nX: b\x00c\r\n\r\n", 400},
+		{"NUL in target", "GET /\x00 HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+		{"space in target", "GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+		{"two spaces", "GET  / HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+		{"no version", "GET /\r\nHost: a\r\n\r\n", 400},
+		{"lower-case version", "GET / http/1.1\r\nHost: a\r\n\r\n", 400},
+		{"HTTP/2", "GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505},
+		{"bad method", "G(T / HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+		{"non-ASCII target", "GET /\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n", 400},
+		{"space before colon", "GET / HTTP/1.1\r\nHost : a\r\n\r\n", 400},
+		{"obs-fold", "GET / HTTP/1.1\r\nHost: a\r\nX: b\r\n c\r\n\r\n", 400},
+		{"no colon", "GET / HTTP/1.1\r\nHost: a\r\nX\r\n\r\n", 400},
+		{"no host", "GET / HTTP/1.1\r\n\r\n", 400},
+		{"two hosts", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
+		{"CL and TE", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
+		{"two CL", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", 400},
+		{"CL list", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3, 3\r\n\r\nabc", 400},
+		{"signed CL", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +3\r\n\r\nabc", 400},
+		{"TE gzip", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501},
+		{"TE twice", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 501},
+		{"TE in 1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+		{"expect other", "POST / HTTP/1.1\r\nHost: a\r\nExpect: 200-ok\r\n\r\n", 417},
+		{"long request line", "GET /" + strings.Repeat("a", 300) + " HTTP/1.1\r\nHost: a\r\n\r\n", 414},
+		{"long header block", "GET / HTTP/1.1\r\nHost: a\r\nX: " + strings.Repeat("a", 300) + "\r\n\r\n", 431},
+		{"body over cap", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 65\r\n\r\n", 413},
+		{"chunked over cap", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n41\r\n" + strings.Repeat("a", 65) + "\r\n0\r\n\r\n", 413},
+		{"bad chunk size", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := read(tc.raw, 256)
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("got %v, want status %d", err, tc.status)
+			}
+			if e.Status != tc.status {
+				t.Fatalf("got %d (%s), want %d", e.Status, e.Reason, tc.status)
+			}
+		})
+	}
+}
+
+func TestReadRequestAccepts(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw string
+		body      string
+		close     bool
+	}{
+		{"simple", "GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", "", false},
+		{"leading CRLF", "\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", "", false},
+		{"length", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc", "abc", false},
+		{"chunked with trailer", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n3\r\nabc\r\n1;ext=1\r\nd\r\n0\r\nX-T: 1\r\n\r\n", "abcd", false},
+		{"close", "GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Close\r\n\r\n", "", true},
+		{"1.0", "GET / HTTP/1.0\r\n\r\n", "", true},
+		{"1.0 keep-alive", "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "", false},
+		{"CONNECT without Host", "CONNECT a:443 HTTP/1.1\r\n\r\n", "", false},
+		{"tab in value", "GET / HTTP/1.1\r\nHost: a\r\nX: a\tb \r\n\r\n", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, body, err := read(tc.raw, 256)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(body) != tc.body || r.Close != tc.close {
+				t.Fatalf("body %q close %v, want %q %v", body, r.Close, tc.body, tc.close)
+			}
+		})
+	}
+}
+
+func TestKeepAliveSequence(t *testing.T) {
+	raw := "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhiGET /2 HTTP/1.1\r\nHost: a\r\n\r\n"
+	br := bufio.NewReader(strings.NewReader(raw))
+	r, err := ReadRequest(br, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := r.ReadBody(br, 10, 1024); err != nil || string(b) != "hi" {
+		t.Fatalf("body %q %v", b, err)
+	}
+	r, err = ReadRequest(br, 1024)
+	if err != nil || r.Target != "/2" {
+		t.Fatalf("second request %+v %v", r, err)
+	}
+	if _, err := ReadRequest(br, 1024); err != io.EOF {
+		t.Fatalf("after the last request: %v, want io.EOF", err)
+	}
+}
+
+func TestWriteResponse(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		resp   *http.Response
+		method string
+		minor  int
+		want   string
+		close  bool
+	}{
+		{"length", &http.Response{StatusCode: 200, ContentLength: 2, Header: http.Header{"X": {"1"}, "Connection": {"x-hop"}, "X-Hop": {"2"}}, Body: io.NopCloser(strings.NewReader("ok"))}, "GET", 1,
+			"HTTP/1.1 200 OK\r\nX: 1\r\nContent-Length: 2\r\n\r\nok", false},
+		{"chunked", &http.Response{StatusCode: 200, ContentLength: -1, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok"))}, "GET", 1,
+			"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", false},
+		{"1.0 unknown length", &http.Response{StatusCode: 200, ContentLength: -1, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok"))}, "GET", 0,
+			"HTTP/1.0 200 OK\r\nConnection: close\r\n\r\nok", true},
+		{"head", &http.Response{StatusCode: 200, ContentLength: 5, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(""))}, "HEAD", 1,
+			"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", false},
+		{"control byte dropped", &http.Response{StatusCode: 204, Header: http.Header{"X": {"a\x00b"}, "Y": {"ok"}}}, "GET", 1,
+			"HTTP/1.1 204 No Content\r\nY: ok\r\n\r\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			w := bufio.NewWriter(&buf)
+			_, closed, err := WriteResponse(w, tc.resp, tc.method, tc.minor, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if buf.String() != tc.want || closed != tc.close {
+				t.Fatalf("got %q close %v\nwant %q close %v", buf.String(), closed, tc.want, tc.close)
+			}
+		})
+	}
+}
+
+func FuzzReadRequest(f *testing.F) {
+	f.Add("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	f.Add("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+	f.Add("CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n")
+	f.Fuzz(func(t *testing.T, raw string) {
+		r, _, err := read(raw, 512)
+		if err != nil {
+			return
+		}
+		// Whatever was accepted is free of the bytes that split requests.
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				if strings.ContainsAny(k+v+r.Target+r.Method, "\r\n\x00") {
+					t.Fatalf("accepted a CR, LF or NUL: %q: %q", k, v)
+				}
+			}
+		}
+		if _, ok := r.Header["Transfer-Encoding"]; ok && r.Header.Get("Content-Length") != "" {
+			t.Fatal("accepted both Content-Length and Transfer-Encoding")
+		}
+	})
+}

@@ -1,0 +1,168 @@
+package http1
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+)
+
+// hopByHopFields describe one connection, not the message; a proxy never
+// forwards them (RFC 9110 7.6.1). Fields named by Connection are
+// hop-by-hop as well.
+var hopByHopFields = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// StripHopByHop deletes the hop-by-hop fields from h, including those the
+// Connection field names.
+func StripHopByHop(h http.Header) {
+	for t := range tokens(h["Connection"]) {
+		h.Del(t)
+	}
+	for _, k := range hopByHopFields {
+		delete(h, k)
+	}
+}
+
+// WriteResponse writes resp to w for a request made with method by an
+// HTTP/1.minor client, then flushes. The body is framed by Content-Length
+// when its length is known, else chunked for HTTP/1.1 clients, else by
+// closing; close adds Connection: close. It returns the body bytes written
+// and whether the connection must close afterwards. Header values with
+// control bytes are dropped, never written.
+func WriteResponse(w *bufio.Writer, resp *http.Response, method string, minor int, close bool) (int64, bool, error) {
+	code := resp.StatusCode
+	noBody := method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified || code < 200
+	chunked := false
+	writeStatusLine(w, minor, code)
+	writeEndToEnd(w, resp.Header)
+	if !noBody {
+		switch {
+		case resp.ContentLength >= 0:
+			writeField(w, "Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+		case minor == 1:
+			chunked = true
+			writeField(w, "Transfer-Encoding", "chunked")
+		default:
+			close = true
+		}
+	} else if method == http.MethodHead && resp.ContentLength >= 0 {
+		writeField(w, "Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	if close {
+		writeField(w, "Connection", "close")
+	} else if minor == 0 {
+		writeField(w, "Connection", "keep-alive")
+	}
+	w.WriteString("\r\n")
+	if noBody || resp.Body == nil {
+		return 0, close, w.Flush()
+	}
+	var n int64
+	var err error
+	switch {
+	case chunked:
+		cw := httputil.NewChunkedWriter(w)
+		n, err = io.Copy(cw, resp.Body)
+		if err == nil {
+			if err = cw.Close(); err == nil {
+				_, err = w.WriteString("\r\n")
+			}
+		}
+	case resp.ContentLength >= 0:
+		// Read to the end, not just the length: the end is what tells a
+		// pooled upstream connection it may be reused.
+		n, err = io.Copy(w, resp.Body)
+		if err == nil && n != resp.ContentLength {
+			err = fmt.Errorf("response body of %d bytes, %d declared", n, resp.ContentLength)
+		}
+	default:
+		n, err = io.Copy(w, resp.Body)
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		// The framing promised to the client is broken; only closing the
+		// connection tells it so.
+		return n, true, err
+	}
+	return n, close, nil
+}
+
+// writeEndToEnd writes the fields of h a proxy forwards: no hop-by-hop
+// field, none the Connection field names, no framing field (the caller
+// frames the body itself), and no field with an invalid name or a control
+// byte in a value.
+func writeEndToEnd(w *bufio.Writer, h http.Header) {
+	conn := tokens(h["Connection"])
+	for k, vs := range h {
+		if hopByHop[k] || k == "Content-Length" || conn[strings.ToLower(k)] || !isTokenString(k) {
+			continue
+		}
+		for _, v := range vs {
+			if !hasCTL(v) {
+				writeField(w, k, strings.TrimSpace(v))
+			}
+		}
+	}
+}
+
+func writeField(w *bufio.Writer, k, v string) {
+	w.WriteString(k)
+	w.WriteString(": ")
+	w.WriteString(v)
+	w.WriteString("\r\n")
+}
+
+var hopByHop = func() map[string]bool {
+	m := make(map[string]bool, len(hopByHopFields))
+	for _, k := range hopByHopFields {
+		m[k] = true
+	}
+	return m
+}()
+
+func writeStatusLine(w *bufio.Writer, minor, code int) {
+	w.WriteString("HTTP/1.")
+	w.WriteByte(byte('0' + minor))
+	w.WriteByte(' ')
+	w.WriteString(strconv.Itoa(code))
+	w.WriteByte(' ')
+	text := http.StatusText(code)
+	if text == "" {
+		text = "status code " + strconv.Itoa(code)
+	}
+	w.WriteString(text)
+	w.WriteString("\r\n")
+}
+
+// WriteSimple writes a complete response with a small body and flushes.
+func WriteSimple(w *bufio.Writer, minor, code int, header http.Header, body []byte, close bool) error {
+	h := header.Clone()
+	if h == nil {
+		h = make(http.Header)
+	}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	if close {
+		h["Connection"] = []string{"close"}
+	} else if minor == 0 {
+		h["Connection"] = []string{"keep-alive"}
+	}
+	writeStatusLine(w, minor, code)
+	if err := h.Write(w); err != nil {
+		return err
+	}
+	w.WriteString("\r\n")
+	w.Write(body)
+	return w.Flush()
+}
+
+func hasCTL(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }) >= 0
+}
