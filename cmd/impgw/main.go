@@ -25,6 +25,7 @@ Commands:
   ca       create (ca init) or show (ca show) the CA in IMPYARD_HOME/ca
   judge    dry-run one request against a policy; exit 0 allow, 1 deny
   replay   re-judge recorded decisions under a candidate policy
+  token    issue or revoke the tokens that say who is asking
 
 Run 'impgw COMMAND -h' for a command's flags.
 
@@ -48,6 +49,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"serve":  func(a []string) error { return serve(ctx, e, a) },
 		"ca":     func(a []string) error { return caCmd(e, a) },
 		"replay": func(a []string) error { return replay(e, a) },
+		"token":  func(a []string) error { return tokenCmd(e, a) },
 		"judge": func(a []string) error {
 			// judge's exit status is its verdict, when it reached one.
 			c, err := judgeCmd(e, a)

@@ -11,7 +11,11 @@ import (
 
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/control"
 	"github.com/impyard/impyard/lib/gateway"
+	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/token"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -67,12 +71,16 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 		lim.ReadBodyTimeout <= 0 || lim.IdleTimeout <= 0 || lim.UpstreamTimeout <= 0 {
 		return cli.Usagef("serve: limits must be positive (and --max-header-bytes at least 1024)")
 	}
-	if len(listen) == 0 {
-		listen = listValue{"127.0.0.1:7300"}
-	}
 	y, err := yard.Open(*root)
 	if err != nil {
 		return err
+	}
+	if len(listen) == 0 {
+		org, err := config.LoadOrg(y)
+		if err != nil {
+			return cli.WithHint(err, "fix org.toml, or name the address with --listen")
+		}
+		listen = listValue{org.Gateway.Listen}
 	}
 	policyPath := *policy
 	if policyPath == "" {
@@ -94,6 +102,9 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return cli.Usagef("serve: --leaf-lifetime: %v", err)
 	}
+	api := &control.API{Yard: y, Home: home}
+	meter := ledger.NewMeter(y, func(err error) { fmt.Fprintf(e.Stderr, "impgw: error: metering: %v\n", err) })
+	defer meter.Sync()
 	g, err := gateway.New(gateway.Config{
 		PolicyPath:    policyPath,
 		UpstreamCA:    *upstreamCA,
@@ -102,10 +113,16 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 		Minter:        minter,
 		Limits:        lim,
 		Log:           e.Stderr,
+		Control:       api,
+		Meter:         meter.Bytes,
+		Authenticate: func(_ net.Conn, proxyAuthorization string) (string, error) {
+			return token.ProxySubject(home, proxyAuthorization)
+		},
 	})
 	if err != nil {
 		return err
 	}
+	api.Policy = g.Policy
 	var lns []net.Listener
 	for _, a := range listen {
 		ln, err := net.Listen("tcp", a)

@@ -1,35 +1,41 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/impyard/impyard/lib/http1"
 )
 
 // control answers an origin-form request: the gateway's own API. It
-// serves fixed answers only, nothing from any file, so nothing under
-// IMPYARD_HOME (the CA key, secrets) can ever be read through it.
+// serves /v1/health itself and hands the rest of /v1/ to Config.Control,
+// which authenticates each request by its bearer token. Neither serves
+// anything from the file system, so nothing under IMPYARD_HOME (the CA
+// key, secrets) can ever be read through it.
 func (s *session) control(rec *Record, req *http1.Request) bool {
-	if _, err := s.readBody(req); err != nil {
+	reqBody, err := s.readBody(req)
+	if err != nil {
 		s.reject(rec, err)
 		return false
 	}
 	path, _, _ := strings.Cut(req.Target, "?")
 	status, body := http.StatusNotFound, `{"error":"no such endpoint"}`
+	h := http.Header{"Content-Type": {"application/json"}}
 	switch {
 	case path == "/v1/health" && (req.Method == http.MethodGet || req.Method == http.MethodHead):
 		status, body = http.StatusOK, `{"status":"ok"}`
 	case path == "/v1/health":
 		status, body = http.StatusMethodNotAllowed, `{"error":"method not allowed"}`
+		h["Allow"] = []string{"GET, HEAD"}
 	case !strings.HasPrefix(path, "/v1/"):
 		body = `{"error":"no such endpoint; to go through the gateway, send an absolute URL or CONNECT"}`
+	case s.g.cfg.Control != nil:
+		status, h, body = s.serveControl(req, reqBody)
 	}
-	h := http.Header{"Content-Type": {"application/json"}}
-	if status == http.StatusMethodNotAllowed {
-		h["Allow"] = []string{"GET, HEAD"}
-	}
-	b := []byte(body + "\n")
+	b := []byte(strings.TrimSuffix(body, "\n") + "\n")
 	if req.Method == http.MethodHead {
 		b = nil
 	}
@@ -37,4 +43,47 @@ func (s *session) control(rec *Record, req *http1.Request) bool {
 		return false
 	}
 	return !req.Close
+}
+
+// serveControl runs the control handler on one request. The handler may
+// wait (an auto-approved action waits for its execution), which holds
+// only this connection.
+func (s *session) serveControl(req *http1.Request, body []byte) (int, http.Header, string) {
+	u, err := url.ParseRequestURI(req.Target)
+	if err != nil {
+		return http.StatusBadRequest, http.Header{"Content-Type": {"application/json"}}, `{"error":"bad request target"}`
+	}
+	hr := (&http.Request{Method: req.Method, URL: u, RequestURI: req.Target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: req.Minor,
+		Header: req.Header, Body: http.NoBody, ContentLength: int64(len(body)), Host: req.Header.Get("Host"),
+		RemoteAddr: s.client}).WithContext(context.Background())
+	if len(body) > 0 {
+		hr.Body = readCloser{bytes.NewReader(body)}
+	}
+	w := &recorder{header: http.Header{}, status: http.StatusOK}
+	s.g.cfg.Control.ServeHTTP(w, hr)
+	return w.status, w.header, w.body.String()
+}
+
+type readCloser struct{ *bytes.Reader }
+
+func (readCloser) Close() error { return nil }
+
+// recorder is the ResponseWriter the control handler writes into; the
+// answer goes out through the gateway's own writer.
+type recorder struct {
+	header http.Header
+	status int
+	wrote  bool
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.body.Write(b)
 }

@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,7 @@ import (
 
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/dial"
+	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/store"
 )
 
@@ -86,6 +88,12 @@ type Config struct {
 	// the connection and its Proxy-Authorization value; an error is
 	// answered 407. Nil makes every request anonymous (subject "").
 	Authenticate func(c net.Conn, proxyAuthorization string) (subject string, err error)
+	// Control serves the control API: origin-form requests under /v1/
+	// other than /v1/health. Nil answers them 404.
+	Control http.Handler
+	// Meter hears the body bytes each authenticated subject moved through
+	// the gateway, after its record is written. Nil meters nothing.
+	Meter func(subject string, bytes int64)
 	// Log receives diagnostics, one "impgw: ..." line each.
 	Log io.Writer
 	// Lookup resolves host names; nil means the system resolver.
@@ -150,6 +158,9 @@ func New(cfg Config) (*Gateway, error) {
 	g.policy.get()
 	return g, nil
 }
+
+// Policy is the policy in force now; a broken one denies everything.
+func (g *Gateway) Policy() *judge.Policy { return g.policy.get().policy }
 
 func (g *Gateway) logf(format string, a ...any) {
 	fmt.Fprintf(g.cfg.Log, "impgw: "+format+"\n", a...)
@@ -302,6 +313,9 @@ func (g *Gateway) record(r *Record, wait bool) {
 	line := append(r.appendJSON(make([]byte, 0, 1024)), '\n')
 	if err := g.audit.Append(line, wait); err != nil {
 		g.audited(err)
+	}
+	if n := r.BytesIn + r.BytesOut; g.cfg.Meter != nil && r.Request.Imp != "" && n > 0 {
+		g.cfg.Meter(r.Request.Imp, n)
 	}
 }
 

@@ -8,8 +8,10 @@ package token
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -172,4 +174,34 @@ func (s *Subject) String() string {
 		out += " task " + s.Task
 	}
 	return out
+}
+
+// ProxySubject authenticates proxy credentials, "Basic base64(NAME:TOKEN)":
+// the token decides the subject, and NAME must agree with it. No
+// credentials is the anonymous subject "", which rules scoped to a subject
+// never match.
+func ProxySubject(home, proxyAuthorization string) (string, error) {
+	if proxyAuthorization == "" {
+		return "", nil
+	}
+	enc, ok := strings.CutPrefix(proxyAuthorization, "Basic ")
+	if !ok {
+		return "", errors.New("want Basic credentials NAME:TOKEN")
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(enc))
+	if err != nil {
+		return "", errors.New("credentials are not base64")
+	}
+	name, tok, ok := strings.Cut(string(raw), ":")
+	if !ok {
+		return "", errors.New("want Basic credentials NAME:TOKEN")
+	}
+	s, err := Lookup(home, tok)
+	if err != nil {
+		return "", err
+	}
+	if name != s.Subject {
+		return "", fmt.Errorf("the token is %s's, not %s's", s.Subject, name)
+	}
+	return s.Subject, nil
 }

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/token"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+const tokenUsage = `usage: impgw token issue --imp NAME [--task ID] [--run ID]
+       impgw token revoke TOKEN
+
+Tokens say who is asking. issue records a fresh random token for an imp
+(and the run and task it works on) in IMPYARD_HOME/tokens/ and prints it;
+revoke forgets one. A box gets its run's token from the supervisor; an
+owner who runs an agent outside a box issues one by hand.
+
+Control API requests carry the token as "Authorization: Bearer TOKEN";
+proxied requests carry it as proxy credentials (http://NAME:TOKEN@gateway).
+
+Examples:
+  tok=$(impgw token issue --imp yuko)
+  curl -H "Authorization: Bearer $tok" http://127.0.0.1:7300/v1/gates
+  HTTPS_PROXY=http://yuko:$tok@127.0.0.1:7300 curl --cacert ~/.impyard/ca/ca.crt https://example.com/
+  impgw token revoke "$tok"
+`
+
+func tokenCmd(e *cli.Env, args []string) error {
+	if len(args) == 0 {
+		return cli.Usagef("token: want issue or revoke")
+	}
+	home, err := yard.Home()
+	if err != nil {
+		return err
+	}
+	switch args[0] {
+	case "issue":
+		fs := e.FlagSet("token issue", tokenUsage)
+		imp := fs.String("imp", "", "the imp `NAME` the token speaks for (required)")
+		task := fs.String("task", "", "the `TASK` it works on")
+		run := fs.String("run", "", "the `RUN` it belongs to")
+		if err := cli.Parse(fs, args[1:]); err != nil {
+			return err
+		}
+		if *imp == "" || fs.NArg() > 0 {
+			return cli.Usagef("token issue: want --imp NAME and no arguments")
+		}
+		tok, err := token.Issue(home, *imp, *run, *task)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(e.Stdout, tok)
+		return err
+	case "revoke":
+		fs := e.FlagSet("token revoke", tokenUsage)
+		if err := cli.Parse(fs, args[1:]); err != nil {
+			return err
+		}
+		if fs.NArg() != 1 {
+			return cli.Usagef("token revoke: want exactly one token")
+		}
+		return token.Revoke(home, fs.Arg(0))
+	case "-h", "-help", "--help":
+		fmt.Fprint(e.Stdout, tokenUsage)
+		return nil
+	}
+	return cli.Usagef("token: unknown command %q; want issue or revoke", args[0])
+}

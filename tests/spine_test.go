@@ -1,0 +1,414 @@
+package tests
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/lib/event"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// mailAPI stands in for an email API on loopback: it logs every request,
+// applies each Idempotency-Key once, and answers like a mail service.
+type mailAPI struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	effects map[string]int // idempotency key -> times applied
+	seen    map[string]int // idempotency key -> times received
+	auth    []string
+	bodies  []string
+}
+
+func newMailAPI(t *testing.T) *mailAPI {
+	m := &mailAPI{effects: map[string]int{}, seen: map[string]int{}}
+	m.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		key := r.Header.Get("Idempotency-Key")
+		m.mu.Lock()
+		m.seen[key]++
+		if m.effects[key] == 0 || key == "" {
+			m.effects[key]++
+		}
+		m.auth = append(m.auth, r.Header.Get("Authorization"))
+		m.bodies = append(m.bodies, string(b))
+		m.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"msg-%s"}`, key)
+	}))
+	t.Cleanup(m.srv.Close)
+	return m
+}
+
+func (m *mailAPI) certPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: m.srv.Certificate().Raw})
+}
+
+// spine is a yard with a running impgw and impexec.
+type spine struct {
+	y      *yard.Yard
+	home   string
+	listen string
+	mail   *mailAPI
+	env    []string
+	bin    string
+}
+
+const secret = "re_live_5ecret_never_in_a_box"
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func newSpine(t *testing.T, idempotent bool, binDir string) *spine {
+	t.Helper()
+	s := &spine{y: newYard(t), home: t.TempDir(), mail: newMailAPI(t), listen: freePort(t), bin: binDir}
+	s.env = []string{"IMPYARD_ROOT=" + s.y.Root, "IMPYARD_HOME=" + s.home, "USER=alice"}
+	os.MkdirAll(filepath.Join(s.home, "secrets"), 0o700)
+	os.WriteFile(filepath.Join(s.home, "secrets", "resend"), []byte(secret+"\n"), 0o600)
+	upCA := filepath.Join(t.TempDir(), "upstream.pem")
+	os.WriteFile(upCA, s.mail.certPEM(), 0o644)
+	mailURL := s.mail.srv.URL + "/emails"
+	os.MkdirAll(s.y.Path("policies"), 0o750)
+	os.WriteFile(s.y.PolicyPath(), []byte(`{"schema":"impyard.policy/1","upstreamCA":"`+upCA+`","rules":[
+	 {"name":"email-send","match":{"host":"127.0.0.1","method":"POST","pathPrefix":"/emails","subject":"org","network":"127.0.0.0/8"},
+	  "verdict":"allow","inject":{"header":"authorization","secret":"resend","format":"Bearer %s"}}]}`), 0o640)
+	os.WriteFile(s.y.Path("org.toml"), []byte(fmt.Sprintf(`
+[gateway]
+listen = %q
+wait = "10s"
+[[trust]]
+intent = "email-send"
+imp = "yuko"
+match = { to = "*@ourco.com" }
+level = "auto"
+[executors.email-send]
+kind = "http"
+url = %q
+idempotent = %v
+cost = 0.01
+`, s.listen, mailURL, idempotent)), 0o640)
+	if out, err := s.run(t, "impgw", "ca", "init"); err != nil {
+		t.Fatalf("ca init: %v %s", err, out)
+	}
+	s.daemon(t, bin, "impgw", "serve", "--listen", s.listen)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + s.listen + "/v1/health")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("impgw did not answer: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s
+}
+
+func (s *spine) run(t *testing.T, name string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, name), args...)
+	cmd.Env = append(os.Environ(), s.env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (s *spine) daemon(t *testing.T, dir, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(dir, name), args...)
+	cmd.Env = append(os.Environ(), s.env...)
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+		}
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", name, errOut.String())
+		}
+	})
+}
+
+func (s *spine) token(t *testing.T, imp string, extra ...string) string {
+	t.Helper()
+	out, err := s.run(t, "impgw", append([]string{"token", "issue", "--imp", imp}, extra...)...)
+	if err != nil {
+		t.Fatalf("token issue: %v %s", err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+func (s *spine) propose(t *testing.T, tok, envelope string) (int, map[string]any, time.Duration) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", "http://"+s.listen+"/v1/actions", strings.NewReader(envelope))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("answer is not JSON: %d %s", resp.StatusCode, b)
+	}
+	return resp.StatusCode, out, time.Since(start)
+}
+
+func (s *spine) waitState(t *testing.T, gateID string, want ...string) *gate.Gate {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		g, err := gate.Get(s.y, gateID)
+		if err == nil {
+			for _, w := range want {
+				if g.State == w {
+					return g
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gate %s is %v, want one of %v", gateID, g.State, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// grepTree reports files under dir that contain needle.
+func grepTree(t *testing.T, dir, needle string) []string {
+	var hits []string
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(needle)) {
+				hits = append(hits, p)
+			}
+		}
+		return nil
+	})
+	return hits
+}
+
+// TestSpineEmail is the seed's story end to end: an email-send envelope
+// from yuko files a gate and returns at once; the desk shows the exact
+// bytes; approval leads impexec to send it through the gateway with the
+// injected key; the timeline tells the whole story; no yard file holds the
+// key. Then the trust ladder's auto path, and an imp calling the mail API
+// itself.
+func TestSpineEmail(t *testing.T) {
+	s := newSpine(t, true, bin)
+	s.daemon(t, bin, "impexec", "run", "--rescan", "2s")
+	tok := s.token(t, "yuko", "--run", "r-0000000000000001")
+
+	code, out, took := s.propose(t, tok, `{"intent":"email-send","payload":{"to":["team@ourco.com","boss@elsewhere.com"],"subject":"Weekly digest","body":"Three things happened."},"rationale":"weekly digest requested by owner","run_id":"r-0000000000000001"}`)
+	if code != http.StatusAccepted || out["status"] != "pending" {
+		t.Fatalf("gated envelope: %d %v", code, out)
+	}
+	t.Logf("envelope -> pending in %v", took)
+	gid := out["gate_id"].(string)
+	show, err := s.run(t, "impgate", "show", gid)
+	if err != nil || !strings.Contains(show, `"boss@elsewhere.com"`) || !strings.Contains(show, `"Weekly digest"`) || !strings.Contains(show, `"Three things happened."`) {
+		t.Fatalf("impgate show: %v\n%s", err, show)
+	}
+	if len(s.mail.bodies) != 0 {
+		t.Fatalf("sent before approval")
+	}
+	if out, err := s.run(t, "impgate", "approve", gid); err != nil {
+		t.Fatalf("approve: %v %s", err, out)
+	}
+	g := s.waitState(t, gid, state.Executed, state.Failed)
+	if g.State != state.Executed {
+		t.Fatalf("gate ended %s: %s", g.State, g.History[len(g.History)-1].Why)
+	}
+	s.mail.mu.Lock()
+	if len(s.mail.auth) != 1 || s.mail.auth[0] != "Bearer "+secret || s.mail.seen[gid] != 1 {
+		t.Errorf("upstream saw auth %q and key counts %v; want the injected key once under %s", s.mail.auth, s.mail.seen, gid)
+	}
+	var sent map[string]any
+	json.Unmarshal([]byte(s.mail.bodies[0]), &sent)
+	if sent["subject"] != "Weekly digest" {
+		t.Errorf("upstream got %s", s.mail.bodies[0])
+	}
+	s.mail.mu.Unlock()
+	log, _ := s.run(t, "impgate", "log", gid)
+	for _, want := range []string{"-> filed", "filed        -> approved     by alice", "approved     -> executing", "executing    -> executed"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("impgate log lacks %q:\n%s", want, log)
+		}
+	}
+	journal, _ := os.ReadFile(s.y.Path("journal", "yuko", "events.jsonl"))
+	for _, want := range []string{`"event":"gate-filed"`, `"event":"gate-approved","imp":"yuko","actor":"impgate","by":"alice"`, `"event":"gate-executing"`, `"event":"gate-executed"`} {
+		if !bytes.Contains(journal, []byte(want)) {
+			t.Errorf("journal lacks %s", want)
+		}
+	}
+	if hits := grepTree(t, s.y.Root, secret); len(hits) > 0 {
+		t.Errorf("the secret leaked into %v", hits)
+	}
+
+	// Internal recipients only: the trust rule approves, one call returns
+	// the upstream's answer.
+	code, out, took = s.propose(t, tok, `{"intent":"email-send","payload":{"to":["team@ourco.com"],"subject":"status","body":"ok"}}`)
+	if code != http.StatusOK || out["status"] != "done" {
+		t.Fatalf("auto envelope: %d %v", code, out)
+	}
+	t.Logf("auto envelope -> done in %v", took)
+	res, _ := json.Marshal(out["result"])
+	if !strings.Contains(string(res), "msg-"+out["gate_id"].(string)) {
+		t.Errorf("result lacks the upstream's answer: %s", res)
+	}
+
+	// The imp calls the mail API itself through the proxy: no rule lets
+	// it, and the key is never added.
+	before := len(s.mail.bodies)
+	proxy, _ := url.Parse("http://yuko:" + tok + "@" + s.listen)
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(filepath.Join(s.home, "ca", "ca.crt"))
+	pool.AppendCertsFromPEM(caPEM)
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy), TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := client.Post(s.mail.srv.URL+"/emails", "application/json", strings.NewReader(`{"to":["all@world.com"]}`))
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("direct call answered %d", resp.StatusCode)
+		}
+	}
+	if len(s.mail.bodies) != before {
+		t.Errorf("an imp reached the mail API directly")
+	}
+	var denied bool
+	store.ReadJSONL(s.y.Path("runs", "decisions.jsonl"), func(line []byte) error {
+		var d struct {
+			Verdict string `json:"verdict"`
+			Request struct {
+				Imp  *string `json:"imp"`
+				Path string  `json:"path"`
+			} `json:"request"`
+		}
+		if json.Unmarshal(line, &d) == nil && d.Verdict == "deny" && d.Request.Imp != nil && *d.Request.Imp == "yuko" {
+			denied = true
+		}
+		return nil
+	})
+	if !denied {
+		t.Errorf("no deny record for yuko's direct call")
+	}
+}
+
+// auditCounts counts the records of each (gate, seq) in the audit log.
+func auditCounts(t *testing.T, y *yard.Yard) map[string]map[int]int {
+	counts := map[string]map[int]int{}
+	store.ReadJSONL(y.Path("runs", "decisions.jsonl"), func(line []byte) error {
+		var e event.Event
+		if json.Unmarshal(line, &e) == nil && e.Schema == "impyard.event/1" && strings.HasPrefix(e.ID, "g-") {
+			if counts[e.ID] == nil {
+				counts[e.ID] = map[int]int{}
+			}
+			counts[e.ID][e.Seq]++
+		}
+		return nil
+	})
+	return counts
+}
+
+// TestExecutorCrashPoints kills impexec at each named crash point many
+// times, restarts it, and checks at most one effect per gate, a terminal
+// state (or outcome unknown) for every gate, and exactly one audit record
+// per transition.
+func TestExecutorCrashPoints(t *testing.T) {
+	rounds := 50
+	if testing.Short() {
+		rounds = 5
+	}
+	for _, idem := range []bool{true, false} {
+		t.Run(fmt.Sprintf("idempotent=%v", idem), func(t *testing.T) {
+			s := newSpine(t, idem, bin)
+			n := rounds
+			if !idem {
+				n = rounds / 5
+			}
+			var gates []string
+			for _, point := range []string{"after-mark-executing", "after-send", "before-mark-executed", "mid-audit-append"} {
+				for i := 0; i < n; i++ {
+					g, err := gate.File(s.y, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(fmt.Sprintf(`{"to":["x@elsewhere.com"],"n":%d,"p":%q}`, i, point)), By: "yuko", Actor: "test"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					gate.Move(s.y, g.ID, gate.Change{To: state.Approved, By: "alice", Actor: "test"})
+					gates = append(gates, g.ID)
+					cmd := exec.Command(filepath.Join(crashBin, "impexec"), "once", g.ID)
+					cmd.Env = append(os.Environ(), append(s.env, "IMPYARD_CRASH="+point)...)
+					out, err := cmd.CombinedOutput()
+					if !signalled(err) {
+						t.Fatalf("%s: impexec was not killed at the crash point: %v %s", point, err, out)
+					}
+					// The restart.
+					out2, _ := s.run(t, "impexec", "once", g.ID)
+					got, _ := gate.Get(s.y, g.ID)
+					last := got.History[len(got.History)-1].Why
+					switch {
+					case idem && got.State != state.Executed:
+						t.Fatalf("%s: idempotent gate ended %s: %s %s", point, got.State, last, out2)
+					case !idem && got.State == state.Failed && !strings.Contains(last, "outcome unknown"):
+						t.Fatalf("%s: failed without outcome unknown: %s", point, last)
+					case !state.GateMachine.Terminal(got.State):
+						t.Fatalf("%s: gate left %s", point, got.State)
+					}
+				}
+			}
+			s.mail.mu.Lock()
+			for _, gid := range gates {
+				if s.mail.effects[gid] > 1 {
+					t.Errorf("gate %s took effect %d times", gid, s.mail.effects[gid])
+				}
+			}
+			s.mail.mu.Unlock()
+			counts := auditCounts(t, s.y)
+			for _, gid := range gates {
+				g, _ := gate.Get(s.y, gid)
+				for seq := 1; seq <= len(g.History); seq++ {
+					if counts[gid][seq] != 1 {
+						t.Errorf("gate %s transition %d (%s) has %d audit records", gid, seq, g.History[seq-1].To, counts[gid][seq])
+					}
+				}
+				if len(counts[gid]) != len(g.History) {
+					t.Errorf("gate %s: %d transitions, audit records for %v", gid, len(g.History), counts[gid])
+				}
+			}
+		})
+	}
+}
