@@ -43,6 +43,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./lib/queue/
 	$(GO) test -run '^$$' -bench 'AddVsNq' -benchtime 500x ./tests/
 	$(GO) test -run '^$$' -bench 'WatchLatency' -benchtime 50x ./tests/
+	$(GO) test -run '^$$' -bench 'EnvelopeToPending|ApproveToExecuted' -benchtime 500x ./tests/
 	@for s in scripts/bench-*; do [ -x "$$s" ] && { echo "== $$s"; "$$s"; } || true; done
 
 install: build

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -155,6 +156,27 @@ func BenchmarkApproveToExecuted(b *testing.B) {
 			time.Sleep(200 * time.Microsecond)
 		}
 		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	p50, p99 := percentiles(lat)
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(p99, "p99-ms")
+}
+
+// BenchmarkEnvelopeToPending measures, over b.N envelopes (run with
+// -benchtime 500x), how long a box waits for POST /v1/actions through a
+// running impgw to file a gate and answer pending.
+func BenchmarkEnvelopeToPending(b *testing.B) {
+	s := newSpine(b, true, bin)
+	tok := s.token(b, "yuko")
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		code, _, took := s.propose(b, tok, `{"intent":"email-send","payload":{"to":["x@elsewhere.com"],"n":`+strconv.Itoa(i)+`}}`)
+		if code != 202 {
+			b.Fatalf("answer %d", code)
+		}
+		lat = append(lat, took)
 	}
 	b.StopTimer()
 	p50, p99 := percentiles(lat)

@@ -32,7 +32,7 @@ func run(t *testing.T, dir, root string, env []string, name string, args ...stri
 	return o.String(), e.String(), err
 }
 
-func newYard(t *testing.T) *yard.Yard { return newYardB(t) }
+func newYard(t testing.TB) *yard.Yard { return newYardB(t) }
 
 func newYardB(t testing.TB) *yard.Yard {
 	t.Helper()

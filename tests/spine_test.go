@@ -38,7 +38,7 @@ type mailAPI struct {
 	bodies  []string
 }
 
-func newMailAPI(t *testing.T) *mailAPI {
+func newMailAPI(t testing.TB) *mailAPI {
 	m := &mailAPI{effects: map[string]int{}, seen: map[string]int{}}
 	m.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -74,7 +74,7 @@ type spine struct {
 
 const secret = "re_live_5ecret_never_in_a_box"
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func newSpine(t *testing.T, idempotent bool, binDir string) *spine {
+func newSpine(t testing.TB, idempotent bool, binDir string) *spine {
 	t.Helper()
 	s := &spine{y: newYard(t), home: t.TempDir(), mail: newMailAPI(t), listen: freePort(t), bin: binDir}
 	s.env = []string{"IMPYARD_ROOT=" + s.y.Root, "IMPYARD_HOME=" + s.home, "USER=alice"}
@@ -110,6 +110,8 @@ kind = "http"
 url = %q
 idempotent = %v
 cost = 0.01
+[executors.egress-grant]
+kind = "egress-grant"
 `, s.listen, mailURL, idempotent)), 0o640)
 	if out, err := s.run(t, "impgw", "ca", "init"); err != nil {
 		t.Fatalf("ca init: %v %s", err, out)
@@ -130,7 +132,7 @@ cost = 0.01
 	return s
 }
 
-func (s *spine) run(t *testing.T, name string, args ...string) (string, error) {
+func (s *spine) run(t testing.TB, name string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(bin, name), args...)
 	cmd.Env = append(os.Environ(), s.env...)
@@ -138,7 +140,7 @@ func (s *spine) run(t *testing.T, name string, args ...string) (string, error) {
 	return string(out), err
 }
 
-func (s *spine) daemon(t *testing.T, dir, name string, args ...string) {
+func (s *spine) daemon(t testing.TB, dir, name string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(dir, name), args...)
 	cmd.Env = append(os.Environ(), s.env...)
@@ -162,7 +164,7 @@ func (s *spine) daemon(t *testing.T, dir, name string, args ...string) {
 	})
 }
 
-func (s *spine) token(t *testing.T, imp string, extra ...string) string {
+func (s *spine) token(t testing.TB, imp string, extra ...string) string {
 	t.Helper()
 	out, err := s.run(t, "impgw", append([]string{"token", "issue", "--imp", imp}, extra...)...)
 	if err != nil {
@@ -171,7 +173,7 @@ func (s *spine) token(t *testing.T, imp string, extra ...string) string {
 	return strings.TrimSpace(out)
 }
 
-func (s *spine) propose(t *testing.T, tok, envelope string) (int, map[string]any, time.Duration) {
+func (s *spine) propose(t testing.TB, tok, envelope string) (int, map[string]any, time.Duration) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", "http://"+s.listen+"/v1/actions", strings.NewReader(envelope))
 	req.Header.Set("Authorization", "Bearer "+tok)
@@ -410,5 +412,66 @@ func TestExecutorCrashPoints(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// through sends a GET through the gateway as imp with its token and
+// returns the status.
+func (s *spine) through(t *testing.T, imp, tok, target string) int {
+	t.Helper()
+	proxy, _ := url.Parse("http://" + imp + ":" + tok + "@" + s.listen)
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(filepath.Join(s.home, "ca", "ca.crt"))
+	pool.AppendCertsFromPEM(caPEM)
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy), TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := client.Get(target)
+	if err != nil {
+		if strings.Contains(err.Error(), "Forbidden") {
+			return http.StatusForbidden
+		}
+		t.Fatalf("GET %s: %v", target, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestEgressGrant: an imp denied by the gateway proposes the narrow rule
+// it needs; the gate shows the exact rule, scoped to that imp; once
+// approved, the next request passes without a restart, and another imp
+// is still denied.
+func TestEgressGrant(t *testing.T) {
+	s := newSpine(t, true, bin)
+	s.daemon(t, bin, "impexec", "run", "--rescan", "2s")
+	yuko, rex := s.token(t, "yuko"), s.token(t, "rex")
+	docs := s.mail.srv.URL + "/docs/index.html"
+	if code := s.through(t, "yuko", yuko, docs); code != http.StatusForbidden {
+		t.Fatalf("before the grant: %d", code)
+	}
+	code, out, _ := s.propose(t, yuko, `{"intent":"egress-grant","payload":{"name":"docs","match":{"host":"127.0.0.1","method":"GET","pathPrefix":"/docs/","network":"127.0.0.0/8"},"verdict":"allow"},"rationale":"I need the docs"}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("proposal: %d %v", code, out)
+	}
+	gid := out["gate_id"].(string)
+	raw, err := s.run(t, "impgate", "show", "--raw", gid)
+	if err != nil || !strings.Contains(raw, `"name":"grant-yuko-docs"`) || !strings.Contains(raw, `"subject":"yuko"`) {
+		t.Fatalf("the gate does not show the rule that will go in: %v %s", err, raw)
+	}
+	if code, out, _ := s.propose(t, yuko, `{"intent":"egress-grant","payload":{"name":"all","match":{"host":"*"},"verdict":"allow","inject":{"header":"authorization","secret":"resend"}}}`); code != http.StatusBadRequest {
+		t.Errorf("a grant asking for a credential: %d %v", code, out)
+	}
+	if out, err := s.run(t, "impgate", "approve", gid); err != nil {
+		t.Fatalf("approve: %v %s", err, out)
+	}
+	if g := s.waitState(t, gid, state.Executed, state.Failed); g.State != state.Executed {
+		t.Fatalf("grant ended %s: %s", g.State, g.History[len(g.History)-1].Why)
+	}
+	if code := s.through(t, "yuko", yuko, docs); code != http.StatusOK {
+		t.Errorf("after the grant yuko got %d", code)
+	}
+	if code := s.through(t, "rex", rex, docs); code != http.StatusForbidden {
+		t.Errorf("the grant opened the door for rex too: %d", code)
+	}
+	if _, err := os.Stat(s.y.PolicyPath() + ".1"); err != nil {
+		t.Errorf("no backup of the previous policy: %v", err)
 	}
 }

@@ -22,6 +22,7 @@ Commands:
   cancel  cancel a waiting or running task
   retry   move a failed task back to waiting as a new attempt
   watch   print every transition as it happens, one JSON line each
+  spend   show each imp's spend today against its budget
 
 Run 'impq COMMAND -h' for a command's flags.
 
@@ -46,5 +47,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"cancel": func(a []string) error { return cancel(e, a) },
 		"retry":  func(a []string) error { return retry(e, a) },
 		"watch":  func(a []string) error { return watchCmd(ctx, e, a) },
+		"spend":  func(a []string) error { return spend(e, a) },
 	})
 }

@@ -120,7 +120,14 @@ type FileOptions struct {
 	// Approved files the gate already approved, with By as the decider (a
 	// trust rule); the executor then treats it like any human approval.
 	Approved bool
+	// ID, when set, files under that id, so a filer that retries files
+	// once: the same id with the same payload returns the gate already
+	// filed; with another payload it is a conflict.
+	ID string
 }
+
+// ErrConflict is an id filed again with a different payload.
+var ErrConflict = errors.New("conflict")
 
 // File freezes a payload into a new gate and returns it.
 func File(y *yard.Yard, o FileOptions) (*Gate, error) {
@@ -143,6 +150,11 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 			return nil, err
 		}
 	}
+	if o.ID != "" {
+		if err := id.Check(id.Gate, o.ID); err != nil {
+			return nil, err
+		}
+	}
 	canon, err := Canonical(o.Payload)
 	if err != nil {
 		return nil, err
@@ -158,12 +170,24 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 		Created: now, Updated: now,
 		History: []state.Transition{{To: state.Filed, By: o.By, Actor: o.Actor, At: now, Why: o.Rationale}},
 	}
+	var existing *Gate
 	err = d.Update(func(tx *store.Tx) error {
-		for {
-			g.ID = id.New(id.Gate)
-			if !exists(tx, pending, g.ID) && !exists(tx, resolved, g.ID) {
-				break
+		if o.ID != "" {
+			prev, err := Get(y, o.ID)
+			if err == nil {
+				if prev.SHA256 != g.SHA256 || prev.Intent != g.Intent || prev.Imp != g.Imp {
+					return fmt.Errorf("gate %s: %w: already filed for %s %s with payload sha256 %s; refusing a different one (%s)", o.ID, ErrConflict, prev.Imp, prev.Intent, prev.SHA256, g.SHA256)
+				}
+				existing = prev
+				return nil
 			}
+			if !strings.Contains(err.Error(), "no such gate") {
+				return err
+			}
+			g.ID = o.ID
+		}
+		for g.ID == "" || exists(tx, pending, g.ID) || exists(tx, resolved, g.ID) {
+			g.ID = id.New(id.Gate)
 		}
 		if err := recoverInterrupted(y, d); err != nil {
 			return err
@@ -188,6 +212,9 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if existing != nil {
+		return existing, nil
 	}
 	return g, nil
 }

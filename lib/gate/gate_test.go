@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -149,5 +150,28 @@ func TestFileRefusesBadInput(t *testing.T) {
 	}
 	if _, err := Get(y, "g-../../x"); err == nil {
 		t.Errorf("Get(g-../../x) succeeded")
+	}
+}
+
+func TestFileSameIDTwice(t *testing.T) {
+	y := newYard(t)
+	o := FileOptions{ID: "g-0000000000000042", Imp: "yuko", Intent: "email-send", Payload: []byte(`{"to":["a@b.c"]}`), By: "yuko", Actor: "test"}
+	g, err := File(y, o)
+	if err != nil || g.ID != o.ID {
+		t.Fatalf("%v %v", g, err)
+	}
+	o.Payload = []byte(` { "to" : ["a@b.c"] } `)
+	if again, err := File(y, o); err != nil || again.ID != g.ID || len(again.History) != 1 {
+		t.Errorf("same payload again: %v %v", again, err)
+	}
+	o.Payload = []byte(`{"to":["all@world.com"]}`)
+	if _, err := File(y, o); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), g.SHA256) {
+		t.Errorf("different payload: %v", err)
+	}
+	if got, _ := Get(y, g.ID); got.SHA256 != g.SHA256 {
+		t.Errorf("the conflict changed the gate")
+	}
+	if all, _ := List(y, Filter{All: true}); len(all) != 1 {
+		t.Errorf("%d gates, want 1", len(all))
 	}
 }
