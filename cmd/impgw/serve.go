@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/impyard/impyard/lib/boxnet"
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/control"
 	"github.com/impyard/impyard/lib/gateway"
 	"github.com/impyard/impyard/lib/ledger"
-	"github.com/impyard/impyard/lib/token"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -102,7 +103,13 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return cli.Usagef("serve: --leaf-lifetime: %v", err)
 	}
-	api := &control.API{Yard: y, Home: home}
+	boxes := &boxnet.Server{Yard: y, Home: home, Logf: func(format string, a ...any) {
+		fmt.Fprintf(e.Stderr, "impgw: "+format+"\n", a...)
+	}}
+	api := &control.API{Yard: y, Home: home, RunOf: func(r *http.Request) (string, bool) {
+		runID, _, ok := boxnet.Identity(gateway.Conn(r.Context()))
+		return runID, ok
+	}}
 	meter := ledger.NewMeter(y, func(err error) { fmt.Fprintf(e.Stderr, "impgw: error: metering: %v\n", err) })
 	defer meter.Sync()
 	g, err := gateway.New(gateway.Config{
@@ -115,14 +122,13 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 		Log:           e.Stderr,
 		Control:       api,
 		Meter:         meter.Bytes,
-		Authenticate: func(_ net.Conn, proxyAuthorization string) (string, error) {
-			return token.ProxySubject(home, proxyAuthorization)
-		},
+		Authenticate:  boxes.Authenticate,
 	})
 	if err != nil {
 		return err
 	}
 	api.Policy = g.Policy
+	boxes.Gateway = g
 	var lns []net.Listener
 	for _, a := range listen {
 		ln, err := net.Listen("tcp", a)
@@ -150,6 +156,15 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 			}
 		}()
 	}
+	// Boxes are served inside their own namespaces, each listener
+	// attached as its run starts and closed as it ends.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := boxes.Run(sctx); err != nil {
+			fmt.Fprintf(e.Stderr, "impgw: error: serving boxes: %v\n", err)
+		}
+	}()
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err

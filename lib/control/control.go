@@ -61,6 +61,9 @@ type API struct {
 	// Poll is how often an auto-approved action's gate is re-read while
 	// waiting for its execution.
 	Poll time.Duration
+	// RunOf names the run whose box sent the request, when the listener
+	// it came on belongs to one box; that box may only use its run's token.
+	RunOf func(r *http.Request) (runID string, ok bool)
 }
 
 // Envelope is what a box proposes.
@@ -125,6 +128,11 @@ func (a *API) authenticate(r *http.Request) (*token.Subject, error) {
 	}
 	if sub.Imp() == "" {
 		return nil, fail(http.StatusForbidden, "the org subject has no control API: it acts through gates it executes")
+	}
+	if a.RunOf != nil {
+		if runID, ok := a.RunOf(r); ok && sub.Run != runID {
+			return nil, fail(http.StatusForbidden, "the token is not this box's: run %s may only use its own", runID)
+		}
 	}
 	return sub, nil
 }

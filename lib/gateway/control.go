@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -55,13 +56,22 @@ func (s *session) serveControl(req *http1.Request, body []byte) (int, http.Heade
 	}
 	hr := (&http.Request{Method: req.Method, URL: u, RequestURI: req.Target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: req.Minor,
 		Header: req.Header, Body: http.NoBody, ContentLength: int64(len(body)), Host: req.Header.Get("Host"),
-		RemoteAddr: s.client}).WithContext(context.Background())
+		RemoteAddr: s.client}).WithContext(context.WithValue(context.Background(), connKey{}, s.raw))
 	if len(body) > 0 {
 		hr.Body = readCloser{bytes.NewReader(body)}
 	}
 	w := &recorder{header: http.Header{}, status: http.StatusOK}
 	s.g.cfg.Control.ServeHTTP(w, hr)
 	return w.status, w.header, w.body.String()
+}
+
+type connKey struct{}
+
+// Conn is the client connection a control request came on, so a handler
+// can tell which listener (and which box) it reached.
+func Conn(ctx context.Context) net.Conn {
+	c, _ := ctx.Value(connKey{}).(net.Conn)
+	return c
 }
 
 type readCloser struct{ *bytes.Reader }

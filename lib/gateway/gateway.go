@@ -169,6 +169,38 @@ func (g *Gateway) logf(format string, a ...any) {
 // Serve accepts connections on ln until ctx ends, then closes ln, gives
 // open connections up to grace to finish and closes the rest.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	if err := g.accept(ctx, ln, nil); err != nil {
+		return err
+	}
+	return g.drain(grace)
+}
+
+// Attach serves one more listener, such as one inside a box's network
+// namespace, until ctx ends; then it closes the listener and every
+// connection accepted on it, and leaves the rest of the gateway serving.
+func (g *Gateway) Attach(ctx context.Context, ln net.Listener) error {
+	var mu sync.Mutex
+	own := map[net.Conn]bool{}
+	err := g.accept(ctx, ln, func(c net.Conn, open bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if open {
+			own[c] = true
+		} else {
+			delete(own, c)
+		}
+	})
+	mu.Lock()
+	for c := range own {
+		c.Close()
+	}
+	mu.Unlock()
+	return err
+}
+
+// accept serves connections from ln until ctx ends (nil) or ln fails;
+// track, if set, hears each connection open and close.
+func (g *Gateway) accept(ctx context.Context, ln net.Listener, track func(c net.Conn, open bool)) error {
 	if err := g.addListener(ln.Addr()); err != nil {
 		return err
 	}
@@ -179,7 +211,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duratio
 		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
-				return g.drain(grace)
+				return nil
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
@@ -195,11 +227,17 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, grace time.Duratio
 		select {
 		case g.slots <- struct{}{}:
 			st := g.track(c)
+			if track != nil {
+				track(c, true)
+			}
 			g.wg.Add(1)
 			go func() {
 				defer g.wg.Done()
 				defer func() { <-g.slots }()
 				defer g.untrack(c)
+				if track != nil {
+					defer track(c, false)
+				}
 				g.serveConn(c, st)
 			}()
 		default:

@@ -54,6 +54,7 @@ type Task struct {
 	Base      string             `json:"base,omitempty"`
 	Continues string             `json:"continues,omitempty"`
 	Unique    string             `json:"unique,omitempty"`
+	Continue  bool               `json:"continue,omitempty"`
 	NotBefore *time.Time         `json:"not_before,omitempty"`
 	Attempt   int                `json:"attempt"`
 	Runs      []string           `json:"runs,omitempty"`
@@ -77,6 +78,12 @@ type AddOptions struct {
 	Base      string
 	Continues string
 	Unique    string
+	// Once makes the add happen at most once ever for this key (a
+	// continuation per gate): a second add returns the first task's id.
+	Once string
+	// Continue asks for a continuation task when one of this task's gates
+	// resolves.
+	Continue  bool
 	NotBefore time.Time
 	By        string // who asked
 	Actor     string // which program
@@ -90,6 +97,12 @@ func fileName(taskID string) string { return taskID + ".json" }
 func uniqueName(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return filepath.Join(".unique", hex.EncodeToString(sum[:16]))
+}
+
+// onceName is where the task added under a once key is kept.
+func onceName(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(".once", hex.EncodeToString(sum[:16]))
 }
 
 func (o *AddOptions) check() error {
@@ -144,6 +157,14 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 	}
 	var t *Task
 	err = d.Update(func(tx *store.Tx) error {
+		if o.Once != "" {
+			if prev, err := tx.Read(onceName(o.Once)); err == nil {
+				taskID, existed = strings.TrimSpace(string(prev)), true
+				return nil
+			} else if !store.IsNotExist(err) {
+				return err
+			}
+		}
 		if o.Unique != "" {
 			if prev, err := tx.Read(uniqueName(o.Unique)); err == nil {
 				pid := strings.TrimSpace(string(prev))
@@ -161,7 +182,7 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 		t = &Task{
 			Schema: store.Schema(Kind, Major), Imp: o.Imp, State: state.Waiting,
 			Kind: o.Kind, Text: o.Text, Proactive: o.Proactive, Labels: o.Labels,
-			Repo: o.Repo, Base: o.Base, Continues: o.Continues, Unique: o.Unique,
+			Repo: o.Repo, Base: o.Base, Continues: o.Continues, Unique: o.Unique, Continue: o.Continue,
 			Attempt: 1, Created: now, Updated: now,
 			History: []state.Transition{{To: state.Waiting, By: o.By, Actor: o.Actor, At: now, Why: "added by " + o.Actor}},
 		}
@@ -190,6 +211,11 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 		}
 		if o.Unique != "" {
 			if err := tx.Write(uniqueName(o.Unique), []byte(t.ID+"\n")); err != nil {
+				return err
+			}
+		}
+		if o.Once != "" {
+			if err := tx.Write(onceName(o.Once), []byte(t.ID+"\n")); err != nil {
 				return err
 			}
 		}

@@ -184,24 +184,31 @@ func ProxySubject(home, proxyAuthorization string) (string, error) {
 	if proxyAuthorization == "" {
 		return "", nil
 	}
+	subject, _, err := ProxyLookup(home, proxyAuthorization)
+	return subject, err
+}
+
+// ProxyLookup reads non-empty proxy credentials and returns the subject
+// and the whole record of the token.
+func ProxyLookup(home, proxyAuthorization string) (string, *Subject, error) {
 	enc, ok := strings.CutPrefix(proxyAuthorization, "Basic ")
 	if !ok {
-		return "", errors.New("want Basic credentials NAME:TOKEN")
+		return "", nil, errors.New("want Basic credentials NAME:TOKEN")
 	}
 	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(enc))
 	if err != nil {
-		return "", errors.New("credentials are not base64")
+		return "", nil, errors.New("credentials are not base64")
 	}
 	name, tok, ok := strings.Cut(string(raw), ":")
 	if !ok {
-		return "", errors.New("want Basic credentials NAME:TOKEN")
+		return "", nil, errors.New("want Basic credentials NAME:TOKEN")
 	}
 	s, err := Lookup(home, tok)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if name != s.Subject {
-		return "", fmt.Errorf("the token is %s's, not %s's", s.Subject, name)
+		return "", nil, fmt.Errorf("the token is %s's, not %s's", s.Subject, name)
 	}
-	return s.Subject, nil
+	return s.Subject, s, nil
 }

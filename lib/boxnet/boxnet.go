@@ -1,0 +1,190 @@
+// Package boxnet is the gateway's side of the boxes: for every live run
+// that names a network namespace in runs/<run-id>/run.json, it opens a
+// listener at 127.0.0.1:7300 inside that namespace, serves it with the
+// gateway, and answers with runs/<run-id>/gateway.json; when the run ends
+// it closes the listener and its connections.
+//
+// A connection on such a listener can only come from that box, so the
+// listener names the run. The run's token is checked as well: a box must
+// present its own run's token, as proxy credentials or to the control
+// API, or it is refused; another run's token is refused even if valid.
+package boxnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/impyard/impyard/lib/gateway"
+	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/netns"
+	"github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/token"
+	"github.com/impyard/impyard/lib/watch"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// Addr is where a box finds the gateway, inside its own namespace.
+const Addr = "127.0.0.1:7300"
+
+// Server attaches box listeners to a gateway.
+type Server struct {
+	Yard    *yard.Yard
+	Home    string
+	Gateway *gateway.Gateway
+	Logf    func(format string, a ...any)
+
+	mu       sync.Mutex
+	attached map[string]context.CancelFunc
+	ended    map[string]bool
+}
+
+type boxConn struct {
+	net.Conn
+	run, imp string
+}
+
+type boxListener struct {
+	net.Listener
+	run, imp string
+}
+
+func (l *boxListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &boxConn{Conn: c, run: l.run, imp: l.imp}, nil
+}
+
+// Identity names the run and imp of a connection accepted on a box
+// listener.
+func Identity(c net.Conn) (runID, imp string, ok bool) {
+	bc, ok := c.(*boxConn)
+	if !ok {
+		return "", "", false
+	}
+	return bc.run, bc.imp, true
+}
+
+// Authenticate names the subject of a proxied request. On a box listener
+// the credentials must be that run's token; elsewhere any valid token (or
+// none: anonymous) as token.ProxySubject says.
+func (s *Server) Authenticate(c net.Conn, proxyAuthorization string) (string, error) {
+	runID, imp, ok := Identity(c)
+	if !ok {
+		return token.ProxySubject(s.Home, proxyAuthorization)
+	}
+	if proxyAuthorization == "" {
+		return "", errors.New("a box must present its run's token as proxy credentials")
+	}
+	subject, sub, err := token.ProxyLookup(s.Home, proxyAuthorization)
+	if err != nil {
+		return "", err
+	}
+	if sub.Run != runID || subject != imp {
+		return "", fmt.Errorf("the token is not run %s's", runID)
+	}
+	return subject, nil
+}
+
+// Run keeps the listeners in step with runs/ until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	s.mu.Lock()
+	s.attached, s.ended = map[string]context.CancelFunc{}, map[string]bool{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		for _, cancel := range s.attached {
+			cancel()
+		}
+		s.mu.Unlock()
+	}()
+	runs := s.Yard.Path("runs")
+	return watch.Run(ctx, 2*time.Second, watch.Handler{
+		Dirs: func() []string {
+			dirs := []string{s.Yard.Root, runs}
+			ids, _ := run.List(s.Yard)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for _, r := range ids {
+				if !s.ended[r] {
+					dirs = append(dirs, filepath.Join(runs, r))
+				}
+			}
+			return dirs
+		},
+		File: func(path string) {
+			if filepath.Base(path) == "run.json" {
+				s.sync(ctx, filepath.Base(filepath.Dir(path)))
+			}
+		},
+		Rescan: func() {
+			ids, err := run.List(s.Yard)
+			if err != nil {
+				s.logf("runs: %v", err)
+			}
+			for _, r := range ids {
+				s.sync(ctx, r)
+			}
+		},
+		Error: func(err error) { s.logf("watch runs: %v", err) },
+	})
+}
+
+// sync attaches or detaches the listener of one run.
+func (s *Server) sync(ctx context.Context, runID string) {
+	if id.Check(id.Run, runID) != nil {
+		return
+	}
+	s.mu.Lock()
+	if s.ended[runID] {
+		s.mu.Unlock()
+		return
+	}
+	cancel, attached := s.attached[runID]
+	s.mu.Unlock()
+	r, err := run.Read(s.Yard, runID)
+	if err != nil {
+		return
+	}
+	switch {
+	case !r.Live():
+		if attached {
+			cancel()
+		}
+		s.mu.Lock()
+		delete(s.attached, runID)
+		s.ended[runID] = true
+		s.mu.Unlock()
+	case !attached && r.NetNS != "":
+		ln, err := netns.Listen(r.NetNS, "tcp", Addr)
+		if err != nil {
+			s.logf("run %s: cannot serve the box: %v", runID, err)
+			return
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		s.mu.Lock()
+		s.attached[runID] = cancel
+		s.mu.Unlock()
+		go func() {
+			if err := s.Gateway.Attach(lctx, &boxListener{Listener: ln, run: runID, imp: r.Imp}); err != nil {
+				s.logf("run %s: %v", runID, err)
+			}
+		}()
+		if err := run.WriteReady(s.Yard, runID, Addr); err != nil {
+			s.logf("run %s: %v", runID, err)
+		}
+		s.logf("serving run %s (%s) inside its namespace", runID, r.Imp)
+	}
+}
+
+func (s *Server) logf(format string, a ...any) {
+	if s.Logf != nil {
+		s.Logf(format, a...)
+	}
+}
