@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	boxTeardown()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/gobwas/glob"
+	"github.com/robfig/cron/v3"
 
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/store"
@@ -104,22 +105,24 @@ type Budget struct {
 
 // Imp is imps/<imp>/imp.toml.
 type Imp struct {
-	Name        string   `toml:"-"`
-	Dir         string   `toml:"-"`
-	Rootfs      string   `toml:"rootfs"`
-	Archive     string   `toml:"archive"`
-	Image       string   `toml:"image"`
-	Command     []string `toml:"command"`
-	TaskVia     string   `toml:"task_via"`
-	User        string   `toml:"user"`
-	Ceiling     Duration `toml:"ceiling"`
-	Memory      string   `toml:"memory"`
-	Pids        int64    `toml:"pids"`
-	Schedule    string   `toml:"schedule"`
-	Repo        string   `toml:"repo"`
-	Remote      string   `toml:"remote"`
-	Concurrency int      `toml:"concurrency"`
-	Trust       []Trust  `toml:"trust"`
+	Name     string   `toml:"-"`
+	Dir      string   `toml:"-"`
+	Rootfs   string   `toml:"rootfs"`
+	Archive  string   `toml:"archive"`
+	Image    string   `toml:"image"`
+	Command  []string `toml:"command"`
+	TaskVia  string   `toml:"task_via"`
+	User     string   `toml:"user"`
+	Ceiling  Duration `toml:"ceiling"`
+	Memory   string   `toml:"memory"`
+	Pids     int64    `toml:"pids"`
+	Schedule string   `toml:"schedule"`
+	// ScheduleTask is the text of the tasks the schedule files.
+	ScheduleTask string  `toml:"schedule_task"`
+	Repo         string  `toml:"repo"`
+	Remote       string  `toml:"remote"`
+	Concurrency  int     `toml:"concurrency"`
+	Trust        []Trust `toml:"trust"`
 }
 
 // Duration is a Go duration written as a TOML string ("30m").
@@ -139,6 +142,13 @@ func (d *Duration) UnmarshalText(b []byte) error {
 }
 
 var intentPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// Default is the configuration of a yard without org.toml.
+func Default() *Org {
+	o := &Org{}
+	o.defaults()
+	return o
+}
 
 // LoadOrg reads org.toml. A missing file is an empty configuration.
 func LoadOrg(y *yard.Yard) (*Org, error) {
@@ -372,6 +382,11 @@ func (im *Imp) check(p string, b []byte) error {
 	}
 	if n > 1 {
 		return fmt.Errorf("%s: set exactly one of rootfs, archive or image", p)
+	}
+	if im.Schedule != "" {
+		if _, err := cron.ParseStandard(im.Schedule); err != nil {
+			return bad(p, b, "schedule", "invalid cron expression %q: %v", im.Schedule, err)
+		}
 	}
 	switch im.TaskVia {
 	case "", "arg", "stdin":

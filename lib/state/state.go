@@ -37,9 +37,10 @@ type Machine struct {
 
 // TaskMachine: waiting -> running -> needs-review | done | failed;
 // needs-review -> done | failed; waiting | running -> cancelled; and retry,
-// failed -> waiting, as a new attempt.
+// failed -> waiting, as a new attempt. A task that cannot be started at all
+// (its imp has no usable configuration) fails from waiting, with the reason.
 var TaskMachine = Machine{kind: "task", edges: map[string][]string{
-	Waiting:     {Running, Cancelled},
+	Waiting:     {Running, Cancelled, Failed},
 	Running:     {NeedsReview, Done, Failed, Cancelled},
 	NeedsReview: {Done, Failed},
 	Failed:      {Waiting},

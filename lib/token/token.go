@@ -212,3 +212,36 @@ func ProxyLookup(home, proxyAuthorization string) (string, *Subject, error) {
 	}
 	return s.Subject, s, nil
 }
+
+// RevokeRun forgets every token issued for a run: what the supervisor does
+// when a run ends, including one it adopted after a restart and whose
+// token it no longer holds.
+func RevokeRun(home, runID string) error {
+	d, err := dir(home)
+	if err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(d.Path())
+	if err != nil {
+		return err
+	}
+	return d.Update(func(tx *store.Tx) error {
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), ".json") {
+				continue
+			}
+			p := filepath.Join(d.Path(), e.Name())
+			b, err := store.ReadFile(p)
+			if err != nil {
+				continue
+			}
+			var s Subject
+			if store.Decode(p, b, kind, major, &s) == nil && s.Run == runID {
+				if err := tx.Remove(e.Name()); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/impyard/impyard/lib/box"
+	"github.com/impyard/impyard/lib/ca"
+	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/judge"
+	"github.com/impyard/impyard/lib/netns"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+const doctorUsage = `usage: impsup doctor
+
+Check every prerequisite of running boxes and print one line per check:
+containerd reachable (and its version), runc, network namespaces, cgroups,
+the gateway CA, the policy, org.toml and every imp.toml, a writable yard,
+the gateway answering. Exits 1 if any check fails.
+
+Examples:
+  impsup doctor
+`
+
+func doctor(ctx context.Context, e *cli.Env, args []string) error {
+	fs := e.FlagSet("doctor", doctorUsage)
+	root := cli.RootFlag(fs)
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	failed := 0
+	check := func(name string, detail string, err error) {
+		if err != nil {
+			failed++
+			fmt.Fprintf(e.Stdout, "FAIL  %-10s %v\n", name, err)
+			return
+		}
+		fmt.Fprintf(e.Stdout, "ok    %-10s %s\n", name, detail)
+	}
+	y, err := yard.Open(*root)
+	if err != nil {
+		return err
+	}
+	home, err := yard.Home()
+	if err != nil {
+		return err
+	}
+	org, orgErr := config.LoadOrg(y)
+	check("org.toml", y.Path("org.toml"), orgErr)
+	if orgErr != nil {
+		org = config.Default()
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	r, err := box.New(cctx, org.Containerd.Address, org.Containerd.Namespace)
+	if err == nil {
+		v, verr := r.Version(cctx)
+		check("containerd", fmt.Sprintf("%s at %s, namespace %s", v, org.Containerd.Address, org.Containerd.Namespace), verr)
+		r.Close()
+	} else {
+		check("containerd", "", err)
+	}
+	cancel()
+	if p, err := exec.LookPath("runc"); err == nil {
+		out, _ := exec.Command(p, "--version").Output()
+		check("runc", strings.SplitN(string(out), "\n", 2)[0]+" at "+p, nil)
+	} else {
+		check("runc", "", errors.New("runc is not on PATH (apt-get install runc)"))
+	}
+	name := "doctor-" + strings.TrimPrefix(id.New(id.Run), "r-")
+	if p, err := netns.New(name); err == nil {
+		check("netns", "can make a loopback-only network namespace", netns.Remove(p))
+	} else {
+		check("netns", "", err)
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/pids"); err == nil {
+		check("cgroups", "v1 (pids and memory controllers)", statAll("/sys/fs/cgroup/memory"))
+	} else {
+		check("cgroups", "v2", statAll("/sys/fs/cgroup/cgroup.controllers"))
+	}
+	if a, err := ca.Load(home); err == nil {
+		check("ca", filepath.Join(home, "ca", "ca.crt")+" "+a.Fingerprint(), nil)
+	} else {
+		check("ca", "", fmt.Errorf("%w (impgw ca init)", err))
+	}
+	_, err = judge.Load(y.PolicyPath())
+	check("policy", y.PolicyPath(), err)
+	imps, _ := os.ReadDir(y.Path("imps"))
+	for _, im := range imps {
+		if im.IsDir() {
+			_, err := config.LoadImp(y, im.Name())
+			check("imp.toml", y.Path("imps", im.Name(), "imp.toml"), err)
+		}
+	}
+	probe := y.Path("runs", ".doctor")
+	if err := os.MkdirAll(y.Path("runs"), 0o750); err == nil {
+		err = os.WriteFile(probe, []byte("ok"), 0o600)
+		os.Remove(probe)
+		check("yard", y.Root+" is writable", err)
+	} else {
+		check("yard", "", err)
+	}
+	c := http.Client{Timeout: 2 * time.Second}
+	if resp, err := c.Get("http://" + org.Gateway.Listen + "/v1/health"); err == nil {
+		resp.Body.Close()
+		check("gateway", "impgw answers at "+org.Gateway.Listen, nil)
+	} else {
+		check("gateway", "", fmt.Errorf("impgw does not answer at %s: %w", org.Gateway.Listen, err))
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d check(s) failed", failed)
+	}
+	return nil
+}
+
+func statAll(paths ...string) error {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,381 @@
+package box
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/containers"
+	"github.com/containerd/containerd/contrib/seccomp"
+	"github.com/containerd/containerd/images/archive"
+	"github.com/containerd/containerd/oci"
+	"github.com/containerd/fifo"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Mount binds a host path into the box.
+type Mount struct {
+	Source, Target string
+	ReadOnly       bool
+}
+
+// Spec is what one box runs and with what. Zero values take the defaults.
+type Spec struct {
+	ID     string            // container id: the run id
+	Labels map[string]string // LabelImp, LabelTask, …; LabelRun is set to ID
+
+	// The rootfs: exactly one of a folder (used read-only in place), an
+	// OCI or Docker archive (imported, then unpacked) or the name of an
+	// image in containerd's store.
+	Rootfs, Archive, Image string
+
+	Args  []string  // the command; an image's entrypoint and cmd if empty
+	Env   []string  // KEY=VALUE, over the image's or PATH's defaults
+	Cwd   string    // working directory; the image's or / if empty
+	Stdin io.Reader // fed to the box's stdin, then closed; none if nil
+	User  string    // numeric "uid:gid", DefaultUser if empty
+
+	Mounts      []Mount
+	MemoryBytes int64 // memory limit, swap included
+	Pids        int64 // most processes and threads at once
+
+	Ceiling time.Duration // run time before SIGTERM
+	Grace   time.Duration // SIGTERM to SIGKILL
+
+	Log   string // absolute path; stdout and stderr are appended to it, each in order
+	NetNS string // netns.New path to join; "" gives a private one no one can serve
+}
+
+// Start creates box s and starts its process; it returns once the process
+// runs. On error nothing of the box is left but the Log file.
+func (r *Runner) Start(ctx context.Context, s Spec) (_ *Box, err error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx = r.ctx(ctx)
+	uid, gid, _ := parseUser(s.User)
+
+	opts := []containerd.NewContainerOpts{containerd.WithContainerLabels(s.labels())}
+	var specOpts []oci.SpecOpts
+	if s.Rootfs != "" {
+		specOpts = append(specOpts, oci.WithRootFSPath(s.Rootfs))
+	} else {
+		img, err := r.image(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := img.Spec(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("box %s: image %s config: %w", s.ID, img.Name(), err)
+		}
+		// A writable snapshot, though the box only ever sees it read-only:
+		// runc may need to create mount targets the image lacks.
+		opts = append(opts, containerd.WithSnapshotter(snapshotter), containerd.WithNewSnapshot(s.ID, img))
+		specOpts = append(specOpts, oci.WithEnv(cfg.Config.Env))
+		if len(s.Args) == 0 {
+			specOpts = append(specOpts, oci.WithProcessArgs(append(cfg.Config.Entrypoint, cfg.Config.Cmd...)...))
+		}
+		if s.Cwd == "" && cfg.Config.WorkingDir != "" {
+			specOpts = append(specOpts, oci.WithProcessCwd(cfg.Config.WorkingDir))
+		}
+	}
+	if len(s.Args) > 0 {
+		specOpts = append(specOpts, oci.WithProcessArgs(s.Args...))
+	}
+	if s.Cwd != "" {
+		specOpts = append(specOpts, oci.WithProcessCwd(s.Cwd))
+	}
+	if s.NetNS != "" {
+		specOpts = append(specOpts, oci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: s.NetNS}))
+	}
+	specOpts = append(specOpts,
+		oci.WithEnv(s.Env),
+		oci.WithHostname("box"),
+		oci.WithUIDGID(uid, gid),
+		oci.WithNoNewPrivileges,
+		dropCapabilities,
+		oci.WithRootFSReadonly(),
+		oci.WithMounts(s.mounts()),
+		oci.WithCgroup(cgroupsPath(r.ns, s.ID)),
+		withMemory(s.MemoryBytes),
+		oci.WithPidsLimit(s.Pids),
+		// Last: the profile allows syscalls by the capabilities left, none.
+		withSeccomp,
+	)
+	opts = append(opts, containerd.WithNewSpec(specOpts...))
+
+	c, err := r.client.NewContainer(ctx, s.ID, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("box %s: create container: %w", s.ID, err)
+	}
+	cleanup := context.WithoutCancel(ctx)
+	defer func() {
+		if err != nil {
+			c.Delete(cleanup, containerd.WithSnapshotCleanup)
+		}
+	}()
+
+	stdio, err := newStdio(s.Log, s.Stdin)
+	if err != nil {
+		return nil, fmt.Errorf("box %s: %w", s.ID, err)
+	}
+	defer stdio.unlink()
+	defer func() {
+		if err != nil {
+			stdio.Close()
+		}
+	}()
+	t, err := c.NewTask(ctx, func(string) (cio.IO, error) { return stdio, nil })
+	if err != nil {
+		return nil, fmt.Errorf("box %s: create task: %w", s.ID, err)
+	}
+	defer func() {
+		if err != nil {
+			t.Delete(cleanup, containerd.WithProcessKill)
+		}
+	}()
+	// Wait before Start, so even an instant exit is seen.
+	b, err := r.watch(t, s.Ceiling, s.Grace)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Start(ctx); err != nil {
+		b.cancel()
+		return nil, fmt.Errorf("box %s: start: %w", s.ID, err)
+	}
+	go stdio.feed()
+	return b, nil
+}
+
+// check fills in the defaults and refuses a spec that cannot make a box.
+func (s *Spec) check() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("box %s: %w: %s", s.ID, ErrSpec, fmt.Sprintf(format, a...))
+	}
+	if s.ID == "" {
+		return bad("no id")
+	}
+	n := 0
+	for _, v := range []string{s.Rootfs, s.Archive, s.Image} {
+		if v != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return bad("want exactly one of Rootfs, Archive and Image, have %d", n)
+	}
+	if s.Rootfs != "" && !filepath.IsAbs(s.Rootfs) {
+		return bad("rootfs %q is not an absolute path", s.Rootfs)
+	}
+	if s.Rootfs != "" && len(s.Args) == 0 {
+		return bad("a rootfs folder has no default command: Args is empty")
+	}
+	if !filepath.IsAbs(s.Log) {
+		return bad("log %q is not an absolute path", s.Log)
+	}
+	if s.User == "" {
+		s.User = DefaultUser
+	}
+	if _, _, err := parseUser(s.User); err != nil {
+		return bad("%v", err)
+	}
+	for _, m := range s.Mounts {
+		if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Target) {
+			return bad("mount %s -> %s: both ends must be absolute paths", m.Source, m.Target)
+		}
+	}
+	if s.MemoryBytes <= 0 {
+		s.MemoryBytes = DefaultMemory
+	}
+	if s.Pids <= 0 {
+		s.Pids = DefaultPids
+	}
+	if s.Ceiling <= 0 {
+		s.Ceiling = DefaultCeiling
+	}
+	if s.Grace <= 0 {
+		s.Grace = DefaultGrace
+	}
+	return nil
+}
+
+func parseUser(u string) (uid, gid uint32, err error) {
+	us, gs, ok := strings.Cut(u, ":")
+	a, err1 := strconv.ParseUint(us, 10, 32)
+	b, err2 := strconv.ParseUint(gs, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("user %q is not numeric uid:gid", u)
+	}
+	return uint32(a), uint32(b), nil
+}
+
+func (s *Spec) labels() map[string]string {
+	l := map[string]string{}
+	for k, v := range s.Labels {
+		l[k] = v
+	}
+	l[LabelRun] = s.ID
+	l[labelGrace] = s.Grace.String()
+	if s.NetNS != "" {
+		l[labelNetNS] = s.NetNS
+	}
+	return l
+}
+
+func (s *Spec) mounts() []specs.Mount {
+	ms := []specs.Mount{{
+		Destination: "/tmp",
+		Type:        "tmpfs",
+		Source:      "tmpfs",
+		Options:     []string{"nosuid", "nodev", "mode=1777", "size=64m"},
+	}}
+	for _, m := range s.Mounts {
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		ms = append(ms, specs.Mount{
+			Destination: m.Target,
+			Type:        "bind",
+			Source:      m.Source,
+			Options:     []string{"rbind", mode, "nosuid", "nodev"},
+		})
+	}
+	return ms
+}
+
+// image returns s's image, imported first if it comes in an archive, and
+// unpacked.
+func (r *Runner) image(ctx context.Context, s Spec) (containerd.Image, error) {
+	var img containerd.Image
+	if s.Archive != "" {
+		f, err := os.Open(s.Archive)
+		if err != nil {
+			return nil, fmt.Errorf("box %s: %w", s.ID, err)
+		}
+		defer f.Close()
+		// Name each image by digest, which is stable and unique; a bare OCI
+		// tag ("latest") is no name. Docker archives keep their own names.
+		imgs, err := r.client.Import(ctx, f,
+			containerd.WithImageRefTranslator(func(string) string { return "" }),
+			containerd.WithDigestRef(archive.DigestTranslator("impyard-import")))
+		if err != nil {
+			return nil, fmt.Errorf("box %s: import %s: %w", s.ID, s.Archive, err)
+		}
+		if len(imgs) == 0 {
+			return nil, fmt.Errorf("box %s: import %s: no image in the archive", s.ID, s.Archive)
+		}
+		img = containerd.NewImage(r.client, imgs[0])
+	} else {
+		var err error
+		if img, err = r.client.GetImage(ctx, s.Image); err != nil {
+			return nil, fmt.Errorf("box %s: image %s: %w", s.ID, s.Image, err)
+		}
+	}
+	ok, err := img.IsUnpacked(ctx, snapshotter)
+	if err == nil && !ok {
+		err = img.Unpack(ctx, snapshotter)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("box %s: unpack %s: %w", s.ID, img.Name(), err)
+	}
+	return img, nil
+}
+
+// dropCapabilities empties all five capability sets, where the defaults
+// would leave Docker's usual fourteen.
+func dropCapabilities(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+	s.Process.Capabilities = &specs.LinuxCapabilities{}
+	return nil
+}
+
+// withSeccomp is containerd's default profile for the box's capabilities
+// (none), narrowed to the native syscall ABI. The profile also allows the
+// 32-bit x86 and x32 ABIs, which no box needs and which cost runc about
+// 6 ms each to compile at every start; a syscall through them now kills
+// the calling thread.
+func withSeccomp(ctx context.Context, c oci.Client, ctr *containers.Container, s *oci.Spec) error {
+	if err := seccomp.WithDefaultProfile()(ctx, c, ctr, s); err != nil {
+		return err
+	}
+	s.Linux.Seccomp.Architectures = nil
+	return nil
+}
+
+// withMemory limits memory and memory plus swap alike, so a host with swap
+// cannot stretch the limit.
+func withMemory(limit int64) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		if s.Linux.Resources.Memory == nil {
+			s.Linux.Resources.Memory = &specs.LinuxMemory{}
+		}
+		s.Linux.Resources.Memory.Limit = &limit
+		s.Linux.Resources.Memory.Swap = &limit
+		return nil
+	}
+}
+
+// stdio is the box's cio.IO: the shim appends stdout and stderr to the log
+// file itself and reads stdin from a FIFO that this process writes.
+type stdio struct {
+	cfg cio.Config
+	src io.Reader      // what to feed, nil without stdin
+	w   io.WriteCloser // write end of the stdin FIFO
+	dir string         // holds the FIFO until both ends have it open
+}
+
+func newStdio(log string, src io.Reader) (*stdio, error) {
+	uri := "file://" + filepath.Clean(log)
+	s := &stdio{cfg: cio.Config{Stdout: uri, Stderr: uri}}
+	if src == nil {
+		return s, nil
+	}
+	dir, err := os.MkdirTemp("", "impyard-stdin-")
+	if err != nil {
+		return nil, fmt.Errorf("stdin: %w", err)
+	}
+	path := filepath.Join(dir, "stdin")
+	// Non-blocking: the open completes when the shim opens the other end.
+	w, err := fifo.OpenFifo(context.Background(), path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("stdin: %w", err)
+	}
+	s.cfg.Stdin, s.src, s.w, s.dir = path, src, w, dir
+	return s, nil
+}
+
+// feed copies the source to the box's stdin and closes it, so the box
+// sees EOF.
+func (s *stdio) feed() {
+	if s.w != nil {
+		io.Copy(s.w, s.src)
+		s.w.Close()
+	}
+}
+
+// unlink removes the FIFO's name once the shim holds it open (or never
+// will): the open ends keep the pipe.
+func (s *stdio) unlink() {
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+	}
+}
+
+func (s *stdio) Config() cio.Config { return s.cfg }
+func (s *stdio) Cancel()            {}
+func (s *stdio) Wait()              {}
+func (s *stdio) Close() error {
+	if s.w == nil {
+		return nil
+	}
+	return s.w.Close()
+}

@@ -1,0 +1,191 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/impyard/impyard/lib/box"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/token"
+)
+
+// watch waits for a box in the background and accounts for its end.
+func (s *Supervisor) watch(l *liveRun, r *run.Run) {
+	s.mu.Lock()
+	s.live[l.runID] = l
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		exit, err := l.box.Wait(context.Background())
+		s.finish(l, r, exit, err)
+		s.mu.Lock()
+		delete(s.live, l.runID)
+		s.mu.Unlock()
+		s.poke()
+	}()
+}
+
+// finish records how a box ended and moves its task on: failed for a
+// non-zero exit, the ceiling or a box error; needs-review while gates it
+// filed are open; done otherwise.
+func (s *Supervisor) finish(l *liveRun, r *run.Run, exit box.Exit, waitErr error) {
+	now := time.Now().UTC()
+	r.Ended = &now
+	r.State = run.Exited
+	r.Exit = &run.Exit{Code: exit.Code, Signal: exit.Signal, Ceiling: exit.Ceiling, OOM: exit.OOM, Killed: exit.Killed, Reason: exit.Reason}
+	if waitErr != nil {
+		r.State, r.Error = run.Failed, waitErr.Error()
+	}
+	if err := run.Write(s.Yard, r); err != nil {
+		s.logf("run %s: %v", r.ID, err)
+	}
+	if err := token.RevokeRun(s.Home, r.ID); err != nil {
+		s.logf("run %s: revoking its token: %v", r.ID, err)
+	}
+	to, why := state.Done, "box exited 0"
+	switch {
+	case waitErr != nil:
+		to, why = state.Failed, "box error: "+waitErr.Error()
+	case exit.Ceiling:
+		to, why = state.Failed, "ceiling: "+reason(exit)
+	case exit.Code != 0:
+		to, why = state.Failed, reason(exit)
+	default:
+		if open := openGates(s, l.task); len(open) > 0 {
+			to, why = state.NeedsReview, "box exited 0; waiting on gates "+strings.Join(open, ", ")
+		}
+	}
+	t, err := queue.Get(s.Yard, l.task)
+	if err == nil && t.State == state.Running {
+		_, err = queue.Move(s.Yard, l.task, queue.Change{To: to, By: Actor, Actor: Actor, Why: why})
+	}
+	if err != nil {
+		s.logf("task %s: %v", l.task, err)
+	}
+	s.logf("task %s: run %s ended (%s)", l.task, r.ID, why)
+	s.lastRun(l.imp, now)
+	// Cleanup is off the critical path: the task is settled already.
+	if err := s.Runner.Delete(context.Background(), r.ID); err != nil {
+		s.logf("run %s: cleanup: %v", r.ID, err)
+	}
+}
+
+func reason(e box.Exit) string {
+	if e.Reason != "" {
+		return e.Reason
+	}
+	if e.Signal != "" {
+		return "killed by " + e.Signal
+	}
+	return fmt.Sprintf("box exited %d", e.Code)
+}
+
+// openGates lists the gates of a task not yet finished.
+func openGates(s *Supervisor, taskID string) []string {
+	gates, _ := gate.List(s.Yard, gate.Filter{All: true})
+	var open []string
+	for _, g := range gates {
+		if g.Task == taskID && !state.GateMachine.Terminal(g.State) {
+			open = append(open, g.ID)
+		}
+	}
+	return open
+}
+
+// settle moves needs-review tasks on once all their gates are finished:
+// failed if one failed, done otherwise (a denied gate is a decision, and
+// the task's continuation, if it asked for one, carries it).
+func (s *Supervisor) settle() {
+	tasks, _ := queue.List(s.Yard, queue.Filter{State: state.NeedsReview})
+	if len(tasks) == 0 {
+		return
+	}
+	gates, _ := gate.List(s.Yard, gate.Filter{All: true})
+	for _, t := range tasks {
+		open, failed, outcomes := false, "", []string{}
+		for _, g := range gates {
+			if g.Task != t.ID {
+				continue
+			}
+			if !state.GateMachine.Terminal(g.State) {
+				open = true
+				break
+			}
+			outcomes = append(outcomes, g.ID+" "+g.State)
+			if g.State == state.Failed && failed == "" {
+				failed = fmt.Sprintf("gate %s failed: %s", g.ID, g.History[len(g.History)-1].Why)
+			}
+		}
+		if open {
+			continue
+		}
+		to, why := state.Done, "gates finished: "+strings.Join(outcomes, ", ")
+		if failed != "" {
+			to, why = state.Failed, failed
+		}
+		if _, err := queue.Move(s.Yard, t.ID, queue.Change{To: to, By: Actor, Actor: Actor, Why: why}); err != nil {
+			s.logf("task %s: %v", t.ID, err)
+		}
+	}
+}
+
+// continuations files, once per gate, a continuation task for each
+// finished gate (executed, failed or denied) whose task asked for one.
+func (s *Supervisor) continuations() {
+	gates, _ := gate.List(s.Yard, gate.Filter{All: true})
+	for _, g := range gates {
+		if g.Task == "" || !state.GateMachine.Terminal(g.State) {
+			continue
+		}
+		t, err := queue.Get(s.Yard, g.Task)
+		if err != nil || !t.Continue {
+			continue
+		}
+		last := g.History[len(g.History)-1]
+		text := fmt.Sprintf("Continue task %s. Gate %s (%s) ended %s at %s by %s: %s\n\nThe original task:\n%s",
+			t.ID, g.ID, g.Intent, g.State, last.At.Format(time.RFC3339), last.By, last.Why, t.Text)
+		_, existed, err := queue.Add(s.Yard, queue.AddOptions{Imp: t.Imp, Text: text, Kind: t.Kind, Proactive: t.Proactive,
+			Labels: []string{"continuation"}, Repo: t.Repo, Base: t.Base, Continues: t.ID, Continue: t.Continue,
+			Once: "continue:" + g.ID, By: Actor, Actor: Actor})
+		if err != nil {
+			s.logf("gate %s: continuation: %v", g.ID, err)
+		} else if !existed {
+			s.logf("gate %s ended %s: continuation of task %s filed", g.ID, g.State, t.ID)
+		}
+	}
+}
+
+// cancellations stops the boxes of tasks cancelled while they ran.
+func (s *Supervisor) cancellations(ctx context.Context) {
+	s.mu.Lock()
+	var live []*liveRun
+	for _, l := range s.live {
+		live = append(live, l)
+	}
+	s.mu.Unlock()
+	for _, l := range live {
+		if t, err := queue.Get(s.Yard, l.task); err == nil && t.State == state.Cancelled {
+			s.logf("task %s cancelled: stopping box %s", l.task, l.runID)
+			if err := l.box.Kill(ctx); err != nil {
+				s.logf("run %s: %v", l.runID, err)
+			}
+		}
+	}
+}
+
+// lastRun remembers when an imp's last run ended, so the next briefing
+// can name the gates resolved since.
+func (s *Supervisor) lastRun(imp string, at time.Time) {
+	d, err := s.Yard.QueueDir(imp)
+	if err != nil {
+		return
+	}
+	os.WriteFile(d.Path()+"/.lastrun", []byte(at.Format(time.RFC3339Nano)), 0o640)
+}

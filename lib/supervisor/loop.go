@@ -1,0 +1,82 @@
+package supervisor
+
+import (
+	"context"
+	"time"
+
+	"github.com/impyard/impyard/lib/watch"
+)
+
+// Run recovers, then passes whenever the queue or the gates change (and on
+// a slow timer, which also keeps schedules on time), until ctx ends. Boxes
+// still running then are left to containerd; the next start adopts them.
+func (s *Supervisor) Run(ctx context.Context, rescan time.Duration) error {
+	s.init()
+	if err := s.Recover(ctx); err != nil {
+		return err
+	}
+	pass := func() {
+		if _, err := s.Pass(ctx); err != nil {
+			s.logf("%v", err)
+		}
+	}
+	trigger := make(chan struct{}, 1)
+	kick := func() {
+		select {
+		case trigger <- struct{}{}:
+		default:
+		}
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.wake:
+				kick()
+			}
+		}
+	}()
+	go watch.Run(ctx, rescan, watch.Handler{
+		Dirs: func() []string {
+			dirs := []string{s.Yard.Root, s.Yard.Path("queue"), s.Yard.Path("gates"), s.Yard.Path("gates", "resolved")}
+			imps, _ := s.Yard.Imps("queue")
+			for _, imp := range imps {
+				dirs = append(dirs, s.Yard.Path("queue", imp))
+			}
+			return dirs
+		},
+		File:   func(string) { kick() },
+		Rescan: kick,
+		Error:  func(err error) { s.logf("watch: %v", err) },
+	})
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-trigger:
+			// Let a burst of events settle into one pass.
+			time.Sleep(20 * time.Millisecond)
+			select {
+			case <-trigger:
+			default:
+			}
+			pass()
+		}
+	}
+}
+
+// Once recovers, makes one pass, waits for the boxes it watches to end
+// and be accounted for, and settles what they left (reviews whose gates
+// finished, continuations), starting nothing more: for cron and tests.
+func (s *Supervisor) Once(ctx context.Context) (int, error) {
+	s.init()
+	if err := s.Recover(ctx); err != nil {
+		return 0, err
+	}
+	n, err := s.Pass(ctx)
+	s.Wait()
+	s.settle()
+	s.continuations()
+	return n, err
+}

@@ -1,0 +1,93 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/impyard/impyard/lib/box"
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/state"
+)
+
+// Recover reconciles containerd with the queue after a restart: a running
+// task whose box still exists is adopted (if it ended meanwhile, its real
+// exit is taken), one whose box is gone fails with the reason, and
+// containers no running task owns are removed.
+func (s *Supervisor) Recover(ctx context.Context) error {
+	s.init()
+	infos, err := s.Runner.List(ctx)
+	if err != nil {
+		return err
+	}
+	byRun := map[string]box.Info{}
+	for _, in := range infos {
+		byRun[in.ID] = in
+	}
+	running, _ := queue.List(s.Yard, queue.Filter{State: state.Running})
+	owned := map[string]bool{}
+	for _, t := range running {
+		if len(t.Runs) == 0 {
+			s.failRunning(t.ID, "running with no run recorded")
+			continue
+		}
+		runID := t.Runs[len(t.Runs)-1]
+		owned[runID] = true
+		r, rerr := run.Read(s.Yard, runID)
+		if in, ok := byRun[runID]; ok && (in.Status == "" || in.Status == "created") {
+			// The container was made but its process never started: the
+			// supervisor stopped in between. The leftover is removed below.
+			owned[runID] = false
+			s.failRunning(t.ID, fmt.Sprintf("box of run %s never started: the supervisor stopped while creating it", runID))
+			continue
+		}
+		if _, ok := byRun[runID]; !ok || rerr != nil {
+			why := fmt.Sprintf("box of run %s is gone: the supervisor restarted and containerd has no such container", runID)
+			s.failRunning(t.ID, why)
+			if rerr == nil && r.Live() {
+				now := time.Now().UTC()
+				r.State, r.Error, r.Ended = run.Failed, why, &now
+				run.Write(s.Yard, r)
+			}
+			continue
+		}
+		b, err := s.Runner.Adopt(ctx, runID, s.ceilingLeft(t.Imp, r))
+		if err != nil {
+			s.failRunning(t.ID, "cannot adopt box of run "+runID+": "+err.Error())
+			continue
+		}
+		s.logf("task %s: adopted box %s", t.ID, runID)
+		s.watch(&liveRun{runID: runID, task: t.ID, imp: t.Imp, box: b}, r)
+	}
+	for _, in := range infos {
+		if !owned[in.ID] {
+			s.logf("removing leftover container %s", in.ID)
+			if err := s.Runner.Delete(ctx, in.ID); err != nil {
+				s.logf("container %s: %v", in.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// ceilingLeft is what remains of an adopted box's ceiling.
+func (s *Supervisor) ceilingLeft(imp string, r *run.Run) time.Duration {
+	ceiling := box.DefaultCeiling
+	if cfg, err := config.LoadImp(s.Yard, imp); err == nil && cfg.Ceiling.Duration > 0 {
+		ceiling = cfg.Ceiling.Duration
+	}
+	if r.Started == nil {
+		return ceiling
+	}
+	return max(ceiling-time.Since(*r.Started), time.Second)
+}
+
+func (s *Supervisor) failRunning(taskID, why string) {
+	if _, err := queue.Move(s.Yard, taskID, queue.Change{To: state.Failed, By: Actor, Actor: Actor, Why: why}); err != nil {
+		s.logf("task %s: %v", taskID, err)
+		return
+	}
+	s.logf("task %s failed: %s", taskID, why)
+}

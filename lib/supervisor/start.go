@@ -1,0 +1,235 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/impyard/impyard/lib/box"
+	"github.com/impyard/impyard/lib/boxnet"
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/netns"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/token"
+)
+
+// Paths inside every box.
+const (
+	BoxCA        = "/etc/impyard/ca.crt"
+	BoxBrief     = "/etc/impyard/brief.json"
+	BoxWorkspace = "/work"
+	BoxRepo      = "/repo"
+)
+
+// start runs one waiting task in a new box. ok is false when the task was
+// taken by someone else or failed for a reason of its own; an error is
+// trouble of the infrastructure, and the task stays waiting.
+func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp, t *queue.Task) (ok bool, err error) {
+	if why := checkBox(cfg); why != "" {
+		s.failWaiting(t, why)
+		return false, nil
+	}
+	if err := gatewayUp(org.Gateway.Listen); err != nil {
+		return false, err
+	}
+	caPath := filepath.Join(s.Home, "ca", "ca.crt")
+	if _, err := os.Stat(caPath); err != nil {
+		return false, fmt.Errorf("no gateway CA at %s (impgw ca init): %w", caPath, err)
+	}
+	runID := id.New(id.Run)
+	r := &run.Run{ID: runID, Imp: t.Imp, Task: t.ID, State: run.Starting, Created: time.Now().UTC()}
+	// From here on, whatever fails undoes what was made.
+	var tok, ns string
+	undo := func(why string) {
+		if ns != "" {
+			netns.Remove(ns)
+		}
+		if tok != "" {
+			token.Revoke(s.Home, tok)
+		}
+		now := time.Now().UTC()
+		r.State, r.Error, r.Ended = run.Failed, why, &now
+		if err := run.Write(s.Yard, r); err != nil {
+			s.logf("run %s: %v", runID, err)
+		}
+	}
+	if tok, err = token.Issue(s.Home, t.Imp, runID, t.ID); err != nil {
+		return false, err
+	}
+	if ns, err = netns.New(runID); err != nil {
+		undo(err.Error())
+		return false, err
+	}
+	r.NetNS = ns
+	if err := run.Write(s.Yard, r); err != nil {
+		undo(err.Error())
+		return false, err
+	}
+	wait := s.ReadyTimeout
+	if wait == 0 {
+		wait = 5 * time.Second
+	}
+	if err := run.WaitReady(s.Yard, runID, wait); err != nil {
+		undo(err.Error())
+		return false, err
+	}
+	t, err = queue.Move(s.Yard, t.ID, queue.Change{To: state.Running, By: Actor, Actor: Actor, Why: "run " + runID,
+		Edit: func(t *queue.Task) error { t.Runs = append(t.Runs, runID); return nil }})
+	if err != nil {
+		undo("task not started: " + err.Error())
+		s.logf("task %s: %v", t.ID, err)
+		return false, nil
+	}
+	spec, err := s.prepare(cfg, t, runID, tok, ns, caPath)
+	if err == nil {
+		var b *box.Box
+		if b, err = s.Runner.Start(ctx, spec); err == nil {
+			started := time.Now().UTC()
+			r.State, r.Started = run.Running, &started
+			if werr := run.Write(s.Yard, r); werr != nil {
+				s.logf("run %s: %v", runID, werr)
+			}
+			s.watch(&liveRun{runID: runID, task: t.ID, imp: t.Imp, box: b}, r)
+			s.logf("task %s: box %s started for %s", t.ID, runID, t.Imp)
+			return true, nil
+		}
+	}
+	// The box did not start: the task fails with the reason; a box error
+	// is the task's own (a missing image, a bad command) as far as anyone
+	// can tell from here.
+	undo(err.Error())
+	if _, merr := queue.Move(s.Yard, t.ID, queue.Change{To: state.Failed, By: Actor, Actor: Actor, Why: "box did not start: " + err.Error()}); merr != nil {
+		s.logf("task %s: %v", t.ID, merr)
+	}
+	return false, nil
+}
+
+// checkBox finds the configuration mistakes that would fail a box before
+// anything is made.
+func checkBox(cfg *config.Imp) string {
+	switch {
+	case cfg.Rootfs == "" && cfg.Archive == "" && cfg.Image == "":
+		return fmt.Sprintf("%s/imp.toml names no box: set rootfs, archive or image", cfg.Dir)
+	case cfg.Image == "" && len(cfg.Command) == 0:
+		return fmt.Sprintf("%s/imp.toml has no command", cfg.Dir)
+	}
+	for _, p := range []string{cfg.Rootfs, cfg.Archive} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Sprintf("%s/imp.toml: %v", cfg.Dir, err)
+		}
+	}
+	if cfg.User != "" {
+		uid, gid, ok := strings.Cut(cfg.User, ":")
+		if _, err := strconv.ParseUint(uid, 10, 32); err != nil || !ok {
+			return fmt.Sprintf("%s/imp.toml: user %q is not numeric uid:gid", cfg.Dir, cfg.User)
+		}
+		if _, err := strconv.ParseUint(gid, 10, 32); err != nil {
+			return fmt.Sprintf("%s/imp.toml: user %q is not numeric uid:gid", cfg.Dir, cfg.User)
+		}
+		if uid == "0" {
+			return fmt.Sprintf("%s/imp.toml: a box never runs as root", cfg.Dir)
+		}
+	}
+	if cfg.Memory != "" {
+		if _, err := parseBytes(cfg.Memory); err != nil {
+			return fmt.Sprintf("%s/imp.toml: memory: %v", cfg.Dir, err)
+		}
+	}
+	return ""
+}
+
+// gatewayUp checks that impgw answers before a task is committed to a run.
+func gatewayUp(listen string) error {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + listen + "/v1/health")
+	if err != nil {
+		return fmt.Errorf("the gateway at %s does not answer (is impgw serve running?): %w", listen, err)
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// prepare writes the run's brief and workspace and returns the box spec.
+func (s *Supervisor) prepare(cfg *config.Imp, t *queue.Task, runID, tok, ns, caPath string) (box.Spec, error) {
+	user := cfg.User
+	if user == "" {
+		user = box.DefaultUser
+	}
+	uidS, gidS, _ := strings.Cut(user, ":")
+	uid, _ := strconv.Atoi(uidS)
+	gid, _ := strconv.Atoi(gidS)
+	work := run.Path(s.Yard, runID, "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		return box.Spec{}, err
+	}
+	if err := os.Chown(work, uid, gid); err != nil {
+		return box.Spec{}, err
+	}
+	briefPath, err := s.writeBrief(t, runID)
+	if err != nil {
+		return box.Spec{}, err
+	}
+	proxy := fmt.Sprintf("http://%s:%s@%s", t.Imp, tok, boxnet.Addr)
+	env := []string{
+		"HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy, "http_proxy=" + proxy, "https_proxy=" + proxy,
+		"NODE_EXTRA_CA_CERTS=" + BoxCA, "CURL_CA_BUNDLE=" + BoxCA, "REQUESTS_CA_BUNDLE=" + BoxCA, "SSL_CERT_FILE=" + BoxCA,
+		"IMPYARD_GATEWAY=http://" + boxnet.Addr, "IMPYARD_TOKEN=" + tok, "IMPYARD_IMP=" + t.Imp,
+		"IMPYARD_TASK=" + t.ID, "IMPYARD_RUN=" + runID, "IMPYARD_BRIEF=" + BoxBrief, "HOME=" + BoxWorkspace,
+	}
+	mounts := []box.Mount{
+		{Source: work, Target: BoxWorkspace},
+		{Source: caPath, Target: BoxCA, ReadOnly: true},
+		{Source: briefPath, Target: BoxBrief, ReadOnly: true},
+	}
+	if cfg.Repo != "" {
+		mounts = append(mounts, box.Mount{Source: cfg.Repo, Target: BoxRepo, ReadOnly: true})
+	}
+	args := append([]string(nil), cfg.Command...)
+	spec := box.Spec{
+		ID: runID, Labels: map[string]string{box.LabelImp: t.Imp, box.LabelTask: t.ID},
+		Rootfs: cfg.Rootfs, Archive: cfg.Archive, Image: cfg.Image,
+		Env: env, Cwd: BoxWorkspace, User: user, Mounts: mounts, Pids: cfg.Pids,
+		Ceiling: cfg.Ceiling.Duration, Log: run.Path(s.Yard, runID, "box.log"), NetNS: ns,
+	}
+	if cfg.Memory != "" {
+		spec.MemoryBytes, _ = parseBytes(cfg.Memory)
+	}
+	if cfg.TaskVia == "stdin" {
+		spec.Stdin = strings.NewReader(t.Text)
+	} else {
+		args = append(args, t.Text)
+	}
+	spec.Args = args
+	return spec, nil
+}
+
+// parseBytes reads sizes like 512M, 2G, 1048576.
+func parseBytes(s string) (int64, error) {
+	mult := int64(1)
+	num := strings.TrimSuffix(strings.ToUpper(s), "B")
+	switch {
+	case strings.HasSuffix(num, "K"):
+		mult, num = 1<<10, strings.TrimSuffix(num, "K")
+	case strings.HasSuffix(num, "M"):
+		mult, num = 1<<20, strings.TrimSuffix(num, "M")
+	case strings.HasSuffix(num, "G"):
+		mult, num = 1<<30, strings.TrimSuffix(num, "G")
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, errors.New("want a size like 512M or 2G")
+	}
+	return n * mult, nil
+}

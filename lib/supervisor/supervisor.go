@@ -1,0 +1,212 @@
+// Package supervisor is impsup's loop: it fires schedules, dispatches
+// waiting tasks into boxes with bounded concurrency (global, and per imp,
+// fair across imps), briefs each box, turns each box's exit into the
+// task's outcome, settles tasks waiting on their gates, and files
+// continuation tasks when gates resolve.
+//
+// Guarantees:
+//   - A task runs at most once at a time: it moves waiting -> running
+//     under its queue's lock before its box starts, and only one
+//     supervisor works on a yard (runs/.impsup.lock).
+//   - No task is lost to a supervisor crash: a restart adopts every box
+//     that still runs, takes the exit of every box that ended meanwhile,
+//     fails (with the reason) a running task whose box is gone, and
+//     removes containers no task owns.
+//   - Infrastructure trouble (containerd or the gateway down) leaves
+//     tasks waiting; only a task's own trouble (its imp's configuration)
+//     fails it.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/impyard/impyard/lib/box"
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// Actor signs the supervisor's transitions.
+const Actor = "impsup"
+
+// Supervisor runs one yard's tasks.
+type Supervisor struct {
+	Yard   *yard.Yard
+	Home   string
+	Runner *box.Runner
+	// ReadyTimeout bounds the wait for the gateway to serve a new box.
+	ReadyTimeout time.Duration
+	// Now is replaceable for schedule tests.
+	Now  func() time.Time
+	Logf func(format string, a ...any)
+
+	mu   sync.Mutex
+	live map[string]*liveRun // run id -> box
+	wg   sync.WaitGroup
+	// wake asks the loop for another pass, e.g. when a box ends.
+	wake chan struct{}
+}
+
+type liveRun struct {
+	runID string
+	task  string
+	imp   string
+	box   *box.Box
+}
+
+func (s *Supervisor) logf(format string, a ...any) {
+	if s.Logf != nil {
+		s.Logf(format, a...)
+	}
+}
+
+func (s *Supervisor) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// Lock makes this the yard's only supervisor until unlock.
+func Lock(y *yard.Yard) (unlock func(), err error) {
+	d, err := store.MkdirAll(y.Root, "runs")
+	if err != nil {
+		return nil, err
+	}
+	unlock, ok, err := store.TryLock(d + "/.impsup.lock")
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("another impsup is running on %s", y.Root)
+	}
+	return unlock, nil
+}
+
+func (s *Supervisor) init() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.live == nil {
+		s.live = map[string]*liveRun{}
+		s.wake = make(chan struct{}, 1)
+	}
+}
+
+func (s *Supervisor) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Pass does one round: schedules, settled reviews, continuations,
+// cancellations, and dispatch of what may start now. It returns how many
+// boxes it started.
+func (s *Supervisor) Pass(ctx context.Context) (int, error) {
+	s.init()
+	org, err := config.LoadOrg(s.Yard)
+	if err != nil {
+		return 0, fmt.Errorf("nothing dispatched: %w", err)
+	}
+	s.schedules()
+	s.settle()
+	s.continuations()
+	s.cancellations(ctx)
+	return s.dispatch(ctx, org)
+}
+
+// Wait blocks until every box this supervisor watches has ended and been
+// accounted for.
+func (s *Supervisor) Wait() { s.wg.Wait() }
+
+// Running is the number of boxes being watched.
+func (s *Supervisor) Running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}
+
+// dispatch starts waiting tasks, oldest first within an imp and taking
+// imps in turn, within the global and per-imp limits.
+func (s *Supervisor) dispatch(ctx context.Context, org *config.Org) (int, error) {
+	waiting, bad := queue.List(s.Yard, queue.Filter{State: state.Waiting})
+	for _, err := range bad {
+		s.logf("%v", err)
+	}
+	running, _ := queue.List(s.Yard, queue.Filter{State: state.Running})
+	perImp := map[string]int{}
+	for _, t := range running {
+		perImp[t.Imp]++
+	}
+	total := len(running)
+	byImp := map[string][]*queue.Task{}
+	var imps []string
+	now := s.now()
+	for _, t := range waiting {
+		if t.NotBefore != nil && t.NotBefore.After(now) {
+			continue
+		}
+		if byImp[t.Imp] == nil {
+			imps = append(imps, t.Imp)
+		}
+		byImp[t.Imp] = append(byImp[t.Imp], t)
+	}
+	sort.Strings(imps)
+	limit := org.Supervisor.Concurrency
+	started := 0
+	var errs []error
+	for progress := true; progress && total < limit; {
+		progress = false
+		for _, imp := range imps {
+			if total >= limit || len(byImp[imp]) == 0 {
+				continue
+			}
+			cfg, err := config.LoadImp(s.Yard, imp)
+			if err != nil {
+				// The task cannot start: fail it, visibly, with the reason.
+				t := byImp[imp][0]
+				byImp[imp] = byImp[imp][1:]
+				s.failWaiting(t, err.Error())
+				progress = true
+				continue
+			}
+			per := cfg.Concurrency
+			if per == 0 {
+				per = 1
+			}
+			if perImp[imp] >= per {
+				continue
+			}
+			t := byImp[imp][0]
+			byImp[imp] = byImp[imp][1:]
+			ok, err := s.start(ctx, org, cfg, t)
+			if err != nil {
+				// Infrastructure: the task stays waiting and the pass ends.
+				errs = append(errs, err)
+				return started, errors.Join(errs...)
+			}
+			if ok {
+				started++
+				total++
+				perImp[imp]++
+			}
+			progress = true
+		}
+	}
+	return started, errors.Join(errs...)
+}
+
+func (s *Supervisor) failWaiting(t *queue.Task, why string) {
+	if _, err := queue.Move(s.Yard, t.ID, queue.Change{To: state.Failed, By: Actor, Actor: Actor, Why: "cannot start: " + why}); err != nil {
+		s.logf("task %s: %v", t.ID, err)
+		return
+	}
+	s.logf("task %s failed before starting: %s", t.ID, why)
+}

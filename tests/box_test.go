@@ -1,0 +1,362 @@
+package tests
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/queue"
+	runrec "github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
+)
+
+// The box harness: one private containerd and one busybox rootfs holding
+// the demo imp, made on first use, for every box test of the package.
+var boxEnv struct {
+	once   sync.Once
+	skip   string
+	err    error
+	dir    string
+	sock   string
+	rootfs string
+}
+
+func boxSetup(t testing.TB) {
+	t.Helper()
+	boxEnv.once.Do(func() {
+		if os.Geteuid() != 0 {
+			boxEnv.skip = "box tests need root"
+			return
+		}
+		dir, err := os.MkdirTemp("", "impyard-e2e-")
+		if err != nil {
+			boxEnv.err = err
+			return
+		}
+		boxEnv.dir = dir
+		out, err := exec.Command("../scripts/containerd-dev", "start", filepath.Join(dir, "ctd")).Output()
+		if err != nil {
+			boxEnv.skip = fmt.Sprintf("containerd could not be started: %v", err)
+			return
+		}
+		boxEnv.sock = strings.TrimSpace(string(out))
+		boxEnv.rootfs = filepath.Join(dir, "rootfs")
+		cmd := exec.Command("scripts/mkrootfs", boxEnv.rootfs, "./examples/demo-imp")
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			boxEnv.err = fmt.Errorf("mkrootfs: %v\n%s", err, out)
+		}
+	})
+	if boxEnv.skip != "" {
+		t.Skip(boxEnv.skip)
+	}
+	if boxEnv.err != nil {
+		t.Fatal(boxEnv.err)
+	}
+}
+
+func boxTeardown() {
+	if boxEnv.sock != "" {
+		exec.Command("../scripts/containerd-dev", "stop", filepath.Join(boxEnv.dir, "ctd")).Run()
+	}
+	if boxEnv.dir != "" {
+		os.RemoveAll(boxEnv.dir)
+	}
+}
+
+// boxYard is a spine whose org.toml also points the supervisor at the
+// test containerd, with a page server on loopback for imps to fetch.
+type boxYard struct {
+	*spine
+	pages string // http://127.0.0.1:PORT
+	ns    string
+}
+
+func newBoxYard(t *testing.T) *boxYard {
+	t.Helper()
+	boxSetup(t)
+	s := newSpine(t, true, bin)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "page %s", r.URL.Path)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	ns := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1e9)
+	org, _ := os.ReadFile(s.y.Path("org.toml"))
+	org = append(org, fmt.Sprintf("\n[containerd]\naddress = %q\nnamespace = %q\n[supervisor]\nconcurrency = 4\n", boxEnv.sock, ns)...)
+	os.WriteFile(s.y.Path("org.toml"), org, 0o640)
+	// Imps may fetch /allowed/ pages from the loopback server; nothing else.
+	pol, _ := os.ReadFile(s.y.PolicyPath())
+	pol = []byte(strings.Replace(string(pol), `"rules":[`, `"rules":[
+	 {"name":"pages","match":{"host":"127.0.0.1","method":"GET","pathPrefix":"/allowed/","network":"127.0.0.0/8","subject":"*"},"verdict":"allow"},`, 1))
+	os.WriteFile(s.y.PolicyPath(), pol, 0o640)
+	b := &boxYard{spine: s, pages: "http://" + ln.Addr().String(), ns: ns}
+	t.Cleanup(func() {
+		out, _ := exec.Command("ctr", "--address", boxEnv.sock, "-n", ns, "containers", "ls", "-q").Output()
+		for _, id := range strings.Fields(string(out)) {
+			exec.Command("ctr", "--address", boxEnv.sock, "-n", ns, "tasks", "kill", "-s", "SIGKILL", id).Run()
+			time.Sleep(50 * time.Millisecond)
+			exec.Command("ctr", "--address", boxEnv.sock, "-n", ns, "tasks", "rm", "-f", id).Run()
+			exec.Command("ctr", "--address", boxEnv.sock, "-n", ns, "containers", "rm", id).Run()
+		}
+	})
+	return b
+}
+
+// imp writes imps/<name>/imp.toml: the test rootfs, and the demo imp with
+// a minute's ceiling unless keys says otherwise (key -> TOML value).
+func (b *boxYard) imp(t *testing.T, name string, keys map[string]string) {
+	t.Helper()
+	dir := b.y.Path("imps", name)
+	os.MkdirAll(dir, 0o750)
+	all := map[string]string{"rootfs": fmt.Sprintf("%q", boxEnv.rootfs), "command": `["/usr/local/bin/demo-imp"]`, "ceiling": `"60s"`}
+	for k, v := range keys {
+		all[k] = v
+	}
+	conf := ""
+	for k, v := range all {
+		conf += k + " = " + v + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "imp.toml"), []byte(conf), 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *boxYard) add(t *testing.T, imp, text string, extra ...string) string {
+	t.Helper()
+	out, err := b.run(t, "impq", append(append([]string{"add", "--imp", imp}, extra...), text)...)
+	if err != nil {
+		t.Fatalf("impq add: %v %s", err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+func (b *boxYard) once(t *testing.T) string {
+	t.Helper()
+	out, err := b.run(t, "impsup", "once")
+	if err != nil {
+		t.Fatalf("impsup once: %v\n%s", err, out)
+	}
+	return out
+}
+
+func (b *boxYard) task(t *testing.T, id string) *queue.Task {
+	t.Helper()
+	task, err := queue.Get(b.y, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+func (b *boxYard) boxLog(t *testing.T, task *queue.Task) string {
+	t.Helper()
+	if len(task.Runs) == 0 {
+		t.Fatalf("task %s has no run", task.ID)
+	}
+	log, _ := os.ReadFile(runrec.Path(b.y, task.Runs[len(task.Runs)-1], "box.log"))
+	return string(log)
+}
+
+// TestBoxSpine is the whole spine with a real box: the demo imp fetches an
+// allowed page through the gateway, is denied another, notes it in its
+// journal and proposes an email; the task waits in needs-review; approval
+// sends it; the task ends done.
+func TestBoxSpine(t *testing.T) {
+	b := newBoxYard(t)
+	b.daemon(t, bin, "impgw", "serve")
+	b.daemon(t, bin, "impexec", "run", "--rescan", "2s")
+	b.imp(t, "demo", nil)
+	taskID := b.add(t, "demo", "read "+b.pages+"/allowed/news and "+b.pages+"/secret/plans then tell team@ourco.com and boss@elsewhere.com")
+	out := b.once(t)
+	task := b.task(t, taskID)
+	log := b.boxLog(t, task)
+	if task.State != state.NeedsReview {
+		t.Fatalf("task is %s (%s), want needs-review\nimpsup: %s\nbox.log:\n%s", task.State, task.Reason, out, log)
+	}
+	for _, want := range []string{"/allowed/news -> 200 OK", "/secret/plans -> 403 Forbidden", "proposed email-send: 202", `"status":"pending"`, "journal note: 200"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("box.log lacks %q:\n%s", want, log)
+		}
+	}
+	// Every request of the box was judged as the demo imp.
+	var allowed, denied int
+	store.ReadJSONL(b.y.Path("runs", "decisions.jsonl"), func(line []byte) error {
+		var d struct {
+			Schema  string `json:"schema"`
+			Verdict string `json:"verdict"`
+			Request struct {
+				Imp  *string `json:"imp"`
+				Path string  `json:"path"`
+			} `json:"request"`
+		}
+		if json.Unmarshal(line, &d) != nil || d.Schema != "impyard.decision/1" {
+			return nil
+		}
+		if d.Request.Imp == nil || *d.Request.Imp != "demo" {
+			t.Errorf("a decision without the box's imp: %s", line)
+			return nil
+		}
+		switch {
+		case d.Verdict == "allow" && d.Request.Path == "/allowed/news":
+			allowed++
+		case d.Verdict == "deny" && d.Request.Path == "/secret/plans":
+			denied++
+		}
+		return nil
+	})
+	if allowed != 1 || denied != 1 {
+		t.Errorf("records: %d allowed, %d denied; want one each", allowed, denied)
+	}
+	gates, _ := gate.List(b.y, gate.Filter{Imp: "demo"})
+	if len(gates) != 1 || gates[0].Task != taskID || gates[0].Run != task.Runs[0] {
+		t.Fatalf("gates %+v", gates)
+	}
+	if out, err := b.run(t, "impgate", "approve", gates[0].ID); err != nil {
+		t.Fatalf("approve: %v %s", err, out)
+	}
+	b.waitState(t, gates[0].ID, state.Executed)
+	b.once(t)
+	if task := b.task(t, taskID); task.State != state.Done {
+		t.Errorf("after the gate executed the task is %s (%s)", task.State, task.Reason)
+	}
+	r, err := runrec.Read(b.y, task.Runs[0])
+	if err != nil || r.State != runrec.Exited || r.Exit == nil || r.Exit.Code != 0 || r.Started == nil || r.Ended == nil {
+		t.Errorf("run.json: %+v %v", r, err)
+	}
+}
+
+// TestBoxRefusals: a task for an imp without configuration fails with the
+// reason; a box past its ceiling is killed and its task fails saying so;
+// containerd down leaves tasks waiting.
+func TestBoxRefusals(t *testing.T) {
+	b := newBoxYard(t)
+	b.daemon(t, bin, "impgw", "serve")
+	b.imp(t, "sleeper", map[string]string{"ceiling": `"2s"`, "command": `["/bin/sh", "-c", "trap '' TERM; sleep 60"]`})
+	noConf := b.add(t, "ghost", "nobody configured me")
+	slow := b.add(t, "sleeper", "sleep")
+	start := time.Now()
+	b.once(t)
+	if task := b.task(t, noConf); task.State != state.Failed || !strings.Contains(task.Reason, "has no configuration") {
+		t.Errorf("unconfigured imp: %s %q", task.State, task.Reason)
+	}
+	task := b.task(t, slow)
+	took := time.Since(start)
+	if task.State != state.Failed || !strings.HasPrefix(task.Reason, "ceiling:") || took < 2*time.Second || took > 30*time.Second {
+		t.Errorf("ceiling: %s %q after %v; want failed at the 2s ceiling", task.State, task.Reason, took)
+	}
+	if r, err := runrec.Read(b.y, task.Runs[0]); err != nil || !r.Exit.Ceiling || r.Exit.Signal != "SIGKILL" {
+		t.Errorf("run of the ceiling task: %+v %v; want the ceiling and a SIGKILL (it ignores SIGTERM)", r, err)
+	}
+	org, _ := os.ReadFile(b.y.Path("org.toml"))
+	os.WriteFile(b.y.Path("org.toml"), []byte(strings.Replace(string(org), boxEnv.sock, "/nonexistent/containerd.sock", 1)), 0o640)
+	waiting := b.add(t, "sleeper", "wait for containerd")
+	out, err := b.run(t, "impsup", "once")
+	if err == nil || !strings.Contains(out, "/nonexistent/containerd.sock") || !strings.Contains(out, "tasks stay waiting") {
+		t.Errorf("containerd down: %v\n%s", err, out)
+	}
+	if task := b.task(t, waiting); task.State != state.Waiting {
+		t.Errorf("with containerd down the task is %s", task.State)
+	}
+}
+
+// TestSupervisorKilled SIGKILLs impsup mid-run again and again: every task
+// still ends exactly once, none is lost, none runs twice at once.
+func TestSupervisorKilled(t *testing.T) {
+	b := newBoxYard(t)
+	b.daemon(t, bin, "impgw", "serve")
+	b.imp(t, "worker", map[string]string{"command": `["/bin/sh", "-c", "echo start $IMPYARD_TASK; sleep 0.7; echo end $IMPYARD_TASK"]`, "concurrency": "2"})
+	var ids []string
+	for i := 0; i < 10; i++ {
+		ids = append(ids, b.add(t, "worker", fmt.Sprintf("job %d", i)))
+	}
+	kills := 0
+	deadline := time.Now().Add(90 * time.Second)
+	for kills < 20 && time.Now().Before(deadline) {
+		cmd := exec.Command(filepath.Join(bin, "impsup"), "run", "--rescan", "500ms")
+		cmd.Env = append(os.Environ(), b.env...)
+		stderr, _ := cmd.StderrPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			sc := bufio.NewScanner(stderr)
+			for sc.Scan() {
+			}
+		}()
+		time.Sleep(time.Duration(200+kills*37%400) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		kills++
+	}
+	// A last supervisor that is left to finish.
+	for i := 0; i < 20; i++ {
+		b.once(t)
+		tasks, _ := queue.List(b.y, queue.Filter{Imp: "worker"})
+		open := 0
+		for _, task := range tasks {
+			if task.State == state.Waiting || task.State == state.Running {
+				open++
+			}
+		}
+		if open == 0 {
+			break
+		}
+	}
+	done := 0
+	for _, id := range ids {
+		task := b.task(t, id)
+		switch {
+		case task.State == state.Done:
+			done++
+		case task.State == state.Failed && (strings.Contains(task.Reason, "is gone") || strings.Contains(task.Reason, "never started") || strings.Contains(task.Reason, "did not start")):
+		default:
+			t.Errorf("task %s ended %s: %q", id, task.State, task.Reason)
+		}
+		if len(task.Runs) == 0 {
+			t.Errorf("task %s never ran", id)
+		}
+		ends := 0
+		for _, h := range task.History {
+			if h.To == state.Done || h.To == state.Failed {
+				ends++
+			}
+		}
+		if ends != 1 {
+			t.Errorf("task %s ended %d times: %+v", id, ends, task.History)
+		}
+		// At most one run did the work; a run whose box never started or
+		// was lost may fail the task, with the reason.
+		started := 0
+		for _, r := range task.Runs {
+			log, _ := os.ReadFile(runrec.Path(b.y, r, "box.log"))
+			started += strings.Count(string(log), "start "+id)
+		}
+		if started > 1 {
+			t.Errorf("task %s ran %d times", id, started)
+		}
+		if task.State == state.Done && started != 1 {
+			t.Errorf("task %s is done but its box ran %d times", id, started)
+		}
+	}
+	if done < len(ids)/2 {
+		t.Errorf("only %d of %d tasks done", done, len(ids))
+	}
+	t.Logf("%d kills; %d of %d tasks done", kills, done, len(ids))
+}
