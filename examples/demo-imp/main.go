@@ -53,7 +53,7 @@ func main() {
 		fmt.Printf("demo-imp: GET %s -> %s\n", u, status)
 		found = append(found, fmt.Sprintf("%s: %s %s", u, status, strings.TrimSpace(body)))
 	}
-	note("fetched "+strings.Join(found, "; "))
+	note("fetched " + strings.Join(found, "; "))
 	if to := emailPattern.FindAllString(text, -1); len(to) > 0 {
 		payload := map[string]any{"to": to, "subject": "What I found", "body": strings.Join(found, "\n")}
 		out := control("POST", "/v1/actions", map[string]any{
