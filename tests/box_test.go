@@ -360,3 +360,59 @@ func TestSupervisorKilled(t *testing.T) {
 	}
 	t.Logf("%d kills; %d of %d tasks done", kills, done, len(ids))
 }
+
+// TestBoxIdentity: two imps' boxes run at once, and every decision record
+// carries the imp whose box sent the request.
+func TestBoxIdentity(t *testing.T) {
+	b := newBoxYard(t)
+	b.daemon(t, bin, "impgw", "serve")
+	for _, imp := range []string{"alpha", "beta"} {
+		// A pause first, so the two boxes surely run at the same time; the
+		// task text arrives as $0.
+		b.imp(t, imp, map[string]string{"command": `["/bin/sh", "-c", "sleep 0.5; exec /usr/local/bin/demo-imp \"$0\""]`})
+		b.add(t, imp, "read "+b.pages+"/allowed/"+imp+"/1 and "+b.pages+"/allowed/"+imp+"/2")
+	}
+	b.once(t)
+	seen := map[string]int{}
+	var overlap bool
+	var alphaRun, betaRun *runrec.Run
+	for _, imp := range []string{"alpha", "beta"} {
+		ts, _ := queue.List(b.y, queue.Filter{Imp: imp})
+		if len(ts) != 1 || ts[0].State != state.Done {
+			t.Fatalf("%s: %+v", imp, ts)
+		}
+		r, _ := runrec.Read(b.y, ts[0].Runs[0])
+		if imp == "alpha" {
+			alphaRun = r
+		} else {
+			betaRun = r
+		}
+	}
+	overlap = alphaRun.Started.Before(*betaRun.Ended) && betaRun.Started.Before(*alphaRun.Ended)
+	store.ReadJSONL(b.y.Path("runs", "decisions.jsonl"), func(line []byte) error {
+		var d struct {
+			Request struct {
+				Imp  *string `json:"imp"`
+				Path string  `json:"path"`
+			} `json:"request"`
+		}
+		if json.Unmarshal(line, &d) != nil || d.Request.Imp == nil {
+			return nil
+		}
+		for _, imp := range []string{"alpha", "beta"} {
+			if strings.HasPrefix(d.Request.Path, "/allowed/"+imp+"/") {
+				if *d.Request.Imp != imp {
+					t.Errorf("a request for %s recorded as %s", d.Request.Path, *d.Request.Imp)
+				}
+				seen[imp]++
+			}
+		}
+		return nil
+	})
+	if seen["alpha"] != 2 || seen["beta"] != 2 {
+		t.Errorf("records per imp: %v", seen)
+	}
+	if !overlap {
+		t.Errorf("the two boxes did not run at once (%v-%v, %v-%v)", alphaRun.Started, alphaRun.Ended, betaRun.Started, betaRun.Ended)
+	}
+}

@@ -20,6 +20,10 @@ With --unique KEY, a second add with the same key while the first task is
 still waiting or running adds nothing and prints the first task's id, so
 overlapping cron jobs never stack duplicates.
 
+With --continue, each gate the task files gets a continuation task once
+it resolves (executed, failed or denied), naming the outcome; the next
+box is briefed with it.
+
 --not-before takes RFC 3339 (2026-12-01T09:00:00Z), a local
 '2006-01-02 15:04', a local clock time '15:04' (the next one), or a
 duration from now ('30m', '+2h').
@@ -50,6 +54,7 @@ func add(e *cli.Env, args []string) error {
 	fs.StringVar(&o.Base, "base", "", "base `REF` for a code task")
 	fs.StringVar(&o.Continues, "continues", "", "the `TASK` this one continues")
 	fs.StringVar(&o.Unique, "unique", "", "dedup `KEY`: no new task while one with this key is waiting or running")
+	fs.BoolVar(&o.Continue, "continue", false, "file a continuation task when a gate of this task resolves")
 	fs.StringVar(&notBefore, "not-before", "", "do not start before `TIME`")
 	fs.StringVar(&as, "as", "", "who asks (default $USER)")
 	if err := cli.Parse(fs, args); err != nil {

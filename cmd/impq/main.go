@@ -23,6 +23,7 @@ Commands:
   retry   move a failed task back to waiting as a new attempt
   watch   print every transition as it happens, one JSON line each
   spend   show each imp's spend today against its budget
+  tell    leave a message for an imp's next run
 
 Run 'impq COMMAND -h' for a command's flags.
 
@@ -48,5 +49,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"retry":  func(a []string) error { return retry(e, a) },
 		"watch":  func(a []string) error { return watchCmd(ctx, e, a) },
 		"spend":  func(a []string) error { return spend(e, a) },
+		"tell":   func(a []string) error { return tell(e, a) },
 	})
 }

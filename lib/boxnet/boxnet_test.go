@@ -1,0 +1,164 @@
+package boxnet
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/impyard/impyard/lib/ca"
+	"github.com/impyard/impyard/lib/control"
+	"github.com/impyard/impyard/lib/gateway"
+	"github.com/impyard/impyard/lib/judge"
+	"github.com/impyard/impyard/lib/netns"
+	"github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/token"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// dialIn connects to addr from inside the namespace at ns, as the box
+// would.
+func dialIn(t *testing.T, ns, addr string) net.Conn {
+	t.Helper()
+	type res struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		runtime.LockOSThread() // the thread dies with the namespace it entered
+		fd, err := unix.Open(ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			err = unix.Setns(fd, unix.CLONE_NEWNET)
+			unix.Close(fd)
+		}
+		if err != nil {
+			ch <- res{nil, err}
+			return
+		}
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		ch <- res{c, err}
+	}()
+	r := <-ch
+	if r.err != nil {
+		t.Fatalf("dial %s inside %s: %v", addr, ns, r.err)
+	}
+	return r.c
+}
+
+// ask sends one raw request on a new connection from inside ns and
+// returns the status line.
+func ask(t *testing.T, ns, request string) string {
+	t.Helper()
+	c := dialIn(t, ns, Addr)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprint(c, request)
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+func basic(name, tok string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(name+":"+tok))
+}
+
+// TestBoxListener: the gateway serves a live run inside its namespace and
+// answers gateway.json; a box must use its own run's token, to the proxy
+// and to the control API; the listener closes when the run ends.
+func TestBoxListener(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
+	netns.Dir = filepath.Join(t.TempDir(), "netns")
+	defer unix.Unmount(netns.Dir, unix.MNT_DETACH)
+	y, _ := yard.Open(t.TempDir())
+	home := t.TempDir()
+	os.MkdirAll(y.Path("policies"), 0o750)
+	os.WriteFile(y.PolicyPath(), []byte(`{"schema":"impyard.policy/1","rules":[]}`), 0o640)
+	authority, err := ca.Init(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	minter, _ := ca.NewMinter(authority, 0, 0)
+	decisions, _ := y.DecisionsPath()
+	s := &Server{Yard: y, Home: home, Logf: t.Logf}
+	api := &control.API{Yard: y, Home: home, RunOf: func(r *http.Request) (string, bool) {
+		runID, _, ok := Identity(gateway.Conn(r.Context()))
+		return runID, ok
+	}}
+	g, err := gateway.New(gateway.Config{PolicyPath: y.PolicyPath(), DecisionsPath: decisions, Home: home, Minter: minter,
+		Authenticate: s.Authenticate, Control: api})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.Policy = func() *judge.Policy { return g.Policy() }
+	s.Gateway = g
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+
+	ns, err := netns.New("r-0000000000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer netns.Remove(ns)
+	r := &run.Run{ID: "r-0000000000000001", Imp: "yuko", Task: "t-0000000000000001", State: run.Starting, NetNS: ns, Created: time.Now()}
+	if err := run.Write(y, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.WaitReady(y, r.ID, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	own, _ := token.Issue(home, "yuko", r.ID, r.Task)
+	other, _ := token.Issue(home, "yuko", "r-0000000000000002", "")
+	for _, tc := range []struct{ req, want string }{
+		{"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n", "200"},
+		{"GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n", "407"},
+		{"GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\nProxy-Authorization: " + basic("yuko", other) + "\r\n\r\n", "407"},
+		{"GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\nProxy-Authorization: " + basic("yuko", own) + "\r\n\r\n", "403"},
+		{"GET /v1/gates HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + other + "\r\n\r\n", "403"},
+		{"GET /v1/gates HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + own + "\r\n\r\n", "200"},
+	} {
+		if got := ask(t, ns, tc.req); !strings.Contains(got, " "+tc.want+" ") {
+			t.Errorf("%q: got %q, want %s", strings.SplitN(tc.req, "\r\n", 2)[0], got, tc.want)
+		}
+	}
+	// The run ends: its listener goes away.
+	r.State = run.Exited
+	run.Write(y, r)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			fd, _ := unix.Open(ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			unix.Setns(fd, unix.CLONE_NEWNET)
+			unix.Close(fd)
+			conn, err := net.DialTimeout("tcp", Addr, time.Second)
+			if err == nil {
+				conn.Close()
+			}
+			c <- err
+		}()
+		if <-c != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the listener of an ended run still answers")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,202 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/mailbox"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+func newSup(t *testing.T) (*Supervisor, *time.Time) {
+	t.Helper()
+	y, err := yard.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 30, 8, 0, 30, 0, time.UTC)
+	s := &Supervisor{Yard: y, Home: t.TempDir(), Now: func() time.Time { return now }, Logf: t.Logf}
+	s.init()
+	return s, &now
+}
+
+func writeImp(t *testing.T, y *yard.Yard, name, conf string) {
+	t.Helper()
+	os.MkdirAll(y.Path("imps", name), 0o750)
+	if err := os.WriteFile(y.Path("imps", name, "imp.toml"), []byte(conf), 0o640); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tasks(t *testing.T, y *yard.Yard, imp string) []*queue.Task {
+	t.Helper()
+	ts, bad := queue.List(y, queue.Filter{Imp: imp})
+	if len(bad) > 0 {
+		t.Fatal(bad)
+	}
+	return ts
+}
+
+// TestSchedules: a schedule fires on time, never stacks a task on one
+// still waiting or running, and after downtime fires once, not once per
+// missed slot.
+func TestSchedules(t *testing.T) {
+	s, now := newSup(t)
+	writeImp(t, s.Yard, "yuko", "command = [\"x\"]\nschedule = \"*/10 * * * *\"\nschedule_task = \"weekly digest\"\n")
+	s.schedules()
+	if n := len(tasks(t, s.Yard, "yuko")); n != 0 {
+		t.Fatalf("fired on first sight: %d tasks", n)
+	}
+	*now = now.Add(5 * time.Minute) // 08:05:30: not due
+	s.schedules()
+	if n := len(tasks(t, s.Yard, "yuko")); n != 0 {
+		t.Fatalf("fired early")
+	}
+	*now = now.Add(5 * time.Minute) // 08:10:30: due
+	s.schedules()
+	ts := tasks(t, s.Yard, "yuko")
+	if len(ts) != 1 || !ts[0].Proactive || ts[0].Text != "weekly digest" || ts[0].Labels[0] != "schedule" {
+		t.Fatalf("after 08:10: %+v", ts)
+	}
+	*now = now.Add(10 * time.Minute) // due again, but the first still waits
+	s.schedules()
+	if n := len(tasks(t, s.Yard, "yuko")); n != 1 {
+		t.Fatalf("stacked: %d tasks", n)
+	}
+	queue.Move(s.Yard, ts[0].ID, queue.Change{To: state.Running})
+	queue.Move(s.Yard, ts[0].ID, queue.Change{To: state.Done})
+	*now = now.Add(10 * time.Hour) // downtime: 60 slots missed
+	s.schedules()
+	s.schedules()
+	if n := len(tasks(t, s.Yard, "yuko")); n != 2 {
+		t.Fatalf("after downtime %d tasks, want exactly one catch-up", n-1)
+	}
+}
+
+func TestScheduleRefused(t *testing.T) {
+	s, _ := newSup(t)
+	writeImp(t, s.Yard, "yuko", "command = [\"x\"]\nschedule = \"every tuesday\"\n")
+	s.schedules()
+	if n := len(tasks(t, s.Yard, "yuko")); n != 0 {
+		t.Errorf("an invalid schedule fired")
+	}
+}
+
+// TestSettleAndContinue: a needs-review task ends when its gates finish,
+// failed if one failed; a task that asked for continuations gets one per
+// finished gate, once.
+func TestSettleAndContinue(t *testing.T) {
+	s, _ := newSup(t)
+	id, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "yuko", Text: "digest", Continue: true, By: "alice", Actor: "test"})
+	queue.Move(s.Yard, id, queue.Change{To: state.Running})
+	queue.Move(s.Yard, id, queue.Change{To: state.NeedsReview})
+	g1, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Task: id, Payload: []byte(`{"n":1}`), By: "yuko", Actor: "test"})
+	g2, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Task: id, Payload: []byte(`{"n":2}`), By: "yuko", Actor: "test"})
+	gate.Move(s.Yard, g1.ID, gate.Change{To: state.Denied, By: "alice", Why: "not now"})
+	s.settle()
+	if task, _ := queue.Get(s.Yard, id); task.State != state.NeedsReview {
+		t.Fatalf("settled with a gate still open: %s", task.State)
+	}
+	s.continuations()
+	s.continuations()
+	cont := 0
+	for _, task := range tasks(t, s.Yard, "yuko") {
+		if task.Continues == id {
+			cont++
+			if !strings.Contains(task.Text, g1.ID) || !strings.Contains(task.Text, "denied") || !strings.Contains(task.Text, "not now") {
+				t.Errorf("continuation text: %s", task.Text)
+			}
+		}
+	}
+	if cont != 1 {
+		t.Fatalf("%d continuations for one finished gate", cont)
+	}
+	gate.Move(s.Yard, g2.ID, gate.Change{To: state.Approved, By: "alice"})
+	gate.Move(s.Yard, g2.ID, gate.Change{To: state.Executing, By: "impexec"})
+	gate.Move(s.Yard, g2.ID, gate.Change{To: state.Failed, By: "impexec", Why: "upstream said 500"})
+	s.settle()
+	task, _ := queue.Get(s.Yard, id)
+	if task.State != state.Failed || !strings.Contains(task.Reason, "upstream said 500") {
+		t.Errorf("after a failed gate: %s %q", task.State, task.Reason)
+	}
+	s.continuations()
+	if n := len(tasks(t, s.Yard, "yuko")); n != 3 {
+		t.Errorf("%d tasks, want the original and two continuations", n)
+	}
+}
+
+// TestBrief: the brief carries the task, open gates, gates resolved since
+// the last run, undelivered messages (then delivered, once) and the
+// journal's tail.
+func TestBrief(t *testing.T) {
+	s, _ := newSup(t)
+	old, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"old":1}`), By: "yuko", Actor: "test"})
+	gate.Move(s.Yard, old.ID, gate.Change{To: state.Denied, By: "alice"})
+	s.lastRun("yuko", time.Now())
+	time.Sleep(10 * time.Millisecond)
+	open, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"n":1}`), By: "yuko", Actor: "test"})
+	fresh, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"n":2}`), By: "yuko", Actor: "test"})
+	gate.Move(s.Yard, fresh.ID, gate.Change{To: state.Denied, By: "alice"})
+	gate.File(s.Yard, gate.FileOptions{Imp: "rex", Intent: "email-send", Payload: []byte(`{}`), By: "rex", Actor: "test"})
+	mailbox.Send(s.Yard, "yuko", "alice", "skip sports")
+	id, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "yuko", Text: "digest", By: "alice", Actor: "test"})
+	task, _ := queue.Get(s.Yard, id)
+	os.MkdirAll(s.Yard.Path("runs", "r-0000000000000001"), 0o750)
+	p, err := s.writeBrief(task, "r-0000000000000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b Brief
+	raw, _ := os.ReadFile(p)
+	if err := json.Unmarshal(raw, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Task.ID != id || len(b.Open) != 1 || b.Open[0].ID != open.ID || len(b.Resolved) != 1 || b.Resolved[0].ID != fresh.ID {
+		t.Errorf("brief gates: open %d resolved %d", len(b.Open), len(b.Resolved))
+	}
+	if len(b.Mailbox) != 1 || b.Mailbox[0].Text != "skip sports" || len(b.Journal) == 0 {
+		t.Errorf("brief mailbox %+v, journal %d lines", b.Mailbox, len(b.Journal))
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o644 {
+		t.Errorf("brief mode %v: the box's user must read it", fi.Mode().Perm())
+	}
+	again, _ := mailbox.Deliver(s.Yard, "yuko", "r-0000000000000002")
+	if len(again) != 0 {
+		t.Errorf("a message was delivered twice")
+	}
+	if _, err := os.Stat(filepath.Join(s.Yard.Path("mailbox", "yuko"))); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestCheckBox(t *testing.T) {
+	y, _ := yard.Open(t.TempDir())
+	for conf, want := range map[string]string{
+		"command = [\"x\"]":                                       "names no box",
+		"rootfs = \"/nonexistent\"\ncommand = [\"x\"]":            "no such file",
+		"rootfs = \"/\"":                                          "no command",
+		"rootfs = \"/\"\ncommand = [\"x\"]\nuser = \"root\"":      "not numeric",
+		"rootfs = \"/\"\ncommand = [\"x\"]\nuser = \"0:0\"":       "never runs as root",
+		"rootfs = \"/\"\ncommand = [\"x\"]\nmemory = \"lots\"":    "memory",
+		"rootfs = \"/\"\ncommand = [\"x\"]\nmemory = \"256M\"":    "",
+		"rootfs = \"/\"\ncommand = [\"x\"]\nuser = \"1000:1000\"": "",
+	} {
+		writeImp(t, y, "yuko", conf)
+		cfg, err := config.LoadImp(y, "yuko")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := checkBox(cfg)
+		if (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("%q: got %q, want %q", conf, got, want)
+		}
+	}
+}
