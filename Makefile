@@ -54,7 +54,7 @@ install: build
 	  install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/; \
 	done
 
-demo: build
+demo:
 	scripts/demo
 
 clean:
