@@ -44,6 +44,8 @@ bench:
 	$(GO) test -run '^$$' -bench 'AddVsNq' -benchtime 500x ./tests/
 	$(GO) test -run '^$$' -bench 'WatchLatency' -benchtime 50x ./tests/
 	$(GO) test -run '^$$' -bench 'EnvelopeToPending|ApproveToExecuted' -benchtime 500x ./tests/
+	$(GO) test -run '^$$' -bench 'Dispatch' -benchtime 50x ./tests/
+	$(GO) test -run '^$$' -bench 'Start' -benchtime 50x ./lib/box/
 	@for s in scripts/bench-*; do [ -x "$$s" ] && { echo "== $$s"; "$$s"; } || true; done
 
 install: build

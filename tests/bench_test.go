@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/queue"
+	runrec "github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
 )
 
@@ -182,4 +184,61 @@ func BenchmarkEnvelopeToPending(b *testing.B) {
 	p50, p99 := percentiles(lat)
 	b.ReportMetric(p50, "p50-ms")
 	b.ReportMetric(p99, "p99-ms")
+}
+
+// BenchmarkDispatch measures, over b.N tasks (run with -benchtime 50x),
+// the time from impq add to the task's box process running under a live
+// impsup and impgw, and in the same run the wall time of ctr run --rm
+// --rootfs on the same rootfs, reporting medians, p99 and the ratio.
+func BenchmarkDispatch(b *testing.B) {
+	y := newBoxYard(b)
+	y.daemon(b, bin, "impgw", "serve")
+	y.daemon(b, bin, "impsup", "run", "--rescan", "1s")
+	dir := y.y.Path("imps", "bench")
+	os.MkdirAll(dir, 0o750)
+	os.WriteFile(filepath.Join(dir, "imp.toml"), []byte(fmt.Sprintf("rootfs = %q\ncommand = [\"/bin/true\"]\n", boxEnv.rootfs)), 0o640)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		out, err := y.run(b, "impq", "add", "--imp", "bench", "go")
+		if err != nil {
+			b.Fatalf("impq add: %v %s", err, out)
+		}
+		id := strings.TrimSpace(out)
+		var started time.Time
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+			task, err := queue.Get(y.y, id)
+			if err != nil || len(task.Runs) == 0 {
+				continue
+			}
+			if r, err := runrec.Read(y.y, task.Runs[0]); err == nil && r.Started != nil {
+				started = *r.Started
+			}
+			if task.State == state.Done || task.State == state.Failed {
+				break
+			}
+		}
+		if started.IsZero() {
+			b.Fatalf("task %s never started", id)
+		}
+		lat = append(lat, started.Sub(start))
+	}
+	b.StopTimer()
+	var ctr []time.Duration
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		out, err := exec.Command("ctr", "--address", boxEnv.sock, "-n", y.ns+"-ctr", "run", "--rm", "--rootfs", boxEnv.rootfs, fmt.Sprintf("ctr-bench-%d", i), "/bin/true").CombinedOutput()
+		if err != nil {
+			b.Fatalf("ctr run: %v %s", err, out)
+		}
+		ctr = append(ctr, time.Since(start))
+	}
+	p50, p99 := percentiles(lat)
+	c50, c99 := percentiles(ctr)
+	b.ReportMetric(p50, "dispatch-p50-ms")
+	b.ReportMetric(p99, "dispatch-p99-ms")
+	b.ReportMetric(c50, "ctr-run-p50-ms")
+	b.ReportMetric(c99, "ctr-run-p99-ms")
+	b.ReportMetric(p50/c50, "x-ctr-run")
 }

@@ -84,7 +84,7 @@ type boxYard struct {
 	ns    string
 }
 
-func newBoxYard(t *testing.T) *boxYard {
+func newBoxYard(t testing.TB) *boxYard {
 	t.Helper()
 	boxSetup(t)
 	s := newSpine(t, true, bin)
@@ -121,7 +121,7 @@ func newBoxYard(t *testing.T) *boxYard {
 
 // imp writes imps/<name>/imp.toml: the test rootfs, and the demo imp with
 // a minute's ceiling unless keys says otherwise (key -> TOML value).
-func (b *boxYard) imp(t *testing.T, name string, keys map[string]string) {
+func (b *boxYard) imp(t testing.TB, name string, keys map[string]string) {
 	t.Helper()
 	dir := b.y.Path("imps", name)
 	os.MkdirAll(dir, 0o750)
@@ -138,7 +138,7 @@ func (b *boxYard) imp(t *testing.T, name string, keys map[string]string) {
 	}
 }
 
-func (b *boxYard) add(t *testing.T, imp, text string, extra ...string) string {
+func (b *boxYard) add(t testing.TB, imp, text string, extra ...string) string {
 	t.Helper()
 	out, err := b.run(t, "impq", append(append([]string{"add", "--imp", imp}, extra...), text)...)
 	if err != nil {
@@ -147,7 +147,7 @@ func (b *boxYard) add(t *testing.T, imp, text string, extra ...string) string {
 	return strings.TrimSpace(out)
 }
 
-func (b *boxYard) once(t *testing.T) string {
+func (b *boxYard) once(t testing.TB) string {
 	t.Helper()
 	out, err := b.run(t, "impsup", "once")
 	if err != nil {

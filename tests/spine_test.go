@@ -192,7 +192,7 @@ func (s *spine) propose(t testing.TB, tok, envelope string) (int, map[string]any
 	return resp.StatusCode, out, time.Since(start)
 }
 
-func (s *spine) waitState(t *testing.T, gateID string, want ...string) *gate.Gate {
+func (s *spine) waitState(t testing.TB, gateID string, want ...string) *gate.Gate {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
