@@ -252,12 +252,12 @@ func sameHost(hostHeader string, t *target) error {
 	if err != nil {
 		var he *http1.Error
 		if errors.As(err, &he) {
-			return fmt.Errorf("Host header %q: %s", clip(hostHeader), he.Reason)
+			return fmt.Errorf("the Host header %q: %s", clip(hostHeader), he.Reason)
 		}
 		return err
 	}
 	if h != t.host || p != t.port {
-		return fmt.Errorf("Host header %q does not name the target %s:%d (domain fronting)", clip(hostHeader), t.host, t.port)
+		return fmt.Errorf("the Host header %q does not name the target %s:%d (domain fronting)", clip(hostHeader), t.host, t.port)
 	}
 	return nil
 }

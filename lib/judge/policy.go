@@ -395,7 +395,7 @@ func parseHost(h string) (hostPattern, error) {
 		return hostPattern{text: h, suffix: "." + c}, nil
 	}
 	if strings.Contains(h, "*") {
-		return hostPattern{}, fmt.Errorf("%s: a wildcard must be the whole host or a leading *.", quote(h))
+		return hostPattern{}, fmt.Errorf("%s: a wildcard must be the whole host or a leading \"*.\"", quote(h))
 	}
 	c, err := CanonicalHost(h)
 	if err != nil {

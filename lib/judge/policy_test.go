@@ -44,7 +44,7 @@ func TestBrokenPolicies(t *testing.T) {
 		"bad-rule-mode.json":                `rules[0] "a": mode: "Report" is not enforce or report`,
 		"bad-schema.json":                   `schema: "impyard.gate/1" is not impyard.policy/<major>`,
 		"bad-subject-glob.json":             "rules[0] \"a\": match.subject: bad glob \"{yuko,org\": glob: syntax error at 9: unclosed `{`",
-		"bad-wildcard.json":                 `rules[0] "a": match.host: "api.*.com": a wildcard must be the whole host or a leading *.`,
+		"bad-wildcard.json":                 `rules[0] "a": match.host: "api.*.com": a wildcard must be the whole host or a leading "*."`,
 		"case-folded-field.json":            `rules[0] "model-api": unknown field "Verdict" (names are case-sensitive: did you mean "verdict"?)`,
 		"cidr-host-bits.json":               `rules[0] "a": match.network: "127.0.0.1/8" has host bits set (did you mean 127.0.0.0/8?)`,
 		"duplicate-key.json":                `duplicate key "rules" at $`,

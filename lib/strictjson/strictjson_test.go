@@ -16,6 +16,7 @@ type inner struct {
 	Name string `json:"name"`
 	Kind string `json:"kind,omitempty"`
 	Skip string `json:"-"`
+	//lint:ignore SA5008 the "-," tag names a field "-", which strictjson must honour like encoding/json
 	Dash string `json:"-,"`
 }
 
@@ -28,7 +29,8 @@ type outer struct {
 	Raw      json.RawMessage  `json:"raw"`
 	Any      any              `json:"any"`
 	Untagged int
-	private  int
+	//lint:ignore U1000 an unexported field must stay unknown to strictjson
+	private int
 }
 
 func TestUnmarshal(t *testing.T) {
