@@ -111,6 +111,27 @@ func Interrupted(dir string) (string, bool) {
 	return string(b), true
 }
 
+// Recover finishes what a writer that died left in the store at dir: when
+// its mark names an entity, latest reads that entity's latest transition
+// as an event (ok false: the entity is not there, nothing to record), and
+// Ensure records it. Callers hold the store's lock.
+func Recover(y *yard.Yard, dir string, latest func(entity string) (e Event, ok bool, err error)) error {
+	entity, marked := Interrupted(dir)
+	if !marked {
+		return nil
+	}
+	e, ok, err := latest(entity)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if err := Ensure(y, e); err != nil {
+			return err
+		}
+	}
+	return End(dir)
+}
+
 // window bounds how far back Ensure looks: a record is appended moments
 // after its transition, so anything older than this before it cannot be it.
 const window = 10 * time.Minute

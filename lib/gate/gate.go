@@ -181,7 +181,7 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 				existing = prev
 				return nil
 			}
-			if !strings.Contains(err.Error(), "no such gate") {
+			if !errors.Is(err, errNoGate) {
 				return err
 			}
 			g.ID = o.ID
@@ -260,21 +260,19 @@ func Repair(y *yard.Yard) error {
 // recoverInterrupted ensures the records of the gate named by the gates
 // store's marker, if a dead writer left one. Callers hold the gates lock.
 func recoverInterrupted(y *yard.Yard, d *store.Dir) error {
-	gateID, ok := event.Interrupted(d.Path())
-	if !ok {
-		return nil
-	}
-	if id.Check(id.Gate, gateID) == nil {
-		g, err := Get(y, gateID)
-		if err == nil {
-			if err := event.Ensure(y, eventOf(g, len(g.History))); err != nil {
-				return err
-			}
-		} else if !strings.Contains(err.Error(), "no such gate") {
-			return err
+	return event.Recover(y, d.Path(), func(gateID string) (event.Event, bool, error) {
+		if id.Check(id.Gate, gateID) != nil {
+			return event.Event{}, false, nil
 		}
-	}
-	return event.End(d.Path())
+		g, err := Get(y, gateID)
+		if errors.Is(err, errNoGate) {
+			return event.Event{}, false, nil
+		}
+		if err != nil {
+			return event.Event{}, false, err
+		}
+		return eventOf(g, len(g.History)), true, nil
+	})
 }
 
 func readGate(path string) (*Gate, error) {
@@ -308,11 +306,14 @@ func Get(y *yard.Yard, gateID string) (*Gate, error) {
 	if store.IsNotExist(err) {
 		g, err = readGate(y.Path("gates", pending, gateID+".json"))
 		if store.IsNotExist(err) {
-			return nil, fmt.Errorf("gate %s: no such gate in %s", gateID, y.Path("gates"))
+			return nil, fmt.Errorf("gate %s: %w in %s", gateID, errNoGate, y.Path("gates"))
 		}
 	}
 	return g, err
 }
+
+// errNoGate is a gate id that names no gate.
+var errNoGate = errors.New("no such gate")
 
 // Change is one requested transition of a gate.
 type Change struct {
@@ -350,7 +351,7 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 		if store.IsNotExist(err) {
 			g, err = readGate(tx.Path(name(pending, gateID)))
 			if store.IsNotExist(err) {
-				return fmt.Errorf("gate %s: no such gate in %s", gateID, y.Path("gates"))
+				return fmt.Errorf("gate %s: %w in %s", gateID, errNoGate, y.Path("gates"))
 			}
 		}
 		if err != nil {

@@ -231,21 +231,19 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 // recoverInterrupted records the last transition of a task whose writer
 // died between its state write and its records. Callers hold d's lock.
 func recoverInterrupted(y *yard.Yard, d *store.Dir) error {
-	taskID, ok := event.Interrupted(d.Path())
-	if !ok {
-		return nil
-	}
-	if id.Check(id.Task, taskID) == nil {
-		t, err := readTask(filepath.Join(d.Path(), fileName(taskID)), filepath.Base(d.Path()))
-		if err == nil {
-			if err := event.Ensure(y, eventOf(t, len(t.History))); err != nil {
-				return err
-			}
-		} else if !store.IsNotExist(err) {
-			return err
+	return event.Recover(y, d.Path(), func(taskID string) (event.Event, bool, error) {
+		if id.Check(id.Task, taskID) != nil {
+			return event.Event{}, false, nil
 		}
-	}
-	return event.End(d.Path())
+		t, err := readTask(filepath.Join(d.Path(), fileName(taskID)), filepath.Base(d.Path()))
+		if store.IsNotExist(err) {
+			return event.Event{}, false, nil
+		}
+		if err != nil {
+			return event.Event{}, false, err
+		}
+		return eventOf(t, len(t.History)), true, nil
+	})
 }
 
 // eventOf is the journal and audit record of the task's seq-th
