@@ -249,14 +249,37 @@ func TestBoxRefusals(t *testing.T) {
 	b := newBoxYard(t)
 	b.daemon(t, bin, "impgw", "serve")
 	b.imp(t, "sleeper", map[string]string{"ceiling": `"2s"`, "command": `["/bin/sh", "-c", "trap '' TERM; sleep 60"]`})
+	b.imp(t, "quitter", map[string]string{"command": `["/bin/false"]`})
+	b.imp(t, "filler", map[string]string{"workspace": `"8M"`,
+		"command": `["/bin/sh", "-c", "echo kept > /work/note; dd if=/dev/zero of=/work/big bs=1M count=64; echo dd=$?"]`})
 	noConf := b.add(t, "ghost", "nobody configured me")
 	slow := b.add(t, "sleeper", "sleep")
+	quit := b.add(t, "quitter", "give up at once")
+	fill := b.add(t, "filler", "fill the workspace")
+	if out, err := b.run(t, "impsup", "doctor"); err != nil || !strings.Contains(out, "ok    containerd") || !strings.Contains(out, "ok    gateway") {
+		t.Errorf("doctor: %v\n%s", err, out)
+	}
 	start := time.Now()
 	b.once(t)
+	if task := b.task(t, quit); task.State != state.Failed || !strings.Contains(task.Reason, "exit") {
+		t.Errorf("a box that exits 1 at once: %s %q", task.State, task.Reason)
+	}
+	task := b.task(t, fill)
+	log := b.boxLog(t, task)
+	if !strings.Contains(log, "No space left on device") || !strings.Contains(log, "dd=1") {
+		t.Errorf("the workspace was not bounded:\n%s", log)
+	}
+	kept, err := os.ReadFile(runrec.Path(b.y, task.Runs[0], "workspace", "note"))
+	if err != nil || string(kept) != "kept\n" {
+		t.Errorf("the workspace was not kept: %q %v", kept, err)
+	}
+	if fi, err := os.Stat(runrec.Path(b.y, task.Runs[0], "workspace", "big")); err != nil || fi.Size() > 8<<20 {
+		t.Errorf("workspace copy: %v %v", fi, err)
+	}
 	if task := b.task(t, noConf); task.State != state.Failed || !strings.Contains(task.Reason, "has no configuration") {
 		t.Errorf("unconfigured imp: %s %q", task.State, task.Reason)
 	}
-	task := b.task(t, slow)
+	task = b.task(t, slow)
 	took := time.Since(start)
 	if task.State != state.Failed || !strings.HasPrefix(task.Reason, "ceiling:") || took < 2*time.Second || took > 30*time.Second {
 		t.Errorf("ceiling: %s %q after %v; want failed at the 2s ceiling", task.State, task.Reason, took)
@@ -266,6 +289,9 @@ func TestBoxRefusals(t *testing.T) {
 	}
 	org, _ := os.ReadFile(b.y.Path("org.toml"))
 	os.WriteFile(b.y.Path("org.toml"), []byte(strings.Replace(string(org), boxEnv.sock, "/nonexistent/containerd.sock", 1)), 0o640)
+	if out, err := b.run(t, "impsup", "doctor"); err == nil || !strings.Contains(out, "FAIL  containerd") {
+		t.Errorf("doctor with containerd away: %v\n%s", err, out)
+	}
 	waiting := b.add(t, "sleeper", "wait for containerd")
 	out, err := b.run(t, "impsup", "once")
 	if err == nil || !strings.Contains(out, "/nonexistent/containerd.sock") || !strings.Contains(out, "tasks stay waiting") {

@@ -105,18 +105,20 @@ type Budget struct {
 
 // Imp is imps/<imp>/imp.toml.
 type Imp struct {
-	Name     string   `toml:"-"`
-	Dir      string   `toml:"-"`
-	Rootfs   string   `toml:"rootfs"`
-	Archive  string   `toml:"archive"`
-	Image    string   `toml:"image"`
-	Command  []string `toml:"command"`
-	TaskVia  string   `toml:"task_via"`
-	User     string   `toml:"user"`
-	Ceiling  Duration `toml:"ceiling"`
-	Memory   string   `toml:"memory"`
-	Pids     int64    `toml:"pids"`
-	Schedule string   `toml:"schedule"`
+	Name    string   `toml:"-"`
+	Dir     string   `toml:"-"`
+	Rootfs  string   `toml:"rootfs"`
+	Archive string   `toml:"archive"`
+	Image   string   `toml:"image"`
+	Command []string `toml:"command"`
+	TaskVia string   `toml:"task_via"`
+	User    string   `toml:"user"`
+	Ceiling Duration `toml:"ceiling"`
+	Memory  string   `toml:"memory"`
+	// Workspace is the size of the box's writable /work (default 256M).
+	Workspace string `toml:"workspace"`
+	Pids      int64  `toml:"pids"`
+	Schedule  string `toml:"schedule"`
 	// ScheduleTask is the text of the tasks the schedule files.
 	ScheduleTask string  `toml:"schedule_task"`
 	Repo         string  `toml:"repo"`

@@ -72,6 +72,9 @@ func (s *Supervisor) finish(l *liveRun, r *run.Run, exit box.Exit, waitErr error
 	s.logf("task %s: run %s ended (%s)", l.task, r.ID, why)
 	s.lastRun(l.imp, now)
 	// Cleanup is off the critical path: the task is settled already.
+	if err := saveWorkspace(run.Path(s.Yard, r.ID, "work")); err != nil {
+		s.logf("run %s: %v", r.ID, err)
+	}
 	if err := s.Runner.Delete(context.Background(), r.ID); err != nil {
 		s.logf("run %s: cleanup: %v", r.ID, err)
 	}

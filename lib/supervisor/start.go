@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/impyard/impyard/lib/box"
 	"github.com/impyard/impyard/lib/boxnet"
@@ -50,6 +53,9 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 	// From here on, whatever fails undoes what was made.
 	var tok, ns string
 	undo := func(why string) {
+		if err := saveWorkspace(run.Path(s.Yard, runID, "work")); err != nil {
+			s.logf("run %s: %v", runID, err)
+		}
 		if ns != "" {
 			netns.Remove(ns)
 		}
@@ -142,12 +148,56 @@ func checkBox(cfg *config.Imp) string {
 			return fmt.Sprintf("%s/imp.toml: a box never runs as root", cfg.Dir)
 		}
 	}
-	if cfg.Memory != "" {
-		if _, err := parseBytes(cfg.Memory); err != nil {
-			return fmt.Sprintf("%s/imp.toml: memory: %v", cfg.Dir, err)
+	for key, v := range map[string]string{"memory": cfg.Memory, "workspace": cfg.Workspace} {
+		if v != "" {
+			if _, err := parseBytes(v); err != nil {
+				return fmt.Sprintf("%s/imp.toml: %s: %v", cfg.Dir, key, err)
+			}
 		}
 	}
 	return ""
+}
+
+// DefaultWorkspace is the size of a box's /work unless imp.toml says.
+const DefaultWorkspace = 256 << 20
+
+// mountWorkspace makes the box's writable /work: a tmpfs of the given
+// size owned by the box's user, so a box that fills its workspace fills
+// only that, never the yard's disk. saveWorkspace keeps what it holds.
+func mountWorkspace(dir, size string, uid, gid int) (string, error) {
+	n := int64(DefaultWorkspace)
+	if size != "" {
+		var err error
+		if n, err = parseBytes(size); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", err
+	}
+	opts := fmt.Sprintf("size=%d,mode=0700,uid=%d,gid=%d", n, uid, gid)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return "", fmt.Errorf("workspace %s: mount tmpfs: %w", dir, err)
+	}
+	return dir, nil
+}
+
+// saveWorkspace copies what the box left in its workspace to
+// runs/<run>/workspace/ and unmounts the tmpfs. A run without a mounted
+// workspace (it never started) has nothing to save.
+func saveWorkspace(dir string) error {
+	var st, parent unix.Stat_t
+	if unix.Stat(dir, &st) != nil || unix.Stat(filepath.Dir(dir), &parent) != nil || st.Dev == parent.Dev {
+		return nil
+	}
+	out := filepath.Join(filepath.Dir(dir), "workspace")
+	if err := os.MkdirAll(out, 0o750); err != nil {
+		return err
+	}
+	if b, err := exec.Command("cp", "-a", "--no-preserve=ownership", dir+"/.", out).CombinedOutput(); err != nil {
+		return fmt.Errorf("saving workspace %s: %v: %s", dir, err, b)
+	}
+	return unix.Unmount(dir, unix.MNT_DETACH)
 }
 
 // gatewayUp checks that impgw answers before a task is committed to a run.
@@ -170,11 +220,8 @@ func (s *Supervisor) prepare(cfg *config.Imp, t *queue.Task, runID, tok, ns, caP
 	uidS, gidS, _ := strings.Cut(user, ":")
 	uid, _ := strconv.Atoi(uidS)
 	gid, _ := strconv.Atoi(gidS)
-	work := run.Path(s.Yard, runID, "work")
-	if err := os.Mkdir(work, 0o700); err != nil {
-		return box.Spec{}, err
-	}
-	if err := os.Chown(work, uid, gid); err != nil {
+	work, err := mountWorkspace(run.Path(s.Yard, runID, "work"), cfg.Workspace, uid, gid)
+	if err != nil {
 		return box.Spec{}, err
 	}
 	briefPath, err := s.writeBrief(t, runID)
