@@ -3,10 +3,12 @@ package supervisor
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/impyard/impyard/lib/box"
 	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/netns"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
@@ -28,6 +30,7 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 	}
 	running, _ := queue.List(s.Yard, queue.Filter{State: state.Running})
 	owned := map[string]bool{}
+	adopted := map[string]bool{}
 	for _, t := range running {
 		if len(t.Runs) == 0 {
 			s.failRunning(t.ID, "running with no run recorded")
@@ -58,6 +61,7 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 			s.failRunning(t.ID, "cannot adopt box of run "+runID+": "+err.Error())
 			continue
 		}
+		adopted[runID] = true
 		s.logf("task %s: adopted box %s", t.ID, runID)
 		s.watch(&liveRun{runID: runID, task: t.ID, imp: t.Imp, box: b}, r)
 	}
@@ -69,7 +73,45 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 			}
 		}
 	}
+	s.sweepRuns(adopted)
 	return nil
+}
+
+// sweepRuns closes the records of runs no box carries on: a run the
+// supervisor died while starting is marked failed, and a namespace or
+// workspace left behind is removed or saved.
+func (s *Supervisor) sweepRuns(adopted map[string]bool) {
+	ids, err := run.List(s.Yard)
+	if err != nil {
+		s.logf("runs: %v", err)
+		return
+	}
+	for _, runID := range ids {
+		if adopted[runID] {
+			continue
+		}
+		r, err := run.Read(s.Yard, runID)
+		if err != nil {
+			continue
+		}
+		if err := saveWorkspace(run.Path(s.Yard, runID, "work")); err != nil {
+			s.logf("run %s: %v", runID, err)
+		}
+		if r.NetNS != "" {
+			if _, err := os.Stat(r.NetNS); err == nil {
+				if err := netns.Remove(r.NetNS); err != nil {
+					s.logf("run %s: %v", runID, err)
+				}
+			}
+		}
+		if r.Live() {
+			now := time.Now().UTC()
+			r.State, r.Error, r.Ended = run.Failed, "the supervisor stopped before the box ran", &now
+			if err := run.Write(s.Yard, r); err != nil {
+				s.logf("run %s: %v", runID, err)
+			}
+		}
+	}
 }
 
 // ceilingLeft is what remains of an adopted box's ceiling.
