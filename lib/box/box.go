@@ -22,18 +22,23 @@
 //   - Output: stdout and stderr are appended to Spec.Log by containerd's
 //     shim, not by this process, so they keep flowing while the caller
 //     restarts; a box started by one Runner can be Adopted by the next.
+//     The shim drains the last of it when the task is deleted: the log is
+//     complete once Delete returns, not yet when Wait does.
 //   - Cleanup is off the critical path: Start returns once the process is
 //     running; Delete removes the task, container, snapshot and namespace
 //     file, and may run in the background.
 //
 // Limits: needs root and a containerd (1.6 or later, runc v2 shim, the
-// overlayfs snapshotter for images) on this host. Works with cgroup v1 and
-// v2; this project's machines run cgroup v1 (hybrid). Stdin is fed by this
-// process: if it dies before the box has read it all, the box sees EOF
-// early. Mount targets missing from a rootfs folder are created in that
-// folder by runc at start (the box still cannot write them): keep them in
-// the rootfs, as scripts/mkrootfs does. Exit.Signal is inferred from exit
-// codes above 128, so a process that exits 137 by itself reads as SIGKILL.
+// overlayfs snapshotter for images) on this host. Written for cgroup v1
+// and v2, tested on v1 (hybrid), which this project's machines run. Stdin
+// is fed by this process: if it dies before the box has read it all, the
+// box sees EOF early. There is no user namespace: the box's uid is the
+// same uid on the host, so a writable mount must be writable by Spec.User,
+// and what the box writes there belongs to it. Mount targets missing from
+// a rootfs folder are created in that folder by runc at start (the box
+// still cannot write them): keep them in the rootfs, as scripts/mkrootfs
+// does. Exit.Signal is inferred from exit codes above 128, so a process
+// that exits 137 by itself reads as SIGKILL.
 package box
 
 import (

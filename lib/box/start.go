@@ -50,7 +50,7 @@ type Spec struct {
 	Ceiling time.Duration // run time before SIGTERM
 	Grace   time.Duration // SIGTERM to SIGKILL
 
-	Log   string // absolute path; stdout and stderr are appended to it, each in order
+	Log   string // absolute path; stdout and stderr are appended to it
 	NetNS string // netns.New path to join; "" gives a private one no one can serve
 }
 
@@ -332,9 +332,25 @@ type stdio struct {
 	dir string         // holds the FIFO until both ends have it open
 }
 
+// newStdio hands the shim plain paths rather than a file:// URI. For
+// equal stdout and stderr paths, which a file:// URI always gives, the
+// shim (containerd 1.6 and 1.7, pkg/process/io.go copyPipes) shares one
+// descriptor between the two copies and stdout's closes it at EOF, so
+// whatever stderr writes after stdout ends, such as a last error before
+// exit, is lost. Two spellings of the path give each stream its own
+// O_APPEND descriptor on the same file.
 func newStdio(log string, src io.Reader) (*stdio, error) {
-	uri := "file://" + filepath.Clean(log)
-	s := &stdio{cfg: cio.Config{Stdout: uri, Stderr: uri}}
+	log = filepath.Clean(log)
+	// The shim opens plain paths as they are, without O_CREATE.
+	if err := os.MkdirAll(filepath.Dir(log), 0o755); err != nil {
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	f, err := os.OpenFile(log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	f.Close()
+	s := &stdio{cfg: cio.Config{Stdout: log, Stderr: filepath.Dir(log) + "/./" + filepath.Base(log)}}
 	if src == nil {
 		return s, nil
 	}
