@@ -5,18 +5,29 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"os"
+	"strings"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/impyard/impyard/lib/blob"
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const showUsage = `usage: impgate show [--json | --raw] GATE
+const showUsage = `usage: impgate show [--json | --raw | --stat] GATE
 
 Show a gate: imp, intent, task, rationale, the sha256 of the frozen payload,
 the payload itself and the full timeline. The payload is re-derived from
 the file and checked against its sha256 before it is shown; a gate edited
 on disk is reported, not shown as if it were what was filed.
+
+A gate whose payload names a diff ("diff": "sha256:<hex>", as a
+commit-and-push gate does) also shows the diff's stat and the diff itself,
+read from blobs/sha256/ and checked against its hash; coloured on a
+terminal, plain when piped. --stat prints only the stat.
 
 --raw prints exactly the frozen payload bytes (the bytes the sha256 is of)
 and nothing else, so 'impgate show --raw G | sha256sum' matches.
@@ -32,6 +43,7 @@ func show(e *cli.Env, args []string) error {
 	root := cli.RootFlag(fs)
 	asJSON := fs.Bool("json", false, "print the gate as one JSON object")
 	raw := fs.Bool("raw", false, "print only the exact frozen payload bytes")
+	statOnly := fs.Bool("stat", false, "for a gate with a diff, print only its stat")
 	g, err := oneGate(fs, args, root)
 	if err != nil {
 		return err
@@ -44,6 +56,8 @@ func show(e *cli.Env, args []string) error {
 		return err
 	}
 	switch {
+	case *statOnly:
+		return showDiff(e, *root, g, frozen, true)
 	case *raw:
 		_, err = e.Stdout.Write(frozen)
 		return err
@@ -67,6 +81,9 @@ func show(e *cli.Env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(w, "\npayload (%d bytes):\n  %s\n", len(frozen), pretty.String())
+	if err := showDiff(e, *root, g, frozen, false); err != nil {
+		return err
+	}
 	if len(g.Result) > 0 {
 		fmt.Fprintf(w, "\nresult:\n  %s\n", string(g.Result))
 	}
@@ -89,4 +106,70 @@ func oneGate(fs *flag.FlagSet, args []string, root *string) (*gate.Gate, error) 
 		return nil, err
 	}
 	return gate.Get(y, fs.Arg(0))
+}
+
+// showDiff prints the stat and, unless statOnly, the diff of a payload
+// that names one; a payload without a diff prints nothing.
+func showDiff(e *cli.Env, root string, g *gate.Gate, frozen []byte, statOnly bool) error {
+	var p struct {
+		Diff string `json:"diff"`
+		Stat string `json:"stat"`
+	}
+	if json.Unmarshal(frozen, &p) != nil || !strings.HasPrefix(p.Diff, blob.Prefix) {
+		if statOnly {
+			return fmt.Errorf("gate %s has no diff", g.ID)
+		}
+		return nil
+	}
+	y, err := yard.Open(root)
+	if err != nil {
+		return err
+	}
+	diff, err := blob.Get(y, p.Diff)
+	if err != nil {
+		return err
+	}
+	w := e.Stdout
+	if statOnly {
+		fmt.Fprintln(w, p.Stat)
+		return nil
+	}
+	fmt.Fprintf(w, "\nstat:\n%s\n\ndiff (%s, %d bytes):\n", p.Stat, p.Diff, len(diff))
+	colour := isTerminal(w)
+	for _, line := range strings.SplitAfter(string(diff), "\n") {
+		if line == "" {
+			continue
+		}
+		c := ""
+		if colour {
+			switch {
+			case strings.HasPrefix(line, "+++"), strings.HasPrefix(line, "---"):
+				c = "\x1b[1m"
+			case strings.HasPrefix(line, "+"):
+				c = "\x1b[32m"
+			case strings.HasPrefix(line, "-"):
+				c = "\x1b[31m"
+			case strings.HasPrefix(line, "@@"):
+				c = "\x1b[36m"
+			}
+		}
+		if c != "" {
+			fmt.Fprint(w, c+strings.TrimSuffix(line, "\n")+"\x1b[0m\n")
+		} else {
+			fmt.Fprint(w, line)
+		}
+	}
+	if !strings.HasSuffix(string(diff), "\n") && len(diff) > 0 {
+		fmt.Fprintln(w)
+	}
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }

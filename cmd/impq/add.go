@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -65,6 +66,13 @@ func add(e *cli.Env, args []string) error {
 	}
 	if fs.NArg() == 0 {
 		return cli.Usagef("add: no task text; give TEXT or '-' for standard input")
+	}
+	if o.Repo != "" {
+		abs, err := filepath.Abs(o.Repo)
+		if err != nil {
+			return err
+		}
+		o.Repo = abs
 	}
 	o.Labels = ls
 	o.By = as

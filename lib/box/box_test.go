@@ -317,12 +317,22 @@ func TestAdoptPastCeiling(t *testing.T) {
 // Kill stops a box as the ceiling would.
 func TestKill(t *testing.T) {
 	r := runner(t)
-	s := spec(t, "/bin/sh", "-c", `trap "exit 0" TERM; sleep 30 & wait`)
+	s := spec(t, "/bin/sh", "-c", `trap "exit 0" TERM; echo ready; sleep 30 & wait`)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b, err := r.Start(ctx, s)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Kill only once the shell has its trap: before that, as PID 1 with no
+	// handler, it would ignore SIGTERM and wait for the SIGKILL.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if log, _ := os.ReadFile(s.Log); strings.Contains(string(log), "ready") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the box never got ready")
+		}
 	}
 	if err := b.Kill(ctx); err != nil {
 		t.Fatal(err)

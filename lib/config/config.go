@@ -93,6 +93,9 @@ type Executor struct {
 	Timeout    Duration          `toml:"timeout"`
 	Command    []string          `toml:"command"`
 	Log        string            `toml:"log"`
+	// Then, on a git-push executor, names the intent of a gate to file
+	// after a successful push (open-pr).
+	Then string `toml:"then"`
 }
 
 // Budget is [budget.<imp>]: what its proactive work may spend per UTC day.
@@ -340,6 +343,14 @@ func (o *Org) check(b []byte) error {
 			return bad(p, b, intent, "executor %s has no kind", intent)
 		default:
 			return bad(p, b, "kind", "executor %s: unknown kind %q (want http, message-user, git-push or egress-grant)", intent, e.Kind)
+		}
+		if e.Then != "" {
+			if e.Kind != GitPush {
+				return bad(p, b, "then", "executor %s: then is only for git-push executors", intent)
+			}
+			if o.Executors[e.Then] == nil || e.Then == intent {
+				return bad(p, b, "then", "executor %s: then = %q names no other configured executor", intent, e.Then)
+			}
 		}
 		if e.Cost < 0 || e.Retries < 0 {
 			return bad(p, b, intent, "executor %s: cost and retries must not be negative", intent)

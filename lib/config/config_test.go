@@ -98,6 +98,8 @@ func TestOrgErrors(t *testing.T) {
 		{"[[trust]]\nlevel = \"auto\"\n", `invalid or missing intent`},
 		{"[executors.x]\nkind = \"carrier-pigeon\"\n", `org.toml:2: key "kind": executor x: unknown kind "carrier-pigeon"`},
 		{"[executors.x]\nkind = \"http\"\n", `an http executor needs url`},
+		{"[executors.x]\nkind = \"git-push\"\nthen = \"open-pr\"\n", `org.toml:3: key "then": executor x: then = "open-pr" names no other configured executor`},
+		{"[executors.x]\nkind = \"message-user\"\nthen = \"x\"\n", `then is only for git-push executors`},
 		{"[executors.x]\nkind = \"http\"\nurl = \"ftp://x\"\n", `url must be http:// or https://`},
 		{"[gateway]\nwait = \"soon\"\n", `org.toml:2`},
 		{"[gateway\nlisten = 1\n", `to end table name`},

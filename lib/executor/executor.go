@@ -183,7 +183,10 @@ func idempotent(e *config.Executor) bool {
 	// Appending to the owner's log checks for the gate first, so it is
 	// idempotent whatever the configuration says, unless it also runs a
 	// command, which may not be.
-	return e.Idempotent || (e.Kind == config.MessageUser && len(e.Command) == 0) || e.Kind == config.EgressGrant
+	return e.Idempotent || (e.Kind == config.MessageUser && len(e.Command) == 0) || e.Kind == config.EgressGrant ||
+		// A push checks the remote first and pushes a sha already there as
+		// a no-op success.
+		e.Kind == config.GitPush
 }
 
 func summary(res *Result) string {
@@ -241,6 +244,8 @@ func (r *Runner) once(ctx context.Context, g *gate.Gate, exe *config.Executor, p
 		return r.messageUser(ctx, g, exe, payload)
 	case config.EgressGrant:
 		return r.grant(g, payload)
+	case config.GitPush:
+		return r.gitPush(ctx, g, exe, payload)
 	}
 	return nil, &outcome{err: fmt.Errorf("executor kind %q is not available in this impexec", exe.Kind)}
 }

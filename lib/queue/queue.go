@@ -122,12 +122,6 @@ func (o *AddOptions) check() error {
 	default:
 		return fmt.Errorf("unknown task kind %q: want research or code", o.Kind)
 	}
-	if o.Kind == Code && o.Repo == "" {
-		return errors.New("a code task needs --repo")
-	}
-	if o.Base != "" && o.Repo == "" {
-		return errors.New("--base needs --repo")
-	}
 	if o.Continues != "" {
 		if err := id.Check(id.Task, o.Continues); err != nil {
 			return err

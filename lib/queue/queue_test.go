@@ -86,7 +86,6 @@ func TestAddRefusesBadInput(t *testing.T) {
 		{Imp: "yuko/../../x", Text: "x"},
 		{Imp: "yuko", Text: "  "},
 		{Imp: "yuko", Text: "x", Kind: "poetry"},
-		{Imp: "yuko", Text: "x", Kind: Code},
 		{Imp: "yuko", Text: "x", Continues: "../t-1"},
 	} {
 		if _, _, err := Add(y, o); err == nil {

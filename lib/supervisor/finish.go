@@ -2,17 +2,23 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/impyard/impyard/lib/blob"
 	"github.com/impyard/impyard/lib/box"
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/token"
+	"github.com/impyard/impyard/lib/worktree"
 )
 
 // watch waits for a box in the background and accounts for its end.
@@ -58,7 +64,9 @@ func (s *Supervisor) finish(l *liveRun, r *run.Run, exit box.Exit, waitErr error
 	case exit.Code != 0:
 		to, why = state.Failed, reason(exit)
 	default:
-		if open := openGates(s, l.task); len(open) > 0 {
+		if cto, cwhy := s.collect(l, r); cto != "" {
+			to, why = cto, cwhy
+		} else if open := openGates(s, l.task); len(open) > 0 {
 			to, why = state.NeedsReview, "box exited 0; waiting on gates "+strings.Join(open, ", ")
 		}
 	}
@@ -77,6 +85,73 @@ func (s *Supervisor) finish(l *liveRun, r *run.Run, exit box.Exit, waitErr error
 	}
 	if err := s.Runner.Delete(context.Background(), r.ID); err != nil {
 		s.logf("run %s: cleanup: %v", r.ID, err)
+	}
+}
+
+// collect takes what the box of a code task committed: a commit-and-push
+// gate for new commits (to is "" then, so the open gate puts the task in
+// needs-review), done "no changes" for none, failed for a box that broke
+// the rules of its worktree. Other tasks are left alone.
+func (s *Supervisor) collect(l *liveRun, r *run.Run) (to, why string) {
+	t, err := queue.Get(s.Yard, l.task)
+	if err != nil || t.Kind != queue.Code {
+		return "", ""
+	}
+	wt := run.Path(s.Yard, r.ID, "worktree")
+	if _, err := os.Stat(wt); err != nil {
+		return state.Failed, "no worktree for run " + r.ID
+	}
+	branch := worktree.Branch(t.Imp, t.ID)
+	repo := t.Repo
+	if repo == "" {
+		if cfg, err := config.LoadImp(s.Yard, t.Imp); err == nil {
+			repo = cfg.Repo
+		}
+	}
+	b, err := store.ReadFile(run.Path(s.Yard, r.ID, baseFile))
+	base := strings.TrimSpace(string(b))
+	if err != nil || !worktree.IsSHA(base) {
+		return state.Failed, fmt.Sprintf("box exited 0 but its work cannot be reviewed: no base sha for run %s (%v)", r.ID, err)
+	}
+	head, diff, stat, err := worktree.Collect(wt, branch, base, r.ID)
+	if errors.Is(err, worktree.ErrNoChanges) {
+		worktree.Remove(wt)
+		return state.Done, "box exited 0; no changes"
+	}
+	if err != nil {
+		return state.Failed, "box exited 0 but its work cannot be reviewed: " + err.Error()
+	}
+	sum, err := blob.Put(s.Yard, diff)
+	if err != nil {
+		return state.Failed, "storing the diff: " + err.Error()
+	}
+	payload, err := json.Marshal(map[string]string{"repo": repo, "branch": branch, "base": base, "head": head,
+		"diff": blob.Prefix + sum, "stat": stat})
+	if err != nil {
+		return state.Failed, err.Error()
+	}
+	g, err := gate.File(s.Yard, gate.FileOptions{Imp: t.Imp, Intent: CommitAndPush, Payload: payload, Task: t.ID, Run: r.ID,
+		Rationale: fmt.Sprintf("push %s (%s..%s) from run %s", branch, base[:12], head[:12], r.ID), By: Actor, Actor: Actor})
+	if err != nil {
+		return state.Failed, "filing the commit-and-push gate: " + err.Error()
+	}
+	s.logf("task %s: gate %s filed for %s at %s", t.ID, g.ID, branch, head)
+	return "", ""
+}
+
+// CommitAndPush is the intent of the gate a code task's new commits file.
+const CommitAndPush = "commit-and-push"
+
+// cleanWorktrees removes the worktrees of a settled task's runs; the diff
+// blobs and the records stay.
+func (s *Supervisor) cleanWorktrees(t *queue.Task) {
+	if t.Kind != queue.Code {
+		return
+	}
+	for _, runID := range t.Runs {
+		if err := worktree.Remove(run.Path(s.Yard, runID, "worktree")); err != nil {
+			s.logf("run %s: removing its worktree: %v", runID, err)
+		}
 	}
 }
 
@@ -135,7 +210,9 @@ func (s *Supervisor) settle() {
 		}
 		if _, err := queue.Move(s.Yard, t.ID, queue.Change{To: to, By: Actor, Actor: Actor, Why: why}); err != nil {
 			s.logf("task %s: %v", t.ID, err)
+			continue
 		}
+		s.cleanWorktrees(t)
 	}
 }
 

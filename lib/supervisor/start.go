@@ -22,7 +22,9 @@ import (
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/token"
+	"github.com/impyard/impyard/lib/worktree"
 )
 
 // Paths inside every box.
@@ -31,6 +33,7 @@ const (
 	BoxBrief     = "/etc/impyard/brief.json"
 	BoxWorkspace = "/work"
 	BoxRepo      = "/repo"
+	BoxWorktree  = worktree.Box
 )
 
 // start runs one waiting task in a new box. ok is false when the task was
@@ -40,6 +43,18 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 	if why := checkBox(cfg); why != "" {
 		s.failWaiting(t, why)
 		return false, nil
+	}
+	if t.Kind == queue.Code {
+		// A repository or base that cannot be used fails the task before
+		// anything is made.
+		if codeRepo(cfg, t) == "" {
+			s.failWaiting(t, "a code task needs a repository: impq add --repo DIR, or repo in "+cfg.Dir+"/imp.toml")
+			return false, nil
+		}
+		if _, err := worktree.Resolve(codeRepo(cfg, t), t.Base); err != nil {
+			s.failWaiting(t, err.Error())
+			return false, nil
+		}
 	}
 	if err := gatewayUp(org.Gateway.Listen); err != nil {
 		return false, err
@@ -240,7 +255,25 @@ func (s *Supervisor) prepare(cfg *config.Imp, t *queue.Task, runID, tok, ns, caP
 		{Source: caPath, Target: BoxCA, ReadOnly: true},
 		{Source: briefPath, Target: BoxBrief, ReadOnly: true},
 	}
-	if cfg.Repo != "" {
+	if t.Kind == queue.Code {
+		// A writable clone of its own; the repository stays read-only.
+		repo := codeRepo(cfg, t)
+		wt := run.Path(s.Yard, runID, "worktree")
+		base, err := worktree.Provision(repo, t.Base, worktree.Branch(t.Imp, t.ID), wt, uid, gid)
+		if err != nil {
+			return box.Spec{}, err
+		}
+		// The base sha is kept outside the box's reach for finish.
+		d, err := run.Dir(s.Yard, runID)
+		if err != nil {
+			return box.Spec{}, err
+		}
+		if err := d.Update(func(tx *store.Tx) error { return tx.Write(baseFile, []byte(base+"\n")) }); err != nil {
+			return box.Spec{}, err
+		}
+		mounts = append(mounts, box.Mount{Source: repo, Target: BoxRepo, ReadOnly: true}, box.Mount{Source: wt, Target: BoxWorktree})
+		env = append(env, "IMPYARD_WORKTREE="+BoxWorktree)
+	} else if cfg.Repo != "" {
 		mounts = append(mounts, box.Mount{Source: cfg.Repo, Target: BoxRepo, ReadOnly: true})
 	}
 	args := append([]string(nil), cfg.Command...)
@@ -260,6 +293,18 @@ func (s *Supervisor) prepare(cfg *config.Imp, t *queue.Task, runID, tok, ns, caP
 	}
 	spec.Args = args
 	return spec, nil
+}
+
+// baseFile, in runs/<run>/, holds the base sha a code task's worktree
+// started from.
+const baseFile = "worktree.base"
+
+// codeRepo is the repository of a code task: its own, or the imp's default.
+func codeRepo(cfg *config.Imp, t *queue.Task) string {
+	if t.Repo != "" {
+		return t.Repo
+	}
+	return cfg.Repo
 }
 
 // parseBytes reads sizes like 512M, 2G, 1048576.
