@@ -40,7 +40,8 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2000x ./lib/queue/
+	$(GO) test -run '^$$' -bench 'Transition|AddUniqueAt10k' -benchtime 2000x ./lib/queue/
+	$(GO) test -run '^$$' -bench 'List10k' ./lib/queue/
 	$(GO) test -run '^$$' -bench 'AddVsNq' -benchtime 500x ./tests/
 	$(GO) test -run '^$$' -bench 'WatchLatency' -benchtime 50x ./tests/
 	$(GO) test -run '^$$' -bench 'EnvelopeToPending|ApproveToExecuted' -benchtime 500x ./tests/
