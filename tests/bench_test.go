@@ -86,11 +86,11 @@ func BenchmarkWatchLatency(b *testing.B) {
 			case <-live:
 				return
 			case <-time.After(50 * time.Millisecond):
-				queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "probe", By: "b", Actor: "bench"})
+				queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "probe", By: "probe", Actor: "bench"})
 			}
 		}
 	}()
-	for lines.Scan() && !strings.Contains(lines.Text(), "probe") {
+	for lines.Scan() && !strings.Contains(lines.Text(), `"by":"probe"`) {
 	}
 	close(live)
 	time.Sleep(100 * time.Millisecond)
