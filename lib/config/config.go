@@ -146,8 +146,6 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
-var intentPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
-
 // Default is the configuration of a yard without org.toml.
 func Default() *Org {
 	o := &Org{}
@@ -324,7 +322,7 @@ func (o *Org) check(b []byte) error {
 		}
 	}
 	for intent, e := range o.Executors {
-		if !intentPattern.MatchString(intent) {
+		if !id.ValidIntent(intent) {
 			return bad(p, b, intent, "not a valid intent name")
 		}
 		if e == nil {
@@ -364,7 +362,7 @@ func (o *Org) check(b []byte) error {
 
 func checkTrust(p string, b []byte, ts []Trust) error {
 	for i, t := range ts {
-		if !intentPattern.MatchString(t.Intent) {
+		if !id.ValidIntent(t.Intent) {
 			return bad(p, b, "intent", "[[trust]] #%d: invalid or missing intent %q", i+1, t.Intent)
 		}
 		if t.Imp != "" {

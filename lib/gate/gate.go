@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -45,8 +44,6 @@ const (
 	pending  = "pending"
 	resolved = "resolved"
 )
-
-var intentPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // Gate is one proposed irreversible action and its whole lifecycle.
 type Gate struct {
@@ -134,7 +131,7 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 	if err := id.CheckName(o.Imp); err != nil {
 		return nil, err
 	}
-	if !intentPattern.MatchString(o.Intent) {
+	if !id.ValidIntent(o.Intent) {
 		return nil, fmt.Errorf("invalid intent %q: use a rule name (a-z, 0-9, '.', '_', '-')", o.Intent)
 	}
 	if len(o.Payload) > MaxPayload {

@@ -131,3 +131,19 @@ func kindName(kind string) string {
 	}
 	return "unknown"
 }
+
+// ValidIntent reports whether s is a valid intent, which is a policy rule
+// name: 1 to 64 characters of a-z, 0-9, '.', '_' and '-', starting with a
+// letter or digit. Checked by hand for the same reason as ids.
+func ValidIntent(s string) bool {
+	if len(s) == 0 || len(s) > 64 || s[0] == '.' || s[0] == '_' || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/impyard/impyard/lib/id"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,8 +21,6 @@ import (
 const SchemaMajor = 1
 
 const schemaPrefix = "impyard.policy/"
-
-var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // The file format. Match fields that take several JSON shapes stay raw
 // here and are decoded one by one, so errors can name the field.
@@ -68,6 +66,10 @@ type injectFile struct {
 }
 
 // Load reads and parses a policy file; errors name the file.
+
+// namePattern is the grammar of rule and secret names, for messages; id.ValidIntent checks it.
+const namePattern = `^[a-z0-9][a-z0-9._-]{0,63}$`
+
 func Load(path string) (*Policy, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -222,7 +224,7 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 	switch {
 	case f.Name == nil:
 		return rule{}, errors.New("name: missing")
-	case !namePattern.MatchString(*f.Name):
+	case !id.ValidIntent(*f.Name):
 		return rule{}, fmt.Errorf("name: %s does not match %s", quote(*f.Name), namePattern)
 	}
 	rl.name = *f.Name
@@ -515,7 +517,7 @@ func parseInject(f *injectFile) (*Inject, error) {
 		return nil, fmt.Errorf("header: %s cannot carry a secret", quote(*f.Header))
 	case f.Secret == nil:
 		return nil, errors.New("secret: missing")
-	case !namePattern.MatchString(*f.Secret):
+	case !id.ValidIntent(*f.Secret):
 		return nil, fmt.Errorf("secret: %s does not match %s", quote(*f.Secret), namePattern)
 	}
 	in := &Inject{Header: strings.ToLower(*f.Header), Secret: *f.Secret, Format: "%s"}

@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"github.com/impyard/impyard/lib/id"
 	"net/http"
 	"net/netip"
 	"os"
@@ -231,7 +232,7 @@ func FuzzParse(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, r := range p.Rules() {
-			if !namePattern.MatchString(r.Name) || seen[r.Name] {
+			if !id.ValidIntent(r.Name) || seen[r.Name] {
 				t.Fatalf("bad or repeated rule name %q", r.Name)
 			}
 			seen[r.Name] = true
