@@ -54,9 +54,7 @@ func runner(e *cli.Env, root string) (*executor.Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &executor.Runner{Yard: y, Home: home, Logf: func(format string, a ...any) {
-		fmt.Fprintf(e.Stderr, "impexec: %s %s\n", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, a...))
-	}}, nil
+	return &executor.Runner{Yard: y, Home: home, Logf: e.Logf}, nil
 }
 
 const runUsage = `usage: impexec run [--rescan INTERVAL] [--workers N]

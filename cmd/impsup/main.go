@@ -74,9 +74,7 @@ func open(ctx context.Context, e *cli.Env, root string) (*supervisor.Supervisor,
 		unlock()
 		return nil, nil, cli.WithHint(fmt.Errorf("%w (tasks stay waiting)", err), "start containerd, or set [containerd] address in org.toml")
 	}
-	s := &supervisor.Supervisor{Yard: y, Home: home, Runner: r, Logf: func(format string, a ...any) {
-		fmt.Fprintf(e.Stderr, "impsup: %s %s\n", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, a...))
-	}}
+	s := &supervisor.Supervisor{Yard: y, Home: home, Runner: r, Logf: e.Logf}
 	return s, func() { r.Close(); unlock() }, nil
 }
 
