@@ -231,32 +231,57 @@ func TestConcurrentMoveOneWins(t *testing.T) {
 	}
 }
 
+// watchLive starts Watch and returns its events, without those of the
+// probes it needed: Watch reports nothing from before its first scan, so
+// probe until it answers.
+func watchLive(t *testing.T, y *yard.Yard, imp string) func() (Event, bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	got := make(chan Event, 64)
+	go Watch(ctx, y, imp, time.Hour, func(e Event) { got <- e }, func(err error) { t.Log(err) })
+	probes := map[string]bool{}
+	next := func() (Event, bool) {
+		for {
+			select {
+			case e := <-got:
+				if !probes[e.ID] {
+					return e, true
+				}
+			case <-time.After(5 * time.Second):
+				return Event{}, false
+			}
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		probes[mustAdd(t, y, AddOptions{Imp: imp, Text: "probe"})] = true
+		select {
+		case e := <-got:
+			if probes[e.ID] {
+				return next
+			}
+			t.Fatalf("an event before the watcher was live: %+v", e)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watcher never reported")
+		}
+	}
+}
+
 func TestWatch(t *testing.T) {
 	y := newYard(t)
 	before := mustAdd(t, y, AddOptions{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	got := make(chan Event, 16)
-	ready := make(chan struct{})
-	go Watch(ctx, y, "", time.Hour, func(e Event) { got <- e }, func(err error) { t.Log(err) })
-	go func() {
-		// Watch reports nothing from before it started; give it a moment
-		// to take its first snapshot.
-		time.Sleep(200 * time.Millisecond)
-		close(ready)
-	}()
-	<-ready
+	next := watchLive(t, y, "yuko")
 	Move(y, before, Change{To: state.Running, By: "impsup"})
-	fresh := mustAdd(t, y, AddOptions{Imp: "rex"})
-	want := []string{before + " waiting->running", fresh + " ->waiting"}
-	for _, w := range want {
-		select {
-		case e := <-got:
-			if s := e.ID + " " + e.From + "->" + e.To; s != w {
-				t.Errorf("got %s, want %s", s, w)
-			}
-		case <-time.After(5 * time.Second):
+	fresh := mustAdd(t, y, AddOptions{})
+	for _, w := range []string{before + " waiting->running", fresh + " ->waiting"} {
+		e, ok := next()
+		if !ok {
 			t.Fatalf("no event for %s", w)
+		}
+		if s := e.ID + " " + e.From + "->" + e.To; s != w {
+			t.Errorf("got %s, want %s", s, w)
 		}
 	}
 }
@@ -265,16 +290,22 @@ func TestWatchEmptyYard(t *testing.T) {
 	y := newYard(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	got := make(chan Event, 4)
+	got := make(chan Event, 16)
 	go Watch(ctx, y, "yuko", time.Hour, func(e Event) { got <- e }, func(err error) { t.Log(err) })
-	time.Sleep(200 * time.Millisecond)
-	id := mustAdd(t, y, AddOptions{})
-	select {
-	case e := <-got:
-		if e.ID != id || e.To != state.Waiting {
-			t.Errorf("got %+v", e)
+	// A task added before the watcher's first scan is history, not news,
+	// so keep adding until one is reported; with a one-hour rescan, only
+	// the watch on the yard root can see queue/ being created.
+	added := map[string]bool{}
+	for i := 0; i < 20; i++ {
+		added[mustAdd(t, y, AddOptions{})] = true
+		select {
+		case e := <-got:
+			if !added[e.ID] || e.To != state.Waiting {
+				t.Errorf("got %+v", e)
+			}
+			return
+		case <-time.After(250 * time.Millisecond):
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a task added to a yard without queue/ was never reported")
 	}
+	t.Fatal("tasks added to a yard without queue/ were never reported")
 }
