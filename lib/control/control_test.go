@@ -25,7 +25,7 @@ const policy = `{"schema":"impyard.policy/1","rules":[
 
 const org = `
 [gateway]
-wait = "2s"
+wait = "15s"
 [[trust]]
 intent = "email-send"
 match = { to = "*@ourco.com" }
