@@ -140,7 +140,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 	if err != nil {
 		return r.fail(g, err.Error()+"; nothing was sent")
 	}
-	res, err := r.perform(ctx, g, exe, payload)
+	res, err := r.perform(ctx, g, org, exe, payload)
 	crash.Point("after-send")
 	if err != nil {
 		var o *outcome
@@ -201,7 +201,7 @@ func summary(res *Result) string {
 
 // perform runs the configured executor, retrying transient failures of an
 // idempotent one with doubling backoff.
-func (r *Runner) perform(ctx context.Context, g *gate.Gate, exe *config.Executor, payload []byte) (*Result, error) {
+func (r *Runner) perform(ctx context.Context, g *gate.Gate, org *config.Org, exe *config.Executor, payload []byte) (*Result, error) {
 	tries := 1
 	if idempotent(exe) {
 		tries += exe.Retries
@@ -215,7 +215,7 @@ func (r *Runner) perform(ctx context.Context, g *gate.Gate, exe *config.Executor
 	}
 	var last error
 	for attempt := 1; attempt <= tries; attempt++ {
-		res, err := r.once(ctx, g, exe, payload)
+		res, err := r.once(ctx, g, org, exe, payload)
 		if err == nil {
 			res.Attempts = attempt
 			return res, nil
@@ -236,10 +236,10 @@ func (r *Runner) perform(ctx context.Context, g *gate.Gate, exe *config.Executor
 	return nil, last
 }
 
-func (r *Runner) once(ctx context.Context, g *gate.Gate, exe *config.Executor, payload []byte) (*Result, error) {
+func (r *Runner) once(ctx context.Context, g *gate.Gate, org *config.Org, exe *config.Executor, payload []byte) (*Result, error) {
 	switch exe.Kind {
 	case config.HTTP:
-		return r.sendHTTP(ctx, g, exe, payload)
+		return r.sendHTTP(ctx, g, org.Gateway.Listen, exe, payload)
 	case config.MessageUser:
 		return r.messageUser(ctx, g, exe, payload)
 	case config.EgressGrant:

@@ -27,15 +27,11 @@ const IdempotencyKey = "Idempotency-Key"
 
 // sendHTTP sends the action through impgw as the org subject, so the
 // gateway judges it, injects the credential and logs it like any request.
-func (r *Runner) sendHTTP(ctx context.Context, g *gate.Gate, exe *config.Executor, payload []byte) (*Result, error) {
-	org, err := config.LoadOrg(r.Yard)
-	if err != nil {
-		return nil, &outcome{err: err}
-	}
+func (r *Runner) sendHTTP(ctx context.Context, g *gate.Gate, listen string, exe *config.Executor, payload []byte) (*Result, error) {
 	// A refused CONNECT comes back from net/http as a bare error; note the
 	// gateway's answer here to know that nothing was sent.
 	var refused string
-	client, err := r.client(org.Gateway.Listen, exe, func(resp *http.Response) {
+	client, err := r.client(listen, exe, func(resp *http.Response) {
 		if resp.StatusCode != http.StatusOK {
 			refused = fmt.Sprintf("%s (decision %s)", resp.Status, resp.Header.Get("X-Impgw-Decision"))
 		}
@@ -63,7 +59,7 @@ func (r *Runner) sendHTTP(ctx context.Context, g *gate.Gate, exe *config.Executo
 	if err != nil {
 		var op *net.OpError
 		notSent := errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
-		return nil, &outcome{err: fmt.Errorf("send %s %s through the gateway at %s: %w", exe.Method, exe.URL, org.Gateway.Listen, err), sent: !notSent, transient: true}
+		return nil, &outcome{err: fmt.Errorf("send %s %s through the gateway at %s: %w", exe.Method, exe.URL, listen, err), sent: !notSent, transient: true}
 	}
 	defer resp.Body.Close()
 	rb, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))

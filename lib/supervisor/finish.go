@@ -177,15 +177,22 @@ func openGates(s *Supervisor, taskID string) []string {
 	return open
 }
 
+// reviews reads the gates once and lets them move tasks on: settled
+// reviews first, then continuations.
+func (s *Supervisor) reviews() {
+	gates, bad := gate.List(s.Yard, gate.Filter{All: true})
+	for _, err := range bad {
+		s.logf("%v", err)
+	}
+	s.settle(gates)
+	s.continuations(gates)
+}
+
 // settle moves needs-review tasks on once all their gates are finished:
 // failed if one failed, done otherwise (a denied gate is a decision, and
 // the task's continuation, if it asked for one, carries it).
-func (s *Supervisor) settle() {
+func (s *Supervisor) settle(gates []*gate.Gate) {
 	tasks, _ := queue.List(s.Yard, queue.Filter{State: state.NeedsReview})
-	if len(tasks) == 0 {
-		return
-	}
-	gates, _ := gate.List(s.Yard, gate.Filter{All: true})
 	for _, t := range tasks {
 		open, failed, outcomes := false, "", []string{}
 		for _, g := range gates {
@@ -218,8 +225,7 @@ func (s *Supervisor) settle() {
 
 // continuations files, once per gate, a continuation task for each
 // finished gate (executed, failed or denied) whose task asked for one.
-func (s *Supervisor) continuations() {
-	gates, _ := gate.List(s.Yard, gate.Filter{All: true})
+func (s *Supervisor) continuations(gates []*gate.Gate) {
 	for _, g := range gates {
 		if g.Task == "" || !state.GateMachine.Terminal(g.State) {
 			continue

@@ -76,7 +76,6 @@ func (s *Supervisor) Once(ctx context.Context) (int, error) {
 	}
 	n, err := s.Pass(ctx)
 	s.Wait()
-	s.settle()
-	s.continuations()
+	s.reviews()
 	return n, err
 }

@@ -116,8 +116,7 @@ func (s *Supervisor) Pass(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("nothing dispatched: %w", err)
 	}
 	s.schedules()
-	s.settle()
-	s.continuations()
+	s.reviews()
 	s.cancellations(ctx)
 	return s.dispatch(ctx, org)
 }
@@ -159,6 +158,10 @@ func (s *Supervisor) dispatch(ctx context.Context, org *config.Org) (int, error)
 		byImp[t.Imp] = append(byImp[t.Imp], t)
 	}
 	sort.Strings(imps)
+	// Each imp's configuration is read once a pass, however many of its
+	// tasks are looked at.
+	cfgs := map[string]*config.Imp{}
+	cfgErrs := map[string]error{}
 	limit := org.Supervisor.Concurrency
 	started := 0
 	var errs []error
@@ -168,7 +171,11 @@ func (s *Supervisor) dispatch(ctx context.Context, org *config.Org) (int, error)
 			if total >= limit || len(byImp[imp]) == 0 {
 				continue
 			}
-			cfg, err := config.LoadImp(s.Yard, imp)
+			cfg, err := cfgs[imp], cfgErrs[imp]
+			if cfg == nil && err == nil {
+				cfg, err = config.LoadImp(s.Yard, imp)
+				cfgs[imp], cfgErrs[imp] = cfg, err
+			}
 			if err != nil {
 				// The task cannot start: fail it, visibly, with the reason.
 				t := byImp[imp][0]

@@ -101,12 +101,11 @@ func TestSettleAndContinue(t *testing.T) {
 	g1, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Task: id, Payload: []byte(`{"n":1}`), By: "yuko", Actor: "test"})
 	g2, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Task: id, Payload: []byte(`{"n":2}`), By: "yuko", Actor: "test"})
 	gate.Move(s.Yard, g1.ID, gate.Change{To: state.Denied, By: "alice", Why: "not now"})
-	s.settle()
+	s.reviews()
 	if task, _ := queue.Get(s.Yard, id); task.State != state.NeedsReview {
 		t.Fatalf("settled with a gate still open: %s", task.State)
 	}
-	s.continuations()
-	s.continuations()
+	s.reviews()
 	cont := 0
 	for _, task := range tasks(t, s.Yard, "yuko") {
 		if task.Continues == id {
@@ -122,12 +121,12 @@ func TestSettleAndContinue(t *testing.T) {
 	gate.Move(s.Yard, g2.ID, gate.Change{To: state.Approved, By: "alice"})
 	gate.Move(s.Yard, g2.ID, gate.Change{To: state.Executing, By: "impexec"})
 	gate.Move(s.Yard, g2.ID, gate.Change{To: state.Failed, By: "impexec", Why: "upstream said 500"})
-	s.settle()
+	s.reviews()
 	task, _ := queue.Get(s.Yard, id)
 	if task.State != state.Failed || !strings.Contains(task.Reason, "upstream said 500") {
 		t.Errorf("after a failed gate: %s %q", task.State, task.Reason)
 	}
-	s.continuations()
+	s.reviews()
 	if n := len(tasks(t, s.Yard, "yuko")); n != 3 {
 		t.Errorf("%d tasks, want the original and two continuations", n)
 	}
