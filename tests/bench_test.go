@@ -196,7 +196,7 @@ func BenchmarkDispatch(b *testing.B) {
 	y.daemon(b, bin, "impsup", "run", "--rescan", "1s")
 	dir := y.y.Path("imps", "bench")
 	os.MkdirAll(dir, 0o750)
-	os.WriteFile(filepath.Join(dir, "imp.toml"), []byte(fmt.Sprintf("rootfs = %q\ncommand = [\"/bin/true\"]\n", boxEnv.rootfs)), 0o640)
+	os.WriteFile(filepath.Join(dir, "imp.toml"), []byte(fmt.Sprintf("rootfs = %q\ncommand = [\"/bin/true\"]\n", boxes.Rootfs)), 0o640)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -228,7 +228,7 @@ func BenchmarkDispatch(b *testing.B) {
 	var ctr []time.Duration
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
-		out, err := exec.Command("ctr", "--address", boxEnv.sock, "-n", y.ns+"-ctr", "run", "--rm", "--rootfs", boxEnv.rootfs, fmt.Sprintf("ctr-bench-%d", i), "/bin/true").CombinedOutput()
+		out, err := exec.Command("ctr", "--address", boxes.Sock, "-n", y.ns+"-ctr", "run", "--rm", "--rootfs", boxes.Rootfs, fmt.Sprintf("ctr-bench-%d", i), "/bin/true").CombinedOutput()
 		if err != nil {
 			b.Fatalf("ctr run: %v %s", err, out)
 		}

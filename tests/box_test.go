@@ -10,11 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/internal/boxtest"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/queue"
 	runrec "github.com/impyard/impyard/lib/run"
@@ -22,59 +22,9 @@ import (
 	"github.com/impyard/impyard/lib/store"
 )
 
-// The box harness: one private containerd and one busybox rootfs holding
-// the demo imp, made on first use, for every box test of the package.
-var boxEnv struct {
-	once   sync.Once
-	skip   string
-	err    error
-	dir    string
-	sock   string
-	rootfs string
-}
-
-func boxSetup(t testing.TB) {
-	t.Helper()
-	boxEnv.once.Do(func() {
-		if os.Geteuid() != 0 {
-			boxEnv.skip = "box tests need root"
-			return
-		}
-		dir, err := os.MkdirTemp("", "impyard-e2e-")
-		if err != nil {
-			boxEnv.err = err
-			return
-		}
-		boxEnv.dir = dir
-		out, err := exec.Command("../scripts/containerd-dev", "start", filepath.Join(dir, "ctd")).Output()
-		if err != nil {
-			boxEnv.skip = fmt.Sprintf("containerd could not be started: %v", err)
-			return
-		}
-		boxEnv.sock = strings.TrimSpace(string(out))
-		boxEnv.rootfs = filepath.Join(dir, "rootfs")
-		cmd := exec.Command("scripts/mkrootfs", boxEnv.rootfs, "./examples/demo-imp")
-		cmd.Dir = ".."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			boxEnv.err = fmt.Errorf("mkrootfs: %v\n%s", err, out)
-		}
-	})
-	if boxEnv.skip != "" {
-		t.Skip(boxEnv.skip)
-	}
-	if boxEnv.err != nil {
-		t.Fatal(boxEnv.err)
-	}
-}
-
-func boxTeardown() {
-	if boxEnv.sock != "" {
-		exec.Command("../scripts/containerd-dev", "stop", filepath.Join(boxEnv.dir, "ctd")).Run()
-	}
-	if boxEnv.dir != "" {
-		os.RemoveAll(boxEnv.dir)
-	}
-}
+// boxes is the harness of this package's box tests: the rootfs holds the
+// demo imp.
+var boxes = &boxtest.Env{Repo: "..", Packages: []string{"./examples/demo-imp"}}
 
 // boxYard is a spine whose org.toml also points the supervisor at the
 // test containerd, with a page server on loopback for imps to fetch.
@@ -86,7 +36,7 @@ type boxYard struct {
 
 func newBoxYard(t testing.TB) *boxYard {
 	t.Helper()
-	boxSetup(t)
+	boxes.Need(t)
 	s := newSpine(t, true, bin)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -99,7 +49,7 @@ func newBoxYard(t testing.TB) *boxYard {
 	t.Cleanup(func() { srv.Close() })
 	ns := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1e9)
 	org, _ := os.ReadFile(s.y.Path("org.toml"))
-	org = append(org, fmt.Sprintf("\n[containerd]\naddress = %q\nnamespace = %q\n[supervisor]\nconcurrency = 4\n", boxEnv.sock, ns)...)
+	org = append(org, fmt.Sprintf("\n[containerd]\naddress = %q\nnamespace = %q\n[supervisor]\nconcurrency = 4\n", boxes.Sock, ns)...)
 	os.WriteFile(s.y.Path("org.toml"), org, 0o640)
 	// Imps may fetch /allowed/ pages from the loopback server; nothing else.
 	pol, _ := os.ReadFile(s.y.PolicyPath())
@@ -108,12 +58,12 @@ func newBoxYard(t testing.TB) *boxYard {
 	os.WriteFile(s.y.PolicyPath(), pol, 0o640)
 	b := &boxYard{spine: s, pages: "http://" + ln.Addr().String(), ns: ns}
 	t.Cleanup(func() {
-		out, _ := exec.Command("ctr", "--address", boxEnv.sock, "-n", ns, "containers", "ls", "-q").Output()
+		out, _ := exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "containers", "ls", "-q").Output()
 		for _, id := range strings.Fields(string(out)) {
-			exec.Command("ctr", "--address", boxEnv.sock, "-n", ns, "tasks", "kill", "-s", "SIGKILL", id).Run()
+			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "tasks", "kill", "-s", "SIGKILL", id).Run()
 			time.Sleep(50 * time.Millisecond)
-			exec.Command("ctr", "--address", boxEnv.sock, "-n", ns, "tasks", "rm", "-f", id).Run()
-			exec.Command("ctr", "--address", boxEnv.sock, "-n", ns, "containers", "rm", id).Run()
+			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "tasks", "rm", "-f", id).Run()
+			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "containers", "rm", id).Run()
 		}
 	})
 	return b
@@ -125,7 +75,7 @@ func (b *boxYard) imp(t testing.TB, name string, keys map[string]string) {
 	t.Helper()
 	dir := b.y.Path("imps", name)
 	os.MkdirAll(dir, 0o750)
-	all := map[string]string{"rootfs": fmt.Sprintf("%q", boxEnv.rootfs), "command": `["/usr/local/bin/demo-imp"]`, "ceiling": `"60s"`}
+	all := map[string]string{"rootfs": fmt.Sprintf("%q", boxes.Rootfs), "command": `["/usr/local/bin/demo-imp"]`, "ceiling": `"60s"`}
 	for k, v := range keys {
 		all[k] = v
 	}
@@ -288,7 +238,7 @@ func TestBoxRefusals(t *testing.T) {
 		t.Errorf("run of the ceiling task: %+v %v; want the ceiling and a SIGKILL (it ignores SIGTERM)", r, err)
 	}
 	org, _ := os.ReadFile(b.y.Path("org.toml"))
-	os.WriteFile(b.y.Path("org.toml"), []byte(strings.Replace(string(org), boxEnv.sock, "/nonexistent/containerd.sock", 1)), 0o640)
+	os.WriteFile(b.y.Path("org.toml"), []byte(strings.Replace(string(org), boxes.Sock, "/nonexistent/containerd.sock", 1)), 0o640)
 	if out, err := b.run(t, "impsup", "doctor"); err == nil || !strings.Contains(out, "FAIL  containerd") {
 		t.Errorf("doctor with containerd away: %v\n%s", err, out)
 	}

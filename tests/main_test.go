@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
-	boxTeardown()
+	boxes.Stop()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

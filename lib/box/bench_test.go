@@ -36,7 +36,7 @@ func BenchmarkStart(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s := Spec{ID: id, Rootfs: env.rootfs, Args: []string{"/bin/true"}, Log: log, NetNS: ns}
+		s := Spec{ID: id, Rootfs: harness.Rootfs, Args: []string{"/bin/true"}, Log: log, NetNS: ns}
 		b.StartTimer()
 		t0 := time.Now()
 		box, err := r.Start(ctx, s)
@@ -57,8 +57,8 @@ func BenchmarkStart(b *testing.B) {
 		// The baselines take turns with the boxes, so a change of load on
 		// the host weighs on both sides of the ratios alike.
 		if i < 20 {
-			ctrs = append(ctrs, timed(b, exec.Command("ctr", "--address", env.sock, "--namespace", testNS,
-				"run", "--rm", "--rootfs", env.rootfs, id+"-ctr", "/bin/true")))
+			ctrs = append(ctrs, timed(b, exec.Command("ctr", "--address", harness.Sock, "--namespace", testNS,
+				"run", "--rm", "--rootfs", harness.Rootfs, id+"-ctr", "/bin/true")))
 			runcs = append(runcs, timed(b, exec.Command("runc", "run", "--bundle", bundle, id+"-runc")))
 		}
 	}
@@ -98,7 +98,7 @@ func runcBundle(b *testing.B) string {
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		b.Fatal(err)
 	}
-	spec["root"] = map[string]any{"path": env.rootfs, "readonly": true}
+	spec["root"] = map[string]any{"path": harness.Rootfs, "readonly": true}
 	proc := spec["process"].(map[string]any)
 	proc["terminal"] = false
 	proc["args"] = []string{"/bin/true"}

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,44 +16,39 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/impyard/impyard/internal/boxtest"
 	"github.com/impyard/impyard/lib/netns"
 )
 
 // The harness: one private containerd (scripts/containerd-dev) and one
 // busybox rootfs with the probe (scripts/mkrootfs) for the whole package,
 // made on first use and torn down by TestMain.
-var env struct {
-	once   sync.Once
-	skip   string // why the box tests cannot run here
-	err    error  // why the harness broke
-	dir    string
-	sock   string
-	rootfs string
+var (
+	harness = &boxtest.Env{Repo: "../..", Packages: []string{"./lib/box/testdata/probe"},
+		// Namespaces live under the harness, apart from a real yard's.
+		Prepare: func(dir string) { netns.Dir = filepath.Join(dir, "netns") },
+		Release: func() {
+			unix.Unmount(netns.Dir, unix.MNT_DETACH)
+			// runc leaves the namespace's parent cgroups; empty ones can go
+			// (rmdir fails on those another test run still uses).
+			cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/" + testNS)
+			for _, cg := range append(cgroups, "/sys/fs/cgroup/"+testNS) {
+				unix.Rmdir(cg)
+			}
+		},
+	}
 	// janitor deletes test boxes, whichever Runner started them.
-	janitor *Runner
-}
+	janitor     *Runner
+	janitorErr  error
+	janitorOnce sync.Once
+)
 
 // testNS keeps test boxes apart from any real yard's.
 const testNS = "impyard-test"
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if env.dir != "" {
-		if env.sock != "" {
-			out, err := exec.Command("../../scripts/containerd-dev", "stop", filepath.Join(env.dir, "ctd")).CombinedOutput()
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "containerd-dev stop: %v\n%s", err, out)
-			}
-		}
-		unix.Unmount(netns.Dir, unix.MNT_DETACH)
-		os.RemoveAll(env.dir)
-		// runc leaves the namespace's parent cgroups; empty ones can go
-		// (rmdir fails on those another test run still uses).
-		cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/" + testNS)
-		for _, cg := range append(cgroups, "/sys/fs/cgroup/"+testNS) {
-			unix.Rmdir(cg)
-		}
-	}
+	harness.Stop()
 	os.Exit(code)
 }
 
@@ -62,52 +56,17 @@ func TestMain(m *testing.M) {
 // boxes.
 func setup(tb testing.TB) {
 	tb.Helper()
-	env.once.Do(func() {
-		if os.Geteuid() != 0 {
-			env.skip = "box tests need root: containerd, runc, mounts and network namespaces"
-			return
-		}
-		dir, err := os.MkdirTemp("", "impyard-box-")
-		if err != nil {
-			env.err = err
-			return
-		}
-		env.dir = dir
-		netns.Dir = filepath.Join(dir, "netns")
-		out, err := exec.Command("../../scripts/containerd-dev", "start", filepath.Join(dir, "ctd")).Output()
-		if err != nil {
-			env.skip = fmt.Sprintf("containerd could not be started with scripts/containerd-dev: %v\n%s", err, exitStderr(err))
-			return
-		}
-		env.sock = strings.TrimSpace(string(out))
-		env.rootfs = filepath.Join(dir, "rootfs")
-		cmd := exec.Command("scripts/mkrootfs", env.rootfs, "./lib/box/testdata/probe")
-		cmd.Dir = "../.."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			env.err = fmt.Errorf("scripts/mkrootfs: %v\n%s", err, out)
-			return
-		}
-		env.janitor, env.err = New(context.Background(), env.sock, testNS)
-	})
-	if env.skip != "" {
-		tb.Skip(env.skip)
+	harness.Need(tb)
+	janitorOnce.Do(func() { janitor, janitorErr = New(context.Background(), harness.Sock, testNS) })
+	if janitorErr != nil {
+		tb.Fatal(janitorErr)
 	}
-	if env.err != nil {
-		tb.Fatal(env.err)
-	}
-}
-
-func exitStderr(err error) string {
-	if ee, ok := err.(*exec.ExitError); ok {
-		return string(ee.Stderr)
-	}
-	return ""
 }
 
 func runner(tb testing.TB) *Runner {
 	tb.Helper()
 	setup(tb)
-	r, err := New(context.Background(), env.sock, testNS)
+	r, err := New(context.Background(), harness.Sock, testNS)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -132,14 +91,14 @@ func spec(tb testing.TB, args ...string) Spec {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
-		if err := env.janitor.Delete(context.Background(), id); err != nil {
+		if err := janitor.Delete(context.Background(), id); err != nil {
 			tb.Error(err)
 		}
 		netns.Remove(ns)
 	})
 	return Spec{
 		ID:      id,
-		Rootfs:  env.rootfs,
+		Rootfs:  harness.Rootfs,
 		Args:    args,
 		Log:     filepath.Join(tb.TempDir(), "box.log"),
 		NetNS:   ns,
@@ -166,7 +125,7 @@ func run(tb testing.TB, r *Runner, s Spec) (Exit, string) {
 // deleted deletes box s and returns its log, which is complete only now.
 func deleted(tb testing.TB, s Spec) string {
 	tb.Helper()
-	if err := env.janitor.Delete(context.Background(), s.ID); err != nil {
+	if err := janitor.Delete(context.Background(), s.ID); err != nil {
 		tb.Fatal(err)
 	}
 	log, err := os.ReadFile(s.Log)

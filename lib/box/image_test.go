@@ -21,7 +21,7 @@ import (
 // command but never its user; then the same image by name from the store.
 func TestImageArchive(t *testing.T) {
 	r := runner(t)
-	archive, manifest := ociArchive(t, env.rootfs, []string{"/usr/local/bin/probe", "uid", "write=/x", "read=/etc/hosts"})
+	archive, manifest := ociArchive(t, harness.Rootfs, []string{"/usr/local/bin/probe", "uid", "write=/x", "read=/etc/hosts"})
 
 	s := spec(t)
 	s.Rootfs, s.Archive = "", archive
