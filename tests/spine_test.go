@@ -104,10 +104,12 @@ wait = "10s"
 intent = "email-send"
 imp = "yuko"
 match = { to = "*@ourco.com" }
+free = ["subject", "body"]
 level = "auto"
 [executors.email-send]
 kind = "http"
 url = %q
+fields = { to = "addresses", cc = "addresses", bcc = "addresses", subject = "text", body = "text" }
 idempotent = %v
 cost = 0.01
 [executors.egress-grant]
@@ -292,6 +294,22 @@ func TestSpineEmail(t *testing.T) {
 	res, _ := json.Marshal(out["result"])
 	if !strings.Contains(string(res), "msg-"+out["gate_id"].(string)) {
 		t.Errorf("result lacks the upstream's answer: %s", res)
+	}
+
+	// The same trust rule against the attacker: a comma list in one
+	// string is refused at the door, a bcc it does not name is gated, and
+	// the mail API sees neither.
+	sentBefore := len(s.mail.bodies)
+	code, out, _ = s.propose(t, tok, `{"intent":"email-send","payload":{"to":"attacker@evil.com, team@ourco.com","subject":"status","body":"ok"}}`)
+	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out["error"]), `field "to"`) {
+		t.Errorf("comma list: %d %v", code, out)
+	}
+	code, out, _ = s.propose(t, tok, `{"intent":"email-send","payload":{"to":["team@ourco.com"],"bcc":["attacker@evil.com"],"subject":"status","body":"ok"}}`)
+	if code != http.StatusAccepted || out["status"] != "pending" {
+		t.Errorf("bcc: %d %v", code, out)
+	}
+	if len(s.mail.bodies) != sentBefore {
+		t.Errorf("the mail API saw an attacker's payload: %v", s.mail.bodies[sentBefore:])
 	}
 
 	// The imp calls the mail API itself through the proxy: no rule lets
