@@ -294,3 +294,30 @@ func TestJournalAndQueue(t *testing.T) {
 		t.Errorf("journal: %s", b)
 	}
 }
+
+// An egress-grant proposal may not ask for more than plain requests; the
+// refusal comes at the door and names what was asked.
+func TestEgressGrantEscapes(t *testing.T) {
+	f := newFixture(t)
+	tok := f.token(t, "yuko", "")
+	for _, tc := range []struct{ rule, want string }{
+		{`{"name":"x","match":{"host":"a.example","method":"CONNECT"},"verdict":"allow"}`, "CONNECT"},
+		{`{"name":"x","match":{"host":"a.example"},"verdict":"tunnel"}`, "tunnel"},
+		{`{"name":"x","match":{"host":"a.example","headerContains":{"upgrade":"websocket"}},"verdict":"allow"}`, "upgrade"},
+		{`{"name":"x","match":{"host":"127.0.0.1","network":"127.0.0.0/8"},"verdict":"allow"}`, "network"},
+		{`{"name":"x","match":{"host":"a.example","subject":"org"},"verdict":"allow"}`, "subject"},
+		{`{"name":"x","match":{"host":"a.example"},"verdict":"allow","inject":{"header":"authorization","secret":"resend"}}`, `field "inject"`},
+	} {
+		code, out := f.do(t, tok, "POST", "/v1/actions", `{"intent":"egress-grant","payload":`+tc.rule+`}`)
+		if code != http.StatusBadRequest || !strings.Contains(out["error"].(string), tc.want) {
+			t.Errorf("%s: %d %v, want 400 naming %s", tc.rule, code, out, tc.want)
+		}
+	}
+	if gates, _ := gate.List(f.y, gate.Filter{All: true}); len(gates) != 0 {
+		t.Errorf("refused grants filed %d gates", len(gates))
+	}
+	code, out := f.do(t, tok, "POST", "/v1/actions", `{"intent":"egress-grant","payload":{"name":"docs","match":{"host":"docs.python.org","method":"GET"},"verdict":"allow"}}`)
+	if code != http.StatusAccepted || out["status"] != "pending" {
+		t.Errorf("a plain grant: %d %v", code, out)
+	}
+}
