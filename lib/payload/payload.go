@@ -277,8 +277,8 @@ func ParseAddress(s string) (string, error) {
 			}
 		}
 	}
-	if domain == "" || len(domain) > 253 {
-		return bad("the domain must be 1 to 253 bytes")
+	if domain == "" {
+		return bad("no domain")
 	}
 	labels := strings.Split(domain, ".")
 	for _, l := range labels {

@@ -14,6 +14,12 @@ func TestParseAddress(t *testing.T) {
 		{"a@localhost", "a@localhost"},
 		{"o'brien@xn--bcher-kva.example", "o'brien@xn--bcher-kva.example"},
 		{"x_y-z=1@sub.ourco.com", "x_y-z=1@sub.ourco.com"},
+		{"azAZ09@azAZ09.com", "azAZ09@azaz09.com"},
+		{"a#$&'*+-/=?^_`{|}~z@x.com", "a#$&'*+-/=?^_`{|}~z@x.com"},
+		{"a@x.1a", "a@x.1a"},
+		{strings.Repeat("a", 64) + "@x.com", strings.Repeat("a", 64) + "@x.com"},
+		{"a@" + strings.Repeat("b", 63) + ".com", "a@" + strings.Repeat("b", 63) + ".com"},
+		{long254, long254},
 	} {
 		got, err := ParseAddress(tc.in)
 		if err != nil || got != tc.want {
@@ -80,10 +86,34 @@ func TestParseAddressRefusesHostileSpellings(t *testing.T) {
 		strings.Repeat("a", 65) + "@ourco.com",
 		"a@" + strings.Repeat("b", 64) + ".com",
 		"a@" + strings.Repeat("b.", 130) + "com",
+		long254 + "d",
+		"a@x.0",
+		"a@x.9",
+		"a:b@x.com",
+		"a[b@x.com",
+		"a@b:c.com",
+		"a@b/c.com",
 	} {
 		got, err := ParseAddress(in)
 		if err == nil || !errors.Is(err, ErrAddress) {
 			t.Errorf("ParseAddress(%q) = %q, %v; want refused", in, got, err)
+		}
+	}
+}
+
+// long254 is an address of the longest length accepted.
+var long254 = strings.Repeat("a", 64) + "@" + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61)
+
+func TestNames(t *testing.T) {
+	for name, want := range map[string]bool{"to": true, "_x": true, "A-b_9": true, strings.Repeat("f", 64): true,
+		"": false, "9a": false, "-a": false, "a.b": false, "a b": false, "ä": false, strings.Repeat("f", 65): false} {
+		if ValidField(name) != want {
+			t.Errorf("ValidField(%q) = %v", name, !want)
+		}
+	}
+	for typ, want := range map[string]bool{Address: true, Text: true, Bool: true, Object: false, "nope": false} {
+		if Matchable(typ) != want {
+			t.Errorf("Matchable(%q) = %v", typ, !want)
 		}
 	}
 }
@@ -119,6 +149,13 @@ func TestCheck(t *testing.T) {
 		{`{"link":"https://ourco.com\\@evil.com/"}`, ErrType, "link"},
 		{`{"link":"HTTPS://OURCO.COM/"}`, ErrType, "link"},
 		{`{"link":"https://our co.com/"}`, ErrType, "link"},
+		{`{"link":"http://ourco.com:8080/a"}`, nil, ""},
+		{`{"link":"https://:443/"}`, ErrType, "link"},
+		{`{"link":"https://ourco.com/\u007f"}`, ErrType, "link"},
+		{`{"link":"https://ourcö.com/"}`, ErrType, "link"},
+		{`{"link":"https://ourco.com/a b"}`, ErrType, "link"},
+		{`{"link":"https://ourco.com/%7e"}`, nil, ""},
+		{`{"link":"https://ourco.com/~user"}`, nil, ""},
 		{`["team@ourco.com"]`, ErrNotObject, ""},
 		{`"x"`, ErrNotObject, ""},
 		{`{"to":["a@ourco.com"],"to":["b@ourco.com"]}`, ErrNotObject, ""},
@@ -133,7 +170,7 @@ func TestCheck(t *testing.T) {
 			t.Errorf("Check(%s) = %v, does not name field %q", tc.payload, err, tc.field)
 		}
 	}
-	if err := Check(nil, []byte(`{"text":"hi"}`)); !errors.Is(err, ErrUndeclared) {
+	if err := Check(nil, []byte(`{"text":"hi"}`)); !errors.Is(err, ErrUndeclared) || !strings.Contains(err.Error(), "(declared: none)") {
 		t.Errorf("no fields declared: %v", err)
 	}
 }

@@ -241,8 +241,11 @@ func scalars(v any) ([]string, bool) {
 	case []any:
 		var out []string
 		for _, e := range x {
+			if _, nested := e.([]any); nested {
+				return nil, false
+			}
 			s, ok := scalars(e)
-			if !ok || len(s) != 1 {
+			if !ok {
 				return nil, false
 			}
 			out = append(out, s...)

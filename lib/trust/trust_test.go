@@ -26,7 +26,8 @@ func testOrg() *config.Org {
 			{Intent: "deploy", Match: map[string]string{"env.name": "staging", "dry": "true"}, Level: config.Auto, Where: "org#4"},
 			{Intent: "email-send", Imp: "ops", Match: map[string]string{"to": "*@partner.com"}, Level: config.Gate, Where: "org#5"},
 			{Intent: "email-send", Imp: "ops", Match: map[string]string{"to": "*"}, Free: []string{"subject", "cc"}, Level: config.Auto, Where: "org#6"},
-			{Intent: "email-send", Imp: "ops", Match: map[string]string{"reply_to": "*@ourco.com", "to": "*"}, Free: []string{"subject"}, Level: config.Auto, Where: "org#7"},
+			{Intent: "email-send", Imp: "ops", Match: map[string]string{"reply_to": "*@OURCO.com", "to": "*"}, Free: []string{"subject"}, Level: config.Auto, Where: "org#7"},
+			{Intent: "deploy", Match: map[string]string{"tags": "prod"}, Level: config.Deny, Where: "org#9"},
 			{Intent: "egress-grant", Match: map[string]string{"name": "grant-yuko-docs", "verdict": "allow"}, Free: []string{"match"}, Level: config.Auto, Where: "org#8"},
 		},
 	}
@@ -80,6 +81,8 @@ func TestDecide(t *testing.T) {
 		{"rex", imp, "message-user", `{"text":"hi"}`, config.Gate, "imp#1", ""},
 		// An executor without fields never gets auto.
 		{"yuko", nil, "deploy", `{"env":{"name":"staging"},"dry":true}`, config.Gate, "", "executor deploy declares no fields; auto trust needs typed payloads"},
+		{"yuko", nil, "deploy", `{"tags":["x","prod"]}`, config.Deny, "org#9", ""},
+		{"yuko", nil, "deploy", `{"tags":["x",["prod"]]}`, config.Gate, "", ""},
 		{"yuko", nil, "egress-grant", `{"match":{"host":"docs.python.org","subject":"yuko"},"name":"grant-yuko-docs","verdict":"allow"}`, config.Auto, "org#8", ""},
 		{"yuko", nil, "egress-grant", `{"comment":"x","match":{"host":"docs.python.org","subject":"yuko"},"name":"grant-yuko-docs","verdict":"allow"}`, config.Gate, "", `field "comment"`},
 		{"yuko", nil, "email-send", `not json`, config.Gate, "", ""},
