@@ -104,10 +104,12 @@ wait = "10s"
 intent = "email-send"
 imp = "yuko"
 match = { to = "*@ourco.com" }
+free = ["subject", "body"]
 level = "auto"
 [executors.email-send]
 kind = "http"
 url = %q
+fields = { to = "addresses", cc = "addresses", bcc = "addresses", subject = "text", body = "text" }
 idempotent = %v
 cost = 0.01
 [executors.egress-grant]
@@ -294,6 +296,22 @@ func TestSpineEmail(t *testing.T) {
 		t.Errorf("result lacks the upstream's answer: %s", res)
 	}
 
+	// The same trust rule against the attacker: a comma list in one
+	// string is refused at the door, a bcc it does not name is gated, and
+	// the mail API sees neither.
+	sentBefore := len(s.mail.bodies)
+	code, out, _ = s.propose(t, tok, `{"intent":"email-send","payload":{"to":"attacker@evil.com, team@ourco.com","subject":"status","body":"ok"}}`)
+	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out["error"]), `field "to"`) {
+		t.Errorf("comma list: %d %v", code, out)
+	}
+	code, out, _ = s.propose(t, tok, `{"intent":"email-send","payload":{"to":["team@ourco.com"],"bcc":["attacker@evil.com"],"subject":"status","body":"ok"}}`)
+	if code != http.StatusAccepted || out["status"] != "pending" {
+		t.Errorf("bcc: %d %v", code, out)
+	}
+	if len(s.mail.bodies) != sentBefore {
+		t.Errorf("the mail API saw an attacker's payload: %v", s.mail.bodies[sentBefore:])
+	}
+
 	// The imp calls the mail API itself through the proxy: no rule lets
 	// it, and the key is never added.
 	before := len(s.mail.bodies)
@@ -437,8 +455,10 @@ func (s *spine) through(t *testing.T, imp, tok, target string) int {
 
 // TestEgressGrant: an imp denied by the gateway proposes the narrow rule
 // it needs; the gate shows the exact rule, scoped to that imp; once
-// approved, the next request passes without a restart, and another imp
-// is still denied.
+// approved, the next request is decided by it without a restart, and
+// another imp's is not. A grant cannot ask for a network allowance, so the
+// loopback upstream stays refused: the rule decides, the address floor
+// holds.
 func TestEgressGrant(t *testing.T) {
 	s := newSpine(t, true, bin)
 	s.daemon(t, bin, "impexec", "run", "--rescan", "2s")
@@ -447,7 +467,10 @@ func TestEgressGrant(t *testing.T) {
 	if code := s.through(t, "yuko", yuko, docs); code != http.StatusForbidden {
 		t.Fatalf("before the grant: %d", code)
 	}
-	code, out, _ := s.propose(t, yuko, `{"intent":"egress-grant","payload":{"name":"docs","match":{"host":"127.0.0.1","method":"GET","pathPrefix":"/docs/","network":"127.0.0.0/8"},"verdict":"allow"},"rationale":"I need the docs"}`)
+	if code, out, _ := s.propose(t, yuko, `{"intent":"egress-grant","payload":{"name":"docs","match":{"host":"127.0.0.1","method":"GET","pathPrefix":"/docs/","network":"127.0.0.0/8"},"verdict":"allow"}}`); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out["error"]), "network") {
+		t.Errorf("a grant asking for a network: %d %v", code, out)
+	}
+	code, out, _ := s.propose(t, yuko, `{"intent":"egress-grant","payload":{"name":"docs","match":{"host":"127.0.0.1","method":"GET","pathPrefix":"/docs/"},"verdict":"allow"},"rationale":"I need the docs"}`)
 	if code != http.StatusAccepted {
 		t.Fatalf("proposal: %d %v", code, out)
 	}
@@ -465,13 +488,39 @@ func TestEgressGrant(t *testing.T) {
 	if g := s.waitState(t, gid, state.Executed, state.Failed); g.State != state.Executed {
 		t.Fatalf("grant ended %s: %s", g.State, g.History[len(g.History)-1].Why)
 	}
-	if code := s.through(t, "yuko", yuko, docs); code != http.StatusOK {
-		t.Errorf("after the grant yuko got %d", code)
+	if code := s.through(t, "yuko", yuko, docs); code != http.StatusForbidden {
+		t.Errorf("after the grant yuko reached a loopback upstream: %d", code)
+	}
+	if rule, reason := lastDecision(t, s.y, "yuko"); rule != "grant-yuko-docs" || !strings.Contains(reason, "does not allow that network") {
+		t.Errorf("yuko's request after the grant: rule %q, %q", rule, reason)
 	}
 	if code := s.through(t, "rex", rex, docs); code != http.StatusForbidden {
 		t.Errorf("the grant opened the door for rex too: %d", code)
 	}
+	if rule, reason := lastDecision(t, s.y, "rex"); rule == "grant-yuko-docs" {
+		t.Errorf("yuko's grant decided rex's request: %q", reason)
+	}
 	if _, err := os.Stat(s.y.PolicyPath() + ".1"); err != nil {
 		t.Errorf("no backup of the previous policy: %v", err)
 	}
+}
+
+// lastDecision returns the rule and reason of imp's last request decision.
+func lastDecision(t *testing.T, y *yard.Yard, imp string) (rule, reason string) {
+	t.Helper()
+	store.ReadJSONL(y.Path("runs", "decisions.jsonl"), func(line []byte) error {
+		var d struct {
+			Schema  string `json:"schema"`
+			Rule    string `json:"rule"`
+			Reason  string `json:"reason"`
+			Request struct {
+				Imp *string `json:"imp"`
+			} `json:"request"`
+		}
+		if json.Unmarshal(line, &d) == nil && d.Schema == "impyard.decision/1" && d.Request.Imp != nil && *d.Request.Imp == imp {
+			rule, reason = d.Rule, d.Reason
+		}
+		return nil
+	})
+	return rule, reason
 }

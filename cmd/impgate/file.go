@@ -6,16 +6,19 @@ import (
 	"os"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/trust"
 	"github.com/impyard/impyard/lib/yard"
 )
 
 const fileUsage = `usage: impgate file --imp NAME --intent INTENT [--payload-file F|-] [--rationale TEXT]
 
 File a gate from the trusted side and print its id alone on stdout. The
-payload must be JSON (wrap plain text with jq -Rs .); it is frozen as
-canonical bytes and its sha256 recorded. Without --payload-file the payload
-is {}.
+payload must be JSON (wrap plain text with jq -Rs .) and fit the fields
+the intent's executor declares in org.toml, as at the gateway; it is
+frozen as canonical bytes and its sha256 recorded. Without --payload-file
+the payload is {}.
 
 Examples:
   id=$(echo '{"to":["team@ourco.com"],"subject":"digest"}' | impgate file --imp yuko --intent email-send --payload-file -)
@@ -67,6 +70,16 @@ func file(e *cli.Env, args []string) error {
 	}
 	y, err := yard.Open(*root)
 	if err != nil {
+		return err
+	}
+	org, err := config.LoadOrg(y)
+	if err != nil {
+		return err
+	}
+	if err := trust.Admit(org, o.Intent, o.Payload); err != nil {
+		if payloadFile != "" && payloadFile != "-" {
+			return fmt.Errorf("%s: %w", payloadFile, err)
+		}
 		return err
 	}
 	g, err := gate.File(y, o)

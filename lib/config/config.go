@@ -69,11 +69,13 @@ type ImpEntry struct {
 }
 
 // Trust is one [[trust]] entry: for intent (and imp, when set), a payload
-// that matches every glob in Match gets Level.
+// that matches every glob in Match gets Level. Free lists the fields an
+// auto entry lets through with any value; see lib/trust.
 type Trust struct {
 	Intent string            `toml:"intent"`
 	Imp    string            `toml:"imp"`
 	Match  map[string]string `toml:"match"`
+	Free   []string          `toml:"free"`
 	Level  string            `toml:"level"`
 
 	// Where names the entry for decisions and errors: file and index.
@@ -96,6 +98,8 @@ type Executor struct {
 	// Then, on a git-push executor, names the intent of a gate to file
 	// after a successful push (open-pr).
 	Then string `toml:"then"`
+	// Fields types the payload: field name -> lib/payload type name.
+	Fields map[string]string `toml:"fields"`
 }
 
 // Budget is [budget.<imp>]: what its proactive work may spend per UTC day.
@@ -357,7 +361,7 @@ func (o *Org) check(b []byte) error {
 	if o.Supervisor.Concurrency < 0 {
 		return bad(p, b, "concurrency", "must not be negative")
 	}
-	return nil
+	return o.checkFields(b)
 }
 
 func checkTrust(p string, b []byte, ts []Trust) error {
@@ -374,6 +378,9 @@ func checkTrust(p string, b []byte, ts []Trust) error {
 		case Gate, Auto, Deny:
 		default:
 			return bad(p, b, "level", "[[trust]] #%d: level %q is not gate, auto or deny", i+1, t.Level)
+		}
+		if err := checkFree(p, b, i, t); err != nil {
+			return err
 		}
 		for field, g := range t.Match {
 			if _, err := compileGlob(g); err != nil {

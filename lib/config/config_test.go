@@ -106,11 +106,89 @@ func TestOrgErrors(t *testing.T) {
 		{"[budget.Yuko]\ndaily = 1\n", `invalid imp name`},
 		{"[budget.yuko]\ndaily = -1\n", `must not be negative`},
 		{"[[trust]]\nintent = \"a\"\nlevel = \"auto\"\nmatch = { to = \"[\" }\n", `bad glob`},
+		{emailExec + "fields = { to = \"addresses\", subject = \"txt\" }\n", `org.toml:4: key "fields.subject": executor email-send: field subject has unknown type "txt" (want address, addresses, url, text, number, bool, object)`},
+		{emailExec + "fields = { \"a.b\" = \"text\" }\n", `org.toml:4: key "fields": executor email-send: "a.b" is not a field name`},
+		{"[executors.commit-and-push]\nkind = \"git-push\"\nfields = { x = \"text\" }\n", `org.toml:3: key "fields": executor commit-and-push: the payload of a git-push executor is fixed`},
+		{"[[trust]]\nintent = \"email-send\"\nlevel = \"gate\"\nfree = [\"body\"]\n", `org.toml:4: key "free": [[trust]] #1: free is only for auto entries`},
+		{"[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\nfree = [\"a b\"]\n", `[[trust]] #1: "a b" is not a field name`},
+		{"[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\nmatch = { from = \"*\" }\n" + emailExec + emailFields,
+			`org.toml:4: key "match.from": [[trust]] #1: match key "from" names no declared field of intent email-send (declared: bcc, body, cc, meta, subject, to)`},
+		{"[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\nmatch = { meta = \"*\" }\n" + emailExec + emailFields,
+			`org.toml:4: key "match.meta": [[trust]] #1: match key "meta": a glob cannot match a field of type object`},
+		{"[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\nmatch = { to = \"*@ourco.com\" }\nfree = [\"subject\", \"bodyy\"]\n" + emailExec + emailFields,
+			`org.toml:5: key "free.bodyy": [[trust]] #1: free field "bodyy" names no declared field`},
+		{"[[trust]]\nintent = \"egress-grant\"\nlevel = \"auto\"\nmatch = { host = \"*\" }\n", `match key "host" names no declared field of intent egress-grant (declared: comment, match, name, verdict)`},
+		{"[[trust]]\nintent = \"message-user\"\nlevel = \"auto\"\nfree = [\"txt\"]\n[executors.message-user]\nkind = \"message-user\"\n", `free field "txt" names no declared field of intent message-user (declared: text)`},
 	} {
 		_, err := LoadOrg(yardWith(t, tc.toml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: got %v, want %q", tc.toml, err, tc.want)
 		}
+	}
+}
+
+const (
+	emailExec   = "[executors.email-send]\nkind = \"http\"\nurl = \"https://api.resend.com/emails\"\n"
+	emailFields = "fields = { to = \"addresses\", cc = \"addresses\", bcc = \"addresses\", subject = \"text\", body = \"text\", meta = \"object\" }\n"
+)
+
+func TestFields(t *testing.T) {
+	o, err := LoadOrg(yardWith(t, `
+[[trust]]
+intent = "email-send"
+match = { to = "*@ourco.com" }
+free = ["subject", "body"]
+level = "auto"
+`+emailExec+emailFields+`
+[executors.notify]
+kind = "message-user"
+[executors.note]
+kind = "message-user"
+fields = { text = "text", link = "url" }
+[executors.commit-and-push]
+kind = "git-push"
+then = "open-pr"
+[executors.open-pr]
+kind = "http"
+url = "https://api.github.com/repos/o/r/pulls"
+[executors.webhook]
+kind = "http"
+url = "https://hooks.example/x"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		intent, want string
+		typed        bool
+	}{
+		{"email-send", "bcc:addresses body:text cc:addresses meta:object subject:text to:addresses", true},
+		{"notify", "text:text", true},
+		{"note", "link:url text:text", true},
+		{"commit-and-push", "base:text branch:text diff:text head:text repo:text stat:text", true},
+		{"open-pr", "base:text body:text head:text title:text", true},
+		{"egress-grant", "comment:text match:object name:text verdict:text", true},
+		{"webhook", "", false},
+		{"unknown", "", false},
+	} {
+		f, typed := o.Fields(tc.intent)
+		var got []string
+		for _, k := range sortedKeys(f) {
+			got = append(got, k+":"+f[k])
+		}
+		if typed != tc.typed || strings.Join(got, " ") != tc.want {
+			t.Errorf("Fields(%s) = %v %v, want %v %q", tc.intent, got, typed, tc.typed, tc.want)
+		}
+	}
+	if o.Trust[0].Free[1] != "body" {
+		t.Errorf("free: %v", o.Trust[0].Free)
+	}
+	bad := Trust{Intent: "email-send", Match: map[string]string{"reply-to": "*"}, Level: Auto, Where: "imp.toml [[trust]] #1"}
+	if err := o.CheckTrust(bad); err == nil || !strings.Contains(err.Error(), `imp.toml [[trust]] #1: key "match": match key "reply-to" names no declared field`) {
+		t.Errorf("CheckTrust: %v", err)
+	}
+	if err := o.CheckTrust(Trust{Intent: "webhook", Match: map[string]string{"any.path": "*"}, Level: Deny}); err != nil {
+		t.Errorf("an untyped intent's entry: %v", err)
 	}
 }
 

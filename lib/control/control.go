@@ -272,6 +272,9 @@ func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
 		return nil, fail(http.StatusForbidden, "intent %q names no rule in the gateway policy and no trusted-side executor", env.Intent)
 	}
 	payload := []byte(env.Payload)
+	if err := trust.Admit(org, env.Intent, payload); err != nil {
+		return nil, fail(http.StatusBadRequest, "%v", err)
+	}
 	if env.Intent == EgressGrant {
 		if payload, err = grant.Rule(imp, payload); err != nil {
 			return nil, fail(http.StatusBadRequest, "%v", err)
@@ -307,7 +310,7 @@ func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
 		return nil, fail(http.StatusBadRequest, "%v", err)
 	}
 	if d.Level != config.Auto {
-		return &actionResult{status: http.StatusAccepted, Status: "pending", GateID: g.ID}, nil
+		return &actionResult{status: http.StatusAccepted, Status: "pending", GateID: g.ID, Reason: d.Why}, nil
 	}
 	return a.await(r, g.ID, org.Gateway.Wait.Duration)
 }

@@ -21,6 +21,7 @@ import (
 
 const policy = `{"schema":"impyard.policy/1","rules":[
  {"name":"email-send","match":{"host":"api.resend.com","subject":"org"},"verdict":"allow"},
+ {"name":"deploy","match":{"host":"deploy.example","subject":"org"},"verdict":"allow"},
  {"name":"message-user","match":{"host":"localhost"},"verdict":"deny"}]}`
 
 const org = `
@@ -29,14 +30,19 @@ wait = "15s"
 [[trust]]
 intent = "email-send"
 match = { to = "*@ourco.com" }
+free = ["subject", "body"]
 level = "auto"
 [[trust]]
 intent = "message-user"
 imp = "rex"
 level = "deny"
+[[trust]]
+intent = "deploy"
+level = "auto"
 [executors.email-send]
 kind = "message-user"
 log = "mail.jsonl"
+fields = { to = "addresses", cc = "addresses", bcc = "addresses", reply_to = "address", subject = "text", body = "text" }
 [executors.message-user]
 kind = "message-user"
 [budget.yuko]
@@ -59,6 +65,18 @@ func newFixture(t *testing.T) *fixture {
 	}
 	home := t.TempDir()
 	return &fixture{api: &API{Yard: y, Home: home, Policy: func() *judge.Policy { return p }}, y: y, home: home}
+}
+
+// executor runs an executor until the test ends, and waits for it to stop
+// before the test's directories are removed.
+func (f *fixture) executor(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&executor.Runner{Yard: f.y, Home: f.home}).Run(ctx, time.Minute, 2)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
 }
 
 func (f *fixture) token(t *testing.T, imp, task string) string {
@@ -135,6 +153,59 @@ func TestAutoAction(t *testing.T) {
 	}
 }
 
+// The two payloads of issue 9 that a to = "*@ourco.com" auto entry used to
+// send: a comma list in one string is refused at the door, a bcc the entry
+// does not name is gated; the attacker's address reaches no executor.
+func TestAutoAttacks(t *testing.T) {
+	f := newFixture(t)
+	f.executor(t)
+	tok := f.token(t, "yuko", "")
+	for _, tc := range []struct{ payload, field string }{
+		{`{"to":"attacker@evil.com, team@ourco.com","subject":"hi","body":"x"}`, `field "to"`},
+		{`{"to":["attacker@evil.com, team@ourco.com"],"subject":"hi","body":"x"}`, `field "to"`},
+		{`{"to":["\"attacker@evil.com\"@ourco.com"],"subject":"hi"}`, `field "to"`},
+		{`{"to":["team@ourco.com"],"reply_to":"attacker@evil.com, team@ourco.com"}`, `field "reply_to"`},
+		{`{"to":["team@ourco.com"],"from":"attacker@evil.com"}`, `field "from" is not a declared field`},
+		{`["team@ourco.com"]`, "not a JSON object"},
+	} {
+		code, out := f.do(t, tok, "POST", "/v1/actions", `{"intent":"email-send","payload":`+tc.payload+`}`)
+		if code != http.StatusBadRequest || !strings.Contains(out["error"].(string), tc.field) {
+			t.Errorf("%s: %d %v, want 400 naming %s", tc.payload, code, out, tc.field)
+		}
+	}
+	for _, dir := range []string{"pending", "resolved"} {
+		if ents, _ := os.ReadDir(f.y.Path("gates", dir)); len(ents) != 0 {
+			t.Errorf("a refused payload left %d files in gates/%s", len(ents), dir)
+		}
+	}
+	code, out := f.do(t, tok, "POST", "/v1/actions", `{"intent":"email-send","payload":{"to":["team@ourco.com"],"bcc":["attacker@evil.com"],"subject":"hi","body":"x"}}`)
+	if code != http.StatusAccepted || out["status"] != "pending" || !strings.Contains(out["reason"].(string), `field "bcc" is neither matched nor free`) {
+		t.Fatalf("bcc: %d %v, want 202 pending naming bcc", code, out)
+	}
+	g, err := gate.Get(f.y, out["gate_id"].(string))
+	if err != nil || g.State != state.Filed {
+		t.Errorf("bcc gate: %+v %v", g, err)
+	}
+	// One more auto send goes through, so the executor has run; the
+	// attacker's address is in no mail it wrote.
+	if code, out := f.do(t, tok, "POST", "/v1/actions", `{"intent":"email-send","payload":{"to":["team@ourco.com"],"subject":"hi","body":"x"}}`); code != http.StatusOK || out["status"] != "done" {
+		t.Fatalf("auto: %d %v", code, out)
+	}
+	mail, _ := os.ReadFile(f.y.Path("mail.jsonl"))
+	if !strings.Contains(string(mail), "team@ourco.com") || strings.Contains(string(mail), "evil.com") {
+		t.Errorf("mail log: %s", mail)
+	}
+}
+
+// An intent whose executor declares no fields is still gated, never auto.
+func TestAutoNeedsTypedPayload(t *testing.T) {
+	f := newFixture(t)
+	code, out := f.do(t, f.token(t, "yuko", ""), "POST", "/v1/actions", `{"intent":"deploy","payload":{"env":"staging"}}`)
+	if code != http.StatusAccepted || out["status"] != "pending" || out["reason"] != "executor deploy declares no fields; auto trust needs typed payloads" {
+		t.Errorf("%d %v", code, out)
+	}
+}
+
 func TestRefusals(t *testing.T) {
 	f := newFixture(t)
 	tok := f.token(t, "yuko", "")
@@ -192,12 +263,10 @@ func TestBudgetSoftDeny(t *testing.T) {
 	os.WriteFile(f.y.Path("org.toml"), []byte(strings.Replace(org, "log = \"mail.jsonl\"", "log = \"mail.jsonl\"\ncost = 0.6", 1)), 0o640)
 	pro, _, _ := queue.Add(f.y, queue.AddOptions{Imp: "yuko", Text: "digest", Proactive: true, By: "cron", Actor: "test"})
 	owner, _, _ := queue.Add(f.y, queue.AddOptions{Imp: "yuko", Text: "send it", By: "alice", Actor: "test"})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go (&executor.Runner{Yard: f.y, Home: f.home}).Run(ctx, time.Minute, 2)
+	f.executor(t)
 	pt := f.token(t, "yuko", pro)
 	for i, want := range []int{200, 200, 429} {
-		code, out := f.do(t, pt, "POST", "/v1/actions", `{"intent":"email-send","payload":{"to":["a@ourco.com"],"n":`+string(rune('0'+i))+`}}`)
+		code, out := f.do(t, pt, "POST", "/v1/actions", `{"intent":"email-send","payload":{"to":["a@ourco.com"],"subject":"n`+string(rune('0'+i))+`"}}`)
 		if code != want {
 			t.Fatalf("proactive proposal %d: %d %v, want %d", i, code, out, want)
 		}
@@ -223,5 +292,32 @@ func TestJournalAndQueue(t *testing.T) {
 	b, _ := os.ReadFile(f.y.Path("journal", "yuko", "events.jsonl"))
 	if !strings.Contains(string(b), `"event":"note"`) || !strings.Contains(string(b), `"actor":"box"`) || !strings.Contains(string(b), "found three sources") {
 		t.Errorf("journal: %s", b)
+	}
+}
+
+// An egress-grant proposal may not ask for more than plain requests; the
+// refusal comes at the door and names what was asked.
+func TestEgressGrantEscapes(t *testing.T) {
+	f := newFixture(t)
+	tok := f.token(t, "yuko", "")
+	for _, tc := range []struct{ rule, want string }{
+		{`{"name":"x","match":{"host":"a.example","method":"CONNECT"},"verdict":"allow"}`, "CONNECT"},
+		{`{"name":"x","match":{"host":"a.example"},"verdict":"tunnel"}`, "tunnel"},
+		{`{"name":"x","match":{"host":"a.example","headerContains":{"upgrade":"websocket"}},"verdict":"allow"}`, "upgrade"},
+		{`{"name":"x","match":{"host":"127.0.0.1","network":"127.0.0.0/8"},"verdict":"allow"}`, "network"},
+		{`{"name":"x","match":{"host":"a.example","subject":"org"},"verdict":"allow"}`, "subject"},
+		{`{"name":"x","match":{"host":"a.example"},"verdict":"allow","inject":{"header":"authorization","secret":"resend"}}`, `field "inject"`},
+	} {
+		code, out := f.do(t, tok, "POST", "/v1/actions", `{"intent":"egress-grant","payload":`+tc.rule+`}`)
+		if code != http.StatusBadRequest || !strings.Contains(out["error"].(string), tc.want) {
+			t.Errorf("%s: %d %v, want 400 naming %s", tc.rule, code, out, tc.want)
+		}
+	}
+	if gates, _ := gate.List(f.y, gate.Filter{All: true}); len(gates) != 0 {
+		t.Errorf("refused grants filed %d gates", len(gates))
+	}
+	code, out := f.do(t, tok, "POST", "/v1/actions", `{"intent":"egress-grant","payload":{"name":"docs","match":{"host":"docs.python.org","method":"GET"},"verdict":"allow"}}`)
+	if code != http.StatusAccepted || out["status"] != "pending" {
+		t.Errorf("a plain grant: %d %v", code, out)
 	}
 }

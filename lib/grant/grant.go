@@ -3,8 +3,10 @@
 // approves is exactly the rule inserted: its subject forced to the
 // proposing imp and its name prefixed with grant-<imp>- before the gate is
 // filed, it may only allow plain requests (no credential injection, no
-// tunnel, no report mode), and the whole policy must load before it
-// replaces the old one, which is kept as a numbered backup.
+// tunnel, no CONNECT, no protocol upgrade, no network allowance past the
+// gateway's refusal of private addresses, no subject of its own, no report
+// mode), and the whole policy must load before it replaces the old one,
+// which is kept as a numbered backup.
 package grant
 
 import (
@@ -20,6 +22,7 @@ import (
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/strictjson"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -28,10 +31,10 @@ import (
 // change up on its next request. Applying the same rule twice changes
 // nothing the second time.
 func Apply(y *yard.Yard, imp string, payload []byte) (string, error) {
-	// The payload was made by GrantRule when the gate was filed, so the
-	// human saw the very rule that goes in; it must still be its own fixed
+	// The payload was made by Rule when the gate was filed, so the human
+	// saw the very rule that goes in; it must still be its own fixed
 	// point, or it was not made that way.
-	canon, err := Rule(imp, payload)
+	canon, err := build(imp, payload, true)
 	if err != nil {
 		return "", err
 	}
@@ -106,11 +109,22 @@ func Apply(y *yard.Yard, imp string, payload []byte) (string, error) {
 }
 
 // Rule turns a proposed rule into the rule that would be inserted, as
-// canonical gate payload bytes: its subject forced to the proposing imp, its
+// canonical gate payload bytes: its subject set to the proposing imp, its
 // name prefixed with grant-<imp>-. A proposal may only allow plain
-// requests: no credential injection, no tunnel, no report mode. Applied to
-// its own output it changes nothing.
+// requests: no credential injection, no tunnel, no report mode, no CONNECT
+// method, no headerContains on upgrade, no network allowance and no
+// subject; the error names what was refused.
 func Rule(imp string, payload []byte) ([]byte, error) {
+	return build(imp, payload, false)
+}
+
+// build makes the granted form of a rule. granted accepts the subject
+// that form carries (the imp's own, nothing else), so that the granted
+// form is a fixed point.
+func build(imp string, payload []byte, granted bool) ([]byte, error) {
+	if err := strictjson.Valid(payload); err != nil {
+		return nil, fmt.Errorf("egress-grant payload is not a rule object: %w", err)
+	}
 	var rule map[string]json.RawMessage
 	if err := json.Unmarshal(payload, &rule); err != nil {
 		return nil, fmt.Errorf("egress-grant payload is not a rule object: %w", err)
@@ -123,7 +137,11 @@ func Rule(imp string, payload []byte) ([]byte, error) {
 		}
 	}
 	var verdict, name string
-	if err := json.Unmarshal(rule["verdict"], &verdict); err != nil || verdict != "allow" {
+	_ = json.Unmarshal(rule["verdict"], &verdict)
+	if verdict == "tunnel" {
+		return nil, errors.New(`egress-grant: a proposed rule may not ask for "verdict": "tunnel" (a raw pipe the gateway cannot read)`)
+	}
+	if verdict != "allow" {
 		return nil, errors.New(`egress-grant: a proposed rule must have "verdict": "allow"`)
 	}
 	_ = json.Unmarshal(rule["name"], &name)
@@ -142,6 +160,9 @@ func Rule(imp string, payload []byte) ([]byte, error) {
 	if _, ok := match["host"]; !ok {
 		return nil, errors.New("egress-grant: a proposed rule must name its host")
 	}
+	if err := plain(imp, match, granted); err != nil {
+		return nil, err
+	}
 	match["subject"], _ = json.Marshal(imp)
 	rule["match"], _ = json.Marshal(match)
 	if prefix := "grant-" + imp + "-"; !strings.HasPrefix(name, prefix) {
@@ -157,6 +178,48 @@ func Rule(imp string, payload []byte) ([]byte, error) {
 		return nil, err
 	}
 	return gate.Canonical(b)
+}
+
+// plain refuses the match fields that would let a granted rule do more
+// than plain requests to the hosts it names: a CONNECT method (a nested
+// tunnel), a headerContains on upgrade (a protocol switch the gateway stops
+// reading), a network (reaching loopback, link-local or private addresses,
+// which the gateway refuses unless a rule allows that network), and a
+// subject (the gateway sets it to the proposing imp).
+func plain(imp string, match map[string]json.RawMessage, granted bool) error {
+	if _, ok := match["network"]; ok {
+		return errors.New("egress-grant: a proposed rule may not ask for a network allowance (match.network); private, loopback and link-local addresses stay refused")
+	}
+	if raw, ok := match["subject"]; ok {
+		var s string
+		if !granted || json.Unmarshal(raw, &s) != nil || s != imp {
+			return errors.New("egress-grant: a proposed rule may not set match.subject; the gateway scopes it to the proposing imp")
+		}
+	}
+	if raw, ok := match["method"]; ok {
+		var one string
+		var list []string
+		if json.Unmarshal(raw, &one) == nil {
+			list = []string{one}
+		} else {
+			_ = json.Unmarshal(raw, &list)
+		}
+		for _, m := range list {
+			if strings.EqualFold(strings.TrimSpace(m), "CONNECT") {
+				return errors.New("egress-grant: a proposed rule may not ask for the CONNECT method (match.method)")
+			}
+		}
+	}
+	if raw, ok := match["headerContains"]; ok {
+		var headers map[string]json.RawMessage
+		_ = json.Unmarshal(raw, &headers)
+		for h := range headers {
+			if strings.EqualFold(strings.TrimSpace(h), "upgrade") {
+				return errors.New("egress-grant: a proposed rule may not match headerContains on upgrade (a protocol switch the gateway stops reading)")
+			}
+		}
+	}
+	return nil
 }
 
 // catchAllDeny reports a deny rule that matches everything: grants go

@@ -19,15 +19,18 @@ func TestRuleAndApply(t *testing.T) {
 	os.MkdirAll(y.Path("policies"), 0o750)
 	os.WriteFile(y.PolicyPath(), []byte(policy), 0o640)
 
-	rule, err := Rule("yuko", []byte(`{"name":"docs","match":{"host":"docs.python.org","method":"GET","subject":"rex"},"verdict":"allow"}`))
+	rule, err := Rule("yuko", []byte(`{"name":"docs","match":{"host":"docs.python.org","method":"GET"},"verdict":"allow"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(rule), `"name":"grant-yuko-docs"`) || !strings.Contains(string(rule), `"subject":"yuko"`) {
 		t.Fatalf("rule not scoped to its imp: %s", rule)
 	}
-	if again, _ := Rule("yuko", rule); string(again) != string(rule) {
-		t.Errorf("Rule is not a fixed point:\n%s\n%s", rule, again)
+	if again, err := build("yuko", rule, true); string(again) != string(rule) {
+		t.Errorf("the granted form is not a fixed point:\n%s\n%s %v", rule, again, err)
+	}
+	if _, err := build("rex", rule, true); err == nil || !strings.Contains(err.Error(), "may not set match.subject") {
+		t.Errorf("yuko's grant in granted form for rex: %v", err)
 	}
 	detail, err := Apply(y, "yuko", rule)
 	if err != nil {
@@ -52,6 +55,30 @@ func TestRuleAndApply(t *testing.T) {
 	}
 	if _, err := os.Stat(y.PolicyPath() + ".2"); err == nil {
 		t.Errorf("second apply wrote a backup")
+	}
+}
+
+// A proposal may not ask for what would take a grant past plain requests;
+// the refusal names what was asked.
+func TestRuleRefusesEscapes(t *testing.T) {
+	for _, tc := range []struct{ rule, want string }{
+		{`{"name":"x","match":{"host":"a.example","method":"CONNECT"},"verdict":"allow"}`, "CONNECT method"},
+		{`{"name":"x","match":{"host":"a.example","method":["GET","connect"]},"verdict":"allow"}`, "CONNECT method"},
+		{`{"name":"x","match":{"host":"a.example","method":"\u0043ONNECT"},"verdict":"allow"}`, "CONNECT method"},
+		{`{"name":"x","match":{"host":"a.example","port":443},"verdict":"tunnel"}`, `"verdict": "tunnel"`},
+		{`{"name":"x","match":{"host":"a.example","headerContains":{"Upgrade":"websocket"}},"verdict":"allow"}`, "headerContains on upgrade"},
+		{`{"name":"x","match":{"host":"a.example","headerContains":{"x-a":"","upgrade":""}},"verdict":"allow"}`, "headerContains on upgrade"},
+		{`{"name":"x","match":{"host":"127.0.0.1","network":"127.0.0.0/8"},"verdict":"allow"}`, "network allowance"},
+		{`{"name":"x","match":{"host":"a.example","network":["10.0.0.0/8"]},"verdict":"allow"}`, "network allowance"},
+		{`{"name":"x","match":{"host":"a.example","subject":"org"},"verdict":"allow"}`, "may not set match.subject"},
+		{`{"name":"x","match":{"host":"a.example","subject":"yuko"},"verdict":"allow"}`, "may not set match.subject"},
+		{`{"name":"x","match":{"host":"a.example","subject":["yuko","org"]},"verdict":"allow"}`, "may not set match.subject"},
+		{`{"name":"x","match":{"host":"a.example","method":"GET","method":"CONNECT"},"verdict":"allow"}`, "duplicate"},
+	} {
+		_, err := Rule("yuko", []byte(tc.rule))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Rule(%s) = %v, want an error naming %q", tc.rule, err, tc.want)
+		}
 	}
 }
 

@@ -1,21 +1,34 @@
 // Package trust is the trust ladder: for an imp proposing an intent with a
 // payload, it says whether the action is gated for a human (the default),
 // executed automatically, or refused, and which configured entry said so.
-// Entries in the imp's imp.toml come first, then org.toml's, in file order;
-// the first that matches decides. A list field in the payload matches only
-// if every element does, so one external recipient keeps a whole email
-// gated.
+// It also keeps the door: Admit refuses a payload its intent's declared
+// fields do not allow, before anything is filed.
+//
+// Entries in the imp's imp.toml come first, then org.toml's, in file
+// order; the first that applies decides. An entry that only restricts
+// (deny, gate) applies when each of its match globs holds for the field it
+// names, and for a list when any element matches: one blocked recipient is
+// enough to deny or gate a whole email, and extra fields do not matter. An
+// entry that permits (auto) applies only when the intent's payload is typed
+// (lib/payload), every field of the payload is named in its match or
+// listed in its free, every match glob holds, and for a list every
+// element: one external recipient or one field the owner did not think of
+// keeps a whole email gated, and an auto entry that does not apply never
+// denies anything by itself. A glob on an address field sees the parsed,
+// lowercased address, never the string as sent.
 package trust
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gobwas/glob"
 
 	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/payload"
 )
 
 // Decision is the ladder's answer.
@@ -25,48 +38,179 @@ type Decision struct {
 	Why   string
 }
 
+// Admit checks a proposed payload against the fields its intent declares
+// (config.Org.Fields): a payload that is not a JSON object, has a field
+// not declared, or a value not of its type is refused, and the error names
+// the field. An intent that declares no fields admits any payload.
+func Admit(org *config.Org, intent string, body []byte) error {
+	fields, typed := org.Fields(intent)
+	if !typed {
+		return nil
+	}
+	if err := payload.Check(fields, body); err != nil {
+		return fmt.Errorf("%s payload: %w", intent, err)
+	}
+	return nil
+}
+
 // Decide climbs the ladder for (imp, intent, payload). impCfg may be nil.
-func Decide(org *config.Org, impCfg *config.Imp, imp, intent string, payload []byte) Decision {
+// An imp.toml entry that names a field its intent does not declare is a
+// configuration error and denies the action.
+func Decide(org *config.Org, impCfg *config.Imp, imp, intent string, body []byte) Decision {
+	if org == nil {
+		org = config.Default()
+	}
 	var doc any
-	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(&doc); err != nil {
 		return Decision{Level: config.Gate, Why: "payload is not JSON; gated"}
 	}
 	var entries []config.Trust
 	if impCfg != nil {
+		for _, t := range impCfg.Trust {
+			if err := org.CheckTrust(t); err != nil {
+				return Decision{Level: config.Deny, Entry: t.Where, Why: err.Error()}
+			}
+		}
 		entries = append(entries, impCfg.Trust...)
 	}
-	if org != nil {
-		entries = append(entries, org.Trust...)
-	}
+	entries = append(entries, org.Trust...)
+	fields, typed := org.Fields(intent)
+	why := "no trust entry matches: gated for a human"
 	for _, t := range entries {
 		if t.Intent != intent || (t.Imp != "" && t.Imp != imp) {
 			continue
 		}
-		if !matches(t.Match, doc) {
+		if t.Level != config.Auto {
+			if restricts(t.Match, doc, fields, typed) {
+				return Decision{Level: t.Level, Entry: t.Where, Why: fmt.Sprintf("%s: level %s", t.Where, t.Level)}
+			}
+			continue
+		}
+		if !permits(t.Match, doc, fields, typed) {
+			continue
+		}
+		// The entry's globs hold; it applies only if it accounts for the
+		// whole payload. Otherwise the ladder goes on, and without another
+		// entry the action is gated for this reason, which the box is told:
+		// it names no file, since a box learns no host path.
+		if !typed {
+			if why == "no trust entry matches: gated for a human" {
+				why = fmt.Sprintf("executor %s declares no fields; auto trust needs typed payloads", intent)
+			}
+			continue
+		}
+		if f := unaccounted(t, doc); f != "" {
+			if why == "no trust entry matches: gated for a human" {
+				why = fmt.Sprintf("field %q is neither matched nor free in the auto entry that matches; auto applies only when every field is accounted for", f)
+			}
 			continue
 		}
 		return Decision{Level: t.Level, Entry: t.Where, Why: fmt.Sprintf("%s: level %s", t.Where, t.Level)}
 	}
-	return Decision{Level: config.Gate, Why: "no trust entry matches: gated for a human"}
+	return Decision{Level: config.Gate, Why: why}
 }
 
-// matches reports whether every field glob holds for the payload. A
-// missing field, an object, or a glob that does not compile never matches:
-// an entry that cannot be evaluated leaves the action gated.
-func matches(m map[string]string, doc any) bool {
+// unaccounted returns a top-level field of the payload that the entry
+// neither matches nor lists as free, or "".
+func unaccounted(t config.Trust, doc any) string {
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return "(the payload is not an object)"
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if _, ok := t.Match[k]; !ok && !slices.Contains(t.Free, k) {
+			return k
+		}
+	}
+	return ""
+}
+
+// permits reports whether every glob holds for its field, and for a list
+// every element. A missing field, an empty list, a value not of its type,
+// or a glob that does not compile never matches: an entry that cannot be
+// evaluated leaves the action gated.
+func permits(m map[string]string, doc any, fields payload.Fields, typed bool) bool {
 	for field, pattern := range m {
-		g, err := glob.Compile(pattern)
+		vals, ok := values(doc, field, fields, typed)
+		if !ok || len(vals) == 0 {
+			return false
+		}
+		g, err := compile(pattern, field, fields, typed)
 		if err != nil {
 			return false
 		}
-		v, ok := lookup(doc, field)
-		if !ok || !valueMatches(g, v) {
+		for _, v := range vals {
+			if !g.Match(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// restricts reports whether every glob holds for its field, where a list
+// holds when any element matches. A missing field or an empty list does not
+// match. A glob that does not compile (config refuses those) matches, so a
+// broken restriction errs toward refusing.
+func restricts(m map[string]string, doc any, fields payload.Fields, typed bool) bool {
+	for field, pattern := range m {
+		vals, ok := values(doc, field, fields, typed)
+		if !ok || len(vals) == 0 {
+			return false
+		}
+		g, err := compile(pattern, field, fields, typed)
+		if err != nil {
+			return true
+		}
+		if !slices.ContainsFunc(vals, g.Match) {
 			return false
 		}
 	}
 	return true
+}
+
+// compile compiles a glob; on an address field it is lowercased like the
+// addresses it is matched against.
+func compile(pattern, field string, fields payload.Fields, typed bool) (*glob.Pattern, error) {
+	if typed && (fields[field] == payload.Address || fields[field] == payload.Addresses) {
+		pattern = strings.ToLower(pattern)
+	}
+	return glob.Compile(pattern)
+}
+
+// values returns the strings a glob is matched against for field: for a
+// typed payload what lib/payload makes of the field's value (parsed
+// addresses), for an untyped one the value at the dotted path as written.
+func values(doc any, field string, fields payload.Fields, typed bool) ([]string, bool) {
+	if typed {
+		obj, ok := doc.(map[string]any)
+		typ, declared := fields[field]
+		if !ok || !declared {
+			return nil, false
+		}
+		v, ok := obj[field]
+		if !ok {
+			return nil, false
+		}
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, false
+		}
+		out, err := payload.Strings(typ, raw)
+		return out, err == nil
+	}
+	v, ok := lookup(doc, field)
+	if !ok {
+		return nil, false
+	}
+	return scalars(v)
 }
 
 // lookup follows a dotted path through JSON objects.
@@ -84,24 +228,29 @@ func lookup(doc any, path string) (any, bool) {
 	return cur, true
 }
 
-func valueMatches(g *glob.Pattern, v any) bool {
+// scalars returns an untyped value's strings: a scalar's text, a list's
+// elements' (none may be an object or a nested list).
+func scalars(v any) ([]string, bool) {
 	switch x := v.(type) {
 	case string:
-		return g.Match(x)
+		return []string{x}, true
 	case json.Number:
-		return g.Match(x.String())
+		return []string{x.String()}, true
 	case bool:
-		return g.Match(fmt.Sprint(x))
+		return []string{fmt.Sprint(x)}, true
 	case []any:
-		if len(x) == 0 {
-			return false
-		}
+		var out []string
 		for _, e := range x {
-			if !valueMatches(g, e) {
-				return false
+			if _, nested := e.([]any); nested {
+				return nil, false
 			}
+			s, ok := scalars(e)
+			if !ok {
+				return nil, false
+			}
+			out = append(out, s...)
 		}
-		return true
+		return out, true
 	}
-	return false
+	return nil, false
 }
