@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/gateway"
-	"github.com/impyard/impyard/lib/store"
 )
 
 // live is a running `impgw serve` process with its yard and home.
@@ -166,15 +165,9 @@ func (l *live) curl(args ...string) (string, string) {
 }
 
 func (l *live) records() []*gateway.Record {
-	var out []*gateway.Record
 	// An allowed request's record follows its response by a moment.
 	time.Sleep(50 * time.Millisecond)
-	store.ReadJSONL(filepath.Join(l.root, "runs", "decisions.jsonl"), func(line []byte) error {
-		if r, err := gateway.ParseRecord(line); err == nil {
-			out = append(out, r)
-		}
-		return nil
-	})
+	out, _, _ := gateway.ReadRecords(filepath.Join(l.root, "runs", "decisions.jsonl"))
 	return out
 }
 

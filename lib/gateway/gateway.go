@@ -17,6 +17,9 @@
 //     one record (schema impyard.decision/1): verdict, rule, reason, the
 //     request with sensitive header values redacted, the status returned.
 //     Bodies and secrets are never recorded.
+//   - Nothing is forwarded unrecorded: a request or tunnel goes upstream
+//     only after the log writer accepted its record without error; its
+//     outcome (status, bytes) follows in an impyard.outcome/1 line.
 //   - Upstream TLS is always verified (system roots, which honour
 //     SSL_CERT_FILE and SSL_CERT_DIR, plus optional bundles).
 //   - Inside a CONNECT, the SNI and every request's Host must name the
@@ -116,7 +119,7 @@ type Gateway struct {
 	localIPs  map[netip.Addr]bool
 
 	audit     *store.Log
-	auditDown atomic.Bool // the last append failed; forward nothing until one succeeds
+	auditDown atomic.Bool // the last append failed
 	logMu     sync.Mutex
 	lastLog   string
 	wg        sync.WaitGroup
@@ -340,22 +343,42 @@ func (g *Gateway) isSelf(a netip.AddrPort) bool {
 }
 
 // record appends r to the audit log. With wait it returns once the record
-// is written (a refusal is recorded before it is answered); else it
-// returns at once (an exchange already answered need not hold up the
-// connection's next request). A failed write is logged, once per distinct
-// error, and stops all forwarding until a write succeeds.
-func (g *Gateway) record(r *Record, wait bool) {
+// is written, with the error if it was not: a refusal is recorded before
+// it is answered, and a request is forwarded only once its record is
+// written. Else it returns at once (an exchange already answered need not
+// hold up the connection's next request). A failed write is logged, once
+// per distinct error.
+func (g *Gateway) record(r *Record, wait bool) error {
 	if r.ID == "" {
 		r.ID = newID()
 	}
 	line := append(r.appendJSON(make([]byte, 0, 1024)), '\n')
-	if err := g.audit.Append(line, wait); err != nil {
+	err := g.audit.Append(line, wait)
+	if err != nil {
 		g.audited(err)
 	}
+	g.meter(r)
+	return err
+}
+
+// outcome appends the line completing the record of a forwarded exchange,
+// already written, once the exchange is over.
+func (g *Gateway) outcome(r *Record) {
+	line := append(r.appendOutcomeJSON(make([]byte, 0, 256), time.Now()), '\n')
+	if err := g.audit.Append(line, false); err != nil {
+		g.audited(err)
+	}
+	g.meter(r)
+}
+
+func (g *Gateway) meter(r *Record) {
 	if n := r.BytesIn + r.BytesOut; g.cfg.Meter != nil && r.Request.Imp != "" && n > 0 {
 		g.cfg.Meter(r.Request.Imp, n)
 	}
 }
+
+// unrecorded is the reason given when a decision record is not accepted.
+const unrecorded = "the decision log cannot be written; nothing is forwarded unrecorded"
 
 // audited hears the outcome of every write to the audit log.
 func (g *Gateway) audited(err error) {
@@ -368,7 +391,7 @@ func (g *Gateway) audited(err error) {
 	switch {
 	case err != nil && err.Error() != g.lastLog:
 		g.lastLog = err.Error()
-		g.logf("error: decision record not written; forwarding stops until one is: %v", err)
+		g.logf("error: decision record not written; nothing is forwarded until one is: %v", err)
 	case err == nil && g.lastLog != "":
 		g.lastLog = ""
 		g.logf("decision records are written again")

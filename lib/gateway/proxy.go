@@ -68,9 +68,6 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 		}
 		return s.deny(rec, req, status, reason, keep)
 	}
-	if g.auditDown.Load() {
-		return s.deny(rec, req, http.StatusServiceUnavailable, "the decision log cannot be written; nothing is forwarded unrecorded", keep)
-	}
 	out, reason := s.outbound(req, t, jr, d, body)
 	if out == nil {
 		return s.deny(rec, req, http.StatusForbidden, reason, keep)
@@ -79,12 +76,15 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 		rec.Request.Headers = RecordHeaders(req.Header, d.Inject.Header)
 	}
 	rec.Addr = addr.String()
+	if err := g.record(rec, true); err != nil {
+		return s.deny(rec, req, http.StatusServiceUnavailable, unrecorded, keep)
+	}
 	sent := time.Now()
 	resp, err := pol.upstream.RoundTrip(addr, out)
 	rec.UpstreamMS = float64(time.Since(sent).Microseconds()) / 1000
 	if err != nil {
 		rec.Status, rec.Error = upstreamStatus(err), "upstream: "+err.Error()
-		g.record(rec, true)
+		g.outcome(rec)
 		s.writeError(rec, req, nil, !keep)
 		return keep
 	}
@@ -95,7 +95,7 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 			// An upstream may not turn a judged connection into a pipe no
 			// later request on it would be judged in.
 			rec.Status, rec.Error = http.StatusBadGateway, "upstream switched protocols unasked"
-			g.record(rec, true)
+			g.outcome(rec)
 			s.writeError(rec, req, nil, true)
 			return false
 		}
@@ -107,7 +107,7 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	if err != nil {
 		rec.Error = "relaying the response: " + err.Error()
 	}
-	g.record(rec, false)
+	g.outcome(rec)
 	return !closeConn
 }
 
