@@ -176,7 +176,7 @@ func TestCurlThroughImpgw(t *testing.T) {
 		t.Skip("curl not installed")
 	}
 	l := startLive(t, `{"schema": "impyard.policy/1", "rules": [
-		{"name": "send-mail", "match": {"host": "localhost", "method": "POST", "pathPrefix": "/emails", "network": "127.0.0.0/8"},
+		{"name": "send-mail", "match": {"protocol": "https", "host": "localhost", "method": "POST", "pathPrefix": "/emails", "network": "127.0.0.0/8"},
 		 "verdict": "allow", "inject": {"header": "authorization", "secret": "resend", "format": "Bearer %s"}}]}`, "flag")
 	os.MkdirAll(filepath.Join(l.home, "secrets"), 0o700)
 	os.WriteFile(filepath.Join(l.home, "secrets", "resend"), []byte("re_live_7f3a\n"), 0o600)

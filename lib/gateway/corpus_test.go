@@ -19,7 +19,7 @@ import (
 const corpusPolicy = `{"schema": "impyard.policy/1", "rules": [
   {"name": "sink", "match": {"host": "sink.test", "method": ["GET", "POST"], "pathPrefix": "/public", "network": "127.0.0.0/8"}, "verdict": "allow"},
   {"name": "mcp-read", "match": {"host": "mcp.test", "network": "127.0.0.0/8", "mcp": {"method": "tools/call", "tool": "get_*"}}, "verdict": "allow"},
-  {"name": "mail", "match": {"host": "mail.test", "method": "POST", "network": "127.0.0.0/8"}, "verdict": "allow",
+  {"name": "mail", "match": {"protocol": "https", "host": "mail.test", "method": "POST", "network": "127.0.0.0/8"}, "verdict": "allow",
    "inject": {"header": "authorization", "secret": "resend", "format": "Bearer %s"}},
   {"name": "loop-test", "match": {"host": "loop.test", "network": "127.0.0.0/8"}, "verdict": "allow"},
   {"name": "tunnels", "match": {"host": "*.tunnel.test"}, "verdict": "tunnel"},

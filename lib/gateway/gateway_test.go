@@ -205,7 +205,7 @@ func TestInjectionAndPlaceholders(t *testing.T) {
 	var up seen
 	ups := newTLSUpstream(t, up.handler("sent"))
 	h := startGateway(t, policy(
-		`{"name": "mail", "match": {"host": "api.test", "network": "127.0.0.0/8"}, "verdict": "allow", "inject": {"header": "authorization", "secret": "resend", "format": "Bearer %s"}}`,
+		`{"name": "mail", "match": {"protocol": "https", "host": "api.test", "network": "127.0.0.0/8"}, "verdict": "allow", "inject": {"header": "authorization", "secret": "resend", "format": "Bearer %s"}}`,
 		`{"name": "other", "match": {"host": "other.api.test", "network": "127.0.0.0/8"}, "verdict": "allow"}`,
 	), func(c *Config) { c.UpstreamCA = ups.bundle })
 	h.resolve("api.test", "127.0.0.1")

@@ -259,6 +259,11 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 			return rule{}, fmt.Errorf("inject.%w", err)
 		}
 	}
+	if rl.inject != nil && rl.verdict != Tunnel && !httpsOnly(rl.m.protocols) {
+		// Over plain http the secret would cross the network in clear,
+		// readable by anyone on the path, whatever the host.
+		return rule{}, errors.New(`inject: a rule that injects a secret must match protocol "https" only`)
+	}
 	if rl.verdict == Tunnel {
 		// A tunnel is decided from the CONNECT alone and carries bytes the
 		// gateway never reads: request fields could never hold, and there
@@ -275,6 +280,12 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 	rl.denyReason = rl.label + " denies it"
 	rl.maybeReason = rl.label + " allows it if the destination address is in its network"
 	return rl, nil
+}
+
+// httpsOnly reports a protocol list that can match https and nothing
+// else; an empty list matches any protocol.
+func httpsOnly(protocols []string) bool {
+	return len(protocols) > 0 && !slices.Contains(protocols, "http")
 }
 
 func parseMatch(f *matchFile) (matcher, error) {
