@@ -117,6 +117,7 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 		UpstreamCA:    *upstreamCA,
 		DecisionsPath: decisions,
 		Home:          home,
+		Root:          y.Root,
 		Minter:        minter,
 		Limits:        lim,
 		Log:           e.Stderr,

@@ -284,3 +284,49 @@ func TestSSLCertFile(t *testing.T) {
 		t.Fatalf("records %+v", r)
 	}
 }
+
+// An error answered to a box names no host path: not the secret's file,
+// not IMPYARD_HOME, not the yard, not the owner's home. The record and
+// the log keep the detail.
+func TestErrorsHideHostPaths(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed")
+	}
+	l := startLive(t, `{"schema": "impyard.policy/1", "rules": [
+		{"name": "send-mail", "match": {"protocol": "https", "host": "localhost", "method": "POST", "network": "127.0.0.0/8"},
+		 "verdict": "allow", "inject": {"header": "authorization", "secret": "resend", "format": "Bearer %s"}}]}`, "flag")
+	userHome, _ := os.UserHomeDir()
+	hidden := func(what, body string) {
+		t.Helper()
+		for _, p := range []string{l.home, l.root, userHome, filepath.Join(l.home, "secrets")} {
+			if p != "" && p != "/" && strings.Contains(body, p) {
+				t.Errorf("%s: the answer names %s:\n%s", what, p, body)
+			}
+		}
+	}
+	code, body := l.curl("-X", "POST", "-d", "{}", l.upstreamURL+"/emails")
+	if code != "403" || !strings.Contains(body, `secret "resend" is not available`) {
+		t.Fatalf("missing secret: %s %q", code, body)
+	}
+	hidden("missing secret", body)
+	recs := l.records()
+	if len(recs) != 1 || !strings.Contains(recs[0].Reason, filepath.Join(l.home, "secrets")) {
+		t.Fatalf("the record lost the detail: %+v", recs)
+	}
+	l.stderrMu.Lock()
+	logged := l.stderr.String()
+	l.stderrMu.Unlock()
+	if !strings.Contains(logged, filepath.Join(l.home, "secrets")) {
+		t.Errorf("the log lost the detail:\n%s", logged)
+	}
+
+	// The control API's errors too: a broken org.toml names itself.
+	tok := strings.TrimSpace(l.impgw("token", "issue", "--imp", "yuko"))
+	os.WriteFile(filepath.Join(l.root, "org.toml"), []byte("[gateway\n"), 0o644)
+	out, err := exec.Command("curl", "-sS", "--noproxy", "*", "-H", "Authorization: Bearer "+tok, "-d",
+		`{"intent":"email-send","payload":{}}`, "http://"+l.addr+"/v1/actions").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "configuration does not load") {
+		t.Fatalf("control with a broken org.toml: %v %s", err, out)
+	}
+	hidden("control", string(out))
+}

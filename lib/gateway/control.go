@@ -62,7 +62,14 @@ func (s *session) serveControl(req *http1.Request, body []byte) (int, http.Heade
 	}
 	w := &recorder{header: http.Header{}, status: http.StatusOK}
 	s.g.cfg.Control.ServeHTTP(w, hr)
-	return w.status, w.header, w.body.String()
+	body = w.body.Bytes()
+	if w.status >= 500 {
+		// An internal failure's text is for the owner (it names files
+		// in the yard); the box learns only that it happened.
+		s.g.logf("error: control %s %s: %d %s", req.Method, clip(req.Target), w.status, strings.TrimSpace(w.body.String()))
+		return w.status, http.Header{"Content-Type": {"application/json"}}, `{"error":"internal error; the gateway's log has the detail"}`
+	}
+	return w.status, w.header, s.g.conceal(string(body))
 }
 
 type connKey struct{}

@@ -85,6 +85,7 @@ type Config struct {
 	UpstreamCA    string // optional PEM bundle trusted in addition to the system roots
 	DecisionsPath string // the audit log records are appended to
 	Home          string // IMPYARD_HOME; secrets are read from Home/secrets/<name>
+	Root          string // the yard; like Home, never named in an answer to a client
 	Minter        *ca.Minter
 	Limits        Limits
 	// Authenticate names the subject of the requests on a connection from
@@ -112,6 +113,7 @@ type Gateway struct {
 	policy   *policySource
 	resolver *dial.Resolver
 	slots    chan struct{} // one per client connection being served
+	hidden   []hiddenPath
 
 	mu        sync.Mutex
 	listeners []netip.AddrPort
@@ -144,6 +146,7 @@ func New(cfg Config) (*Gateway, error) {
 		resolver: dial.NewResolver(lim.DNSTimeout, 5*time.Second, cfg.Lookup),
 		slots:    make(chan struct{}, lim.MaxConns),
 		conns:    make(map[net.Conn]*connState),
+		hidden:   hiddenPaths(&cfg),
 	}
 	g.audit = store.NewLog(cfg.DecisionsPath, g.audited)
 	g.policy = &policySource{

@@ -68,8 +68,9 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 		}
 		return s.deny(rec, req, status, reason, keep)
 	}
-	out, reason := s.outbound(req, t, jr, d, body)
+	out, reason, shown := s.outbound(req, t, jr, d, body)
 	if out == nil {
+		rec.shown = shown
 		return s.deny(rec, req, http.StatusForbidden, reason, keep)
 	}
 	if d.Inject != nil {
@@ -210,8 +211,9 @@ func (s *session) pickAddr(p *judge.Policy, jr *judge.Request, d judge.Decision)
 
 // outbound builds the request sent upstream: hop-by-hop fields and
 // Proxy-Authorization dropped, the rule's secret injected. It returns nil
-// and a reason when the request must not go out after all.
-func (s *session) outbound(req *http1.Request, t *target, jr *judge.Request, d judge.Decision, body []byte) (*http.Request, string) {
+// and a reason when the request must not go out after all, with the
+// reason to tell the client when that must say less.
+func (s *session) outbound(req *http1.Request, t *target, jr *judge.Request, d judge.Decision, body []byte) (*http.Request, string, string) {
 	h := req.Header.Clone()
 	upgrade := h.Get("Upgrade")
 	http1.StripHopByHop(h)
@@ -229,13 +231,14 @@ func (s *session) outbound(req *http1.Request, t *target, jr *judge.Request, d j
 	}
 	for _, p := range jr.Placeholders {
 		if d.Inject == nil || p.Where != d.Inject.Header || p.Secret != d.Inject.Secret {
-			return nil, fmt.Sprintf("credential placeholder for %q in %s may not be sent here", p.Secret, p.Where)
+			return nil, fmt.Sprintf("credential placeholder for %q in %s may not be sent here", p.Secret, p.Where), ""
 		}
 	}
 	if in := d.Inject; in != nil {
 		secret, err := s.g.secret(in.Secret)
 		if err != nil {
-			return nil, err.Error()
+			s.g.logf("error: %v", err)
+			return nil, err.Error(), err.(*secretError).shown()
 		}
 		key := http.CanonicalHeaderKey(in.Header)
 		placeholder := judge.PlaceholderPrefix + in.Secret
@@ -259,7 +262,7 @@ func (s *session) outbound(req *http1.Request, t *target, jr *judge.Request, d j
 		out.Body = io.NopCloser(bytes.NewReader(body))
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
-	return out, ""
+	return out, "", ""
 }
 
 func upstreamStatus(err error) int {

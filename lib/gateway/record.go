@@ -120,6 +120,10 @@ type Record struct {
 	BytesIn    int64 // body bytes from the client (all bytes, for a tunnel)
 	BytesOut   int64 // body bytes to the client (all bytes, for a tunnel)
 	Error      string
+
+	// shown, when set, is the reason the client is told instead of
+	// Reason, which names what only the host may know.
+	shown string
 }
 
 // RequestInfo is the judged request as recorded.

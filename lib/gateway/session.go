@@ -256,7 +256,11 @@ func (s *session) writeError(rec *Record, req *http1.Request, h http.Header, clo
 	if rec.Rule != "" {
 		body += " by rule " + rec.Rule
 	}
-	body += ": " + rec.Reason + "\n"
+	reason := rec.Reason
+	if rec.shown != "" {
+		reason = rec.shown
+	}
+	body = s.g.conceal(body + ": " + reason + "\n")
 	s.conn.SetWriteDeadline(time.Now().Add(s.g.lim.IdleTimeout))
 	_ = http1.WriteSimple(s.bw, minor, rec.Status, h, []byte(body), closeConn)
 }
