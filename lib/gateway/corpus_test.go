@@ -16,7 +16,7 @@ import (
 
 // corpusPolicy allows ordinary traffic to the fake upstreams, so that each
 // corpus entry is stopped by what is hostile about it.
-const corpusPolicy = `{"schema": "impyard.policy/1", "rules": [
+const corpusPolicy = `{"schema": "impyard.policy/1", "redact": ["X-Session-Secret"], "rules": [
   {"name": "sink", "match": {"host": "sink.test", "method": ["GET", "POST"], "pathPrefix": "/public", "network": "127.0.0.0/8"}, "verdict": "allow"},
   {"name": "mcp-read", "match": {"host": "mcp.test", "network": "127.0.0.0/8", "mcp": {"method": "tools/call", "tool": "get_*"}}, "verdict": "allow"},
   {"name": "mail", "match": {"protocol": "https", "host": "mail.test", "method": "POST", "network": "127.0.0.0/8"}, "verdict": "allow",
@@ -253,6 +253,9 @@ func TestHostileCorpus(t *testing.T) {
 	}
 	if n := plain.n.Load() + secure.n.Load() + tcpHits; n != 0 {
 		t.Fatalf("fake upstreams saw %d requests from the corpus", n)
+	}
+	if raw, _ := os.ReadFile(h.decisions); strings.Contains(string(raw), "hunter2") {
+		t.Fatal("a credential from the corpus is in the decision log")
 	}
 }
 

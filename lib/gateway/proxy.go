@@ -74,7 +74,7 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 		return s.deny(rec, req, http.StatusForbidden, reason, keep)
 	}
 	if d.Inject != nil {
-		rec.Request.Headers = RecordHeaders(req.Header, d.Inject.Header)
+		rec.Request.Headers = RecordHeaders(req.Header, append([]string{d.Inject.Header}, pol.policy.Redact()...)...)
 	}
 	rec.Addr = addr.String()
 	if err := g.record(rec, true); err != nil {

@@ -98,6 +98,8 @@ var sensitive = map[string]bool{
 	"cookie":              true,
 	"set-cookie":          true,
 	"x-api-key":           true,
+	"x-auth-token":        true,
+	"private-token":       true,
 	"proxy-authorization": true,
 }
 
@@ -166,22 +168,44 @@ func newID() string {
 
 // RecordHeaders renders h for a record: names lower-cased, repeated values
 // joined with ", ", and the values of sensitive headers and of extra (the
-// header a rule injects into) replaced by Redacted.
-func RecordHeaders(h http.Header, extra string) map[string]string {
+// header a rule injects into, those the policy's redact list names)
+// replaced by Redacted.
+func RecordHeaders(h http.Header, extra ...string) map[string]string {
 	if len(h) == 0 {
 		return nil
 	}
-	extra = strings.ToLower(extra)
 	out := make(map[string]string, len(h))
 	for k, vs := range h {
 		k = strings.ToLower(k)
-		if sensitive[k] || k == extra {
+		if sensitive[k] || slices.ContainsFunc(extra, func(e string) bool { return strings.EqualFold(e, k) }) {
 			out[k] = Redacted
 			continue
 		}
 		out[k] = strings.Join(vs, ", ")
 	}
 	return out
+}
+
+// redactUserinfo replaces the user information of a request target as
+// sent (absolute URL or CONNECT authority), which may hold a password,
+// by Redacted.
+func redactUserinfo(target string) string {
+	if strings.HasPrefix(target, "/") {
+		return target
+	}
+	start := 0
+	if i := strings.Index(target, "://"); i >= 0 {
+		start = i + 3
+	}
+	end := len(target)
+	if i := strings.IndexAny(target[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	at := strings.LastIndexByte(target[start:end], '@')
+	if at < 0 {
+		return target
+	}
+	return target[:start] + Redacted + target[start+at:]
 }
 
 // MarshalJSON writes the record's fields in a fixed order under the Field

@@ -61,10 +61,12 @@ func TestRecordRoundTrip(t *testing.T) {
 
 func TestRecordHeadersRedacts(t *testing.T) {
 	h := http.Header{"Authorization": {"Bearer x"}, "Cookie": {"a", "b"}, "Set-Cookie": {"s"}, "X-Api-Key": {"k"},
-		"Proxy-Authorization": {"p"}, "X-Goog-Api-Key": {"g"}, "Accept": {"a", "b"}}
-	got := RecordHeaders(h, "X-Goog-Api-Key")
+		"Proxy-Authorization": {"p"}, "X-Goog-Api-Key": {"g"}, "Accept": {"a", "b"}, "X-Auth-Token": {"t"},
+		"Private-Token": {"gl"}, "X-Session": {"s"}}
+	got := RecordHeaders(h, "X-Goog-Api-Key", "x-session")
 	want := map[string]string{"authorization": Redacted, "cookie": Redacted, "set-cookie": Redacted, "x-api-key": Redacted,
-		"proxy-authorization": Redacted, "x-goog-api-key": Redacted, "accept": "a, b"}
+		"proxy-authorization": Redacted, "x-goog-api-key": Redacted, "accept": "a, b", "x-auth-token": Redacted,
+		"private-token": Redacted, "x-session": Redacted}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %v", got)
 	}

@@ -190,8 +190,8 @@ func (s *session) newRecord(start time.Time, req *http1.Request) *Record {
 	if req != nil {
 		// Overwritten by setTarget once the target parses; a reject keeps
 		// the target as sent.
-		rec.Request.Method, rec.Request.Path = req.Method, clip(req.Target)
-		rec.Request.Headers = RecordHeaders(req.Header, "")
+		rec.Request.Method, rec.Request.Path = req.Method, clip(redactUserinfo(req.Target))
+		rec.Request.Headers = RecordHeaders(req.Header, s.g.Policy().Redact()...)
 	}
 	if t := s.tunnel; t != nil {
 		rec.Request.Protocol, rec.Request.Host, rec.Request.Port = t.protocol, t.host, t.port

@@ -117,7 +117,8 @@ type Policy struct {
 	rules      []rule
 	report     bool
 	upstreamCA string
-	unusable   string // non-empty: deny everything with this reason
+	redact     []string // lower-case header names
+	unusable   string   // non-empty: deny everything with this reason
 }
 
 type rule struct {
@@ -148,6 +149,15 @@ func Broken(err error) *Policy {
 		reason += ": " + err.Error()
 	}
 	return &Policy{unusable: reason}
+}
+
+// Redact lists, lower-cased, the headers whose values the policy's
+// top-level "redact" keeps out of records, beyond those always redacted.
+func (p *Policy) Redact() []string {
+	if p == nil {
+		return nil
+	}
+	return p.redact
 }
 
 // UpstreamCA is the extra trust bundle for upstream TLS, or "".

@@ -29,6 +29,7 @@ type policyFile struct {
 	Comment    json.RawMessage    `json:"comment"`
 	Mode       *string            `json:"mode"`
 	UpstreamCA *string            `json:"upstreamCA"`
+	Redact     json.RawMessage    `json:"redact"`
 	Rules      *[]json.RawMessage `json:"rules"`
 }
 
@@ -116,6 +117,11 @@ func Parse(data []byte) (*Policy, error) {
 			return nil, fmt.Errorf("upstreamCA: %q is not an absolute path", *f.UpstreamCA)
 		}
 		p.upstreamCA = *f.UpstreamCA
+	}
+	if f.Redact != nil {
+		if p.redact, err = parseRedact(f.Redact); err != nil {
+			return nil, fmt.Errorf("redact: %w", err)
+		}
 	}
 	if f.Rules == nil {
 		return nil, errors.New("rules: missing (an empty list denies everything)")
@@ -481,6 +487,22 @@ func globList(raw json.RawMessage) ([]pattern, error) {
 			return nil, fmt.Errorf("bad glob %s: %w", quote(t), err)
 		}
 		out[i] = pattern{text: t, g: g}
+	}
+	return out, nil
+}
+
+// parseRedact reads the list of headers whose values records never hold.
+func parseRedact(raw json.RawMessage) ([]string, error) {
+	names, err := stringList(raw)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range names {
+		if !isToken(n) {
+			return nil, fmt.Errorf("%s is not a header name", quote(n))
+		}
+		out = append(out, strings.ToLower(n))
 	}
 	return out, nil
 }

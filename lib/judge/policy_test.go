@@ -41,6 +41,7 @@ func TestBrokenPolicies(t *testing.T) {
 		"bad-name.json":                     `rules[0] "Model API": name: "Model API" does not match ^[a-z0-9][a-z0-9._-]{0,63}$`,
 		"bad-port-list.json":                `rules[0] "a": match.port: 70000 is not a port number (1..65535)`,
 		"bad-port.json":                     `rules[0] "a": match.port: 0 is not a port number (1..65535)`,
+		"bad-redact.json":                   `redact: "x-api key" is not a header name`,
 		"bad-protocol.json":                 `rules[0] "a": match.protocol: "ftp" is not http or https`,
 		"bad-rule-mode.json":                `rules[0] "a": mode: "Report" is not enforce or report`,
 		"bad-schema.json":                   `schema: "impyard.gate/1" is not impyard.policy/<major>`,
