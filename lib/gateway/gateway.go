@@ -118,7 +118,6 @@ type Gateway struct {
 	mu        sync.Mutex
 	listeners []netip.AddrPort
 	conns     map[net.Conn]*connState
-	localIPs  map[netip.Addr]bool
 
 	audit     *store.Log
 	auditDown atomic.Bool // the last append failed
@@ -307,7 +306,7 @@ func (g *Gateway) drain(grace time.Duration) error {
 }
 
 // addListener remembers a listening address so requests to it are
-// refused as loops, with the machine's addresses when it listens on all.
+// refused as loops.
 func (g *Gateway) addListener(a net.Addr) error {
 	ap, err := netip.ParseAddrPort(a.String())
 	if err != nil {
@@ -316,29 +315,47 @@ func (g *Gateway) addListener(a net.Addr) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.listeners = append(g.listeners, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
-	if ap.Addr().IsUnspecified() && g.localIPs == nil {
-		g.localIPs = make(map[netip.Addr]bool)
-		if addrs, err := net.InterfaceAddrs(); err == nil {
-			for _, ia := range addrs {
-				if p, err := netip.ParsePrefix(ia.String()); err == nil {
-					g.localIPs[p.Addr().Unmap()] = true
-				}
-			}
-		}
-	}
 	return nil
 }
 
-// isSelf reports whether dialing a would reach one of our listeners.
+// isSelf reports whether dialing a could reach one of our listeners: any
+// address of this host (loopback, unspecified, which the kernel takes
+// for this host, or an interface's) on a port one of them listens on,
+// whatever address that listener is bound to. A listener bound to one
+// address is not reachable through another, but telling the two apart
+// would rest on the kernel's routing; refusing the port on every local
+// address costs only upstreams on this host sharing a gateway port.
 func (g *Gateway) isSelf(a netip.AddrPort) bool {
-	ip := a.Addr().Unmap()
+	ip := a.Addr().Unmap().WithZone("")
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	listening := false
 	for _, l := range g.listeners {
-		if l.Port() != a.Port() {
-			continue
+		if l.Port() == a.Port() {
+			if l.Addr() == ip {
+				g.mu.Unlock()
+				return true
+			}
+			listening = true
 		}
-		if l.Addr() == ip || l.Addr().IsUnspecified() && (ip.IsLoopback() || ip.IsUnspecified() || g.localIPs[ip]) {
+	}
+	g.mu.Unlock()
+	if !listening {
+		return false
+	}
+	return ip.IsLoopback() || ip.IsUnspecified() || localAddr(ip)
+}
+
+// localAddr reports whether ip is an address of one of this host's
+// interfaces now: they come and go, so it is asked each time (only for
+// a destination on a listener's port, which is rare).
+func localAddr(ip netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		// Unknown: call it ours, as refusing is the safe side.
+		return true
+	}
+	for _, ia := range addrs {
+		if p, err := netip.ParsePrefix(ia.String()); err == nil && p.Addr().Unmap() == ip {
 			return true
 		}
 	}

@@ -460,3 +460,26 @@ func TestAuthenticateHook(t *testing.T) {
 		t.Fatal("Proxy-Authorization reached the upstream")
 	}
 }
+
+// An address of one of the host's interfaces, on the gateway's port,
+// reaches the gateway however it listens: a loop.
+func TestLoopThroughInterfaceAddress(t *testing.T) {
+	var ip netip.Addr
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && !p.Addr().IsLoopback() && p.Addr().Is4() {
+			ip = p.Addr()
+			break
+		}
+	}
+	if !ip.IsValid() {
+		t.Skip("no non-loopback IPv4 interface address")
+	}
+	h := startGateway(t, policy(`{"name": "all", "match": {"host": "*", "network": ["0.0.0.0/0", "::/0"]}, "verdict": "allow"}`), nil)
+	_, port, _ := net.SplitHostPort(h.addr)
+	target := net.JoinHostPort(ip.String(), port)
+	got := h.raw("GET http://"+target+"/v1/health HTTP/1.1\r\nHost: "+target+"\r\nConnection: close\r\n\r\n", 3*time.Second)
+	if !strings.HasPrefix(got, "HTTP/1.1 403 ") || !strings.Contains(got, "own listener") {
+		t.Fatalf("%s:\n%s", target, got)
+	}
+}
