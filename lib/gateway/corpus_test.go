@@ -17,6 +17,7 @@ import (
 // corpusPolicy allows ordinary traffic to the fake upstreams, so that each
 // corpus entry is stopped by what is hostile about it.
 const corpusPolicy = `{"schema": "impyard.policy/1", "redact": ["X-Session-Secret"], "rules": [
+  {"name": "public-admin", "match": {"host": "sink.test", "pathPrefix": "/public/admin"}, "verdict": "deny"},
   {"name": "sink", "match": {"host": "sink.test", "method": ["GET", "POST"], "pathPrefix": "/public", "network": "127.0.0.0/8"}, "verdict": "allow"},
   {"name": "mcp-read", "match": {"host": "mcp.test", "network": "127.0.0.0/8", "mcp": {"method": "tools/call", "tool": "get_*"}}, "verdict": "allow"},
   {"name": "mail", "match": {"protocol": "https", "host": "mail.test", "method": "POST", "network": "127.0.0.0/8"}, "verdict": "allow",
@@ -37,8 +38,9 @@ type corpusEntry struct {
 	verdict   string
 	tunnel    string
 	sni       string
-	handshake bool // the TLS handshake inside the CONNECT must fail
-	loop      bool // the record must say the destination is the gateway itself
+	handshake bool   // the TLS handshake inside the CONNECT must fail
+	loop      bool   // the record must say the destination is the gateway itself
+	rule      string // the rule the record must name, if set
 	request   string
 }
 
@@ -80,6 +82,8 @@ func parseCorpus(t *testing.T, vars map[string]string) []corpusEntry {
 					cur.handshake = v == "fail"
 				case "loop":
 					cur.loop = true
+				case "rule":
+					cur.rule = v
 				default:
 					t.Fatalf("hostile.txt:%d: unknown %q", i+1, k)
 				}
@@ -257,6 +261,9 @@ func TestHostileCorpus(t *testing.T) {
 			}
 			if r.Verdict != e.verdict {
 				t.Fatalf("%s: record verdict %s (%s), want %s", where, r.Verdict, r.Reason, e.verdict)
+			}
+			if e.rule != "" && r.Rule != e.rule {
+				t.Fatalf("%s: decided by rule %q (%s), want %q", where, r.Rule, r.Reason, e.rule)
 			}
 			if e.loop && !strings.Contains(r.Reason, "gateway's own listener (a loop)") {
 				t.Fatalf("%s: refused for %q, not as a loop", where, r.Reason)

@@ -67,7 +67,7 @@ type Request struct {
 	Method   string      // as sent
 	Host     string      // canonical, from CanonicalHost
 	Port     int         // 1..65535
-	Path     string      // raw path as sent, not unescaped
+	Path     string      // as sent, not unescaped; rules see its NormalPath
 	Query    string      // raw query, for the record; no rule matches it
 	Header   http.Header // as received, hop-by-hop headers included
 	BodySize int64       // bytes, after any Content-Encoding is undone
@@ -220,6 +220,8 @@ func (p *Policy) prepare(r *Request) (input, Decision, bool) {
 		return input{}, deny("", "host is not in canonical form"), false
 	}
 	in := input{Request: r, traversal: traversal(r.Path), upgrade: wantsUpgrade(r.Header)}
+	in.path = NormalPath(r.Path)
+	in.bare = bareSegments(in.path)
 	if r.Addr.IsValid() {
 		in.addr = r.Addr.WithZone("").Unmap()
 	}

@@ -265,6 +265,7 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 			return rule{}, fmt.Errorf("inject.%w", err)
 		}
 	}
+	rl.m.eitherPath = rl.verdict == Deny
 	if rl.inject != nil && rl.verdict != Tunnel && !httpsOnly(rl.m.protocols) {
 		// Over plain http the secret would cross the network in clear,
 		// readable by anyone on the path, whatever the host.
@@ -341,10 +342,14 @@ func parseMatch(f *matchFile) (matcher, error) {
 		if m.prefixes, err = stringList(f.PathPrefix); err != nil {
 			return m, fmt.Errorf("pathPrefix: %w", err)
 		}
-		for _, p := range m.prefixes {
-			if traversal(p) {
+		for i, p := range m.prefixes {
+			switch {
+			case traversal(p):
 				return m, fmt.Errorf("pathPrefix: %s has a traversal spelling", quote(p))
+			case strings.Contains(p, ";"):
+				return m, fmt.Errorf("pathPrefix: %s holds a ;parameter, which path rules never see", quote(p))
 			}
+			m.prefixes[i] = NormalPath(p)
 		}
 	}
 	if f.HeaderContains != nil {
