@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -73,9 +74,17 @@ func (l *live) httpsUpstream() {
 // startLive runs impgw serve; trust says how it learns the upstream's CA:
 // "flag" (--upstream-ca), "env" (SSL_CERT_FILE) or "" (not at all).
 func startLive(t *testing.T, policy, trust string) *live {
+	return startLiveOrg(t, policy, trust, "")
+}
+
+// startLiveOrg is startLive with an org.toml in the yard, if not "".
+func startLiveOrg(t *testing.T, policy, trust, org string) *live {
 	dir := t.TempDir()
 	l := &live{t: t, root: filepath.Join(dir, "yard"), home: filepath.Join(dir, "home"), stderr: &strings.Builder{}}
 	os.MkdirAll(filepath.Join(l.root, "policies"), 0o755)
+	if org != "" {
+		os.WriteFile(filepath.Join(l.root, "org.toml"), []byte(org), 0o644)
+	}
 	l.writePolicy(policy)
 	l.httpsUpstream()
 	l.impgw("ca", "init")
@@ -329,4 +338,133 @@ func TestErrorsHideHostPaths(t *testing.T) {
 		t.Fatalf("control with a broken org.toml: %v %s", err, out)
 	}
 	hidden("control", string(out))
+}
+
+// vmRSS reads a process's resident set size in bytes; 0 if it cannot.
+func vmRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// TestBodyMemoryBound has 100 clients declare 10 MiB bodies at once and
+// send them slowly: the gateway's resident memory must stay under 256 MiB
+// throughout and fall back once they are done.
+func TestBodyMemoryBound(t *testing.T) {
+	var drained atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		drained.Add(n)
+		io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	l := startLive(t, `{"schema": "impyard.policy/1", "rules": [
+		{"name": "lo", "match": {"protocol": "http", "host": "127.0.0.1", "network": "127.0.0.0/8"}, "verdict": "allow"}]}`, "")
+	pid := l.cmd.Process.Pid
+	if out, err := exec.Command("curl", "-sS", "--proxy", "http://"+l.addr, "-d", "warm", up.URL+"/").CombinedOutput(); err != nil || string(out) != "ok" {
+		t.Fatalf("warm-up: %v %s", err, out)
+	}
+	base := vmRSS(pid)
+	if base == 0 {
+		t.Skip("no VmRSS in /proc")
+	}
+
+	const clients, size, chunk = 100, 10 << 20, 1 << 20
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			peak.Store(max(peak.Load(), vmRSS(pid)))
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	statuses := make(chan int, clients)
+	block := make([]byte, chunk)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", l.addr)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			fmt.Fprintf(c, "POST %s/ HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n", up.URL, up.Listener.Addr(), size)
+			for sent := 0; sent < size; sent += chunk {
+				if _, err := c.Write(block); err != nil {
+					break // refused: the gateway closed the connection
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-watched
+	close(statuses)
+	count := map[int]int{}
+	for s := range statuses {
+		count[s]++
+	}
+	if p := peak.Load(); p >= 256<<20 {
+		t.Fatalf("resident memory reached %d MiB (from %d MiB) with %d bodies in flight; statuses %v", p>>20, base>>20, clients, count)
+	}
+	if count[200] == 0 || count[200]+count[503] != clients {
+		t.Fatalf("statuses %v: want some bodies through and the rest refused with 503", count)
+	}
+	if got := drained.Load(); got != int64(count[200])*size+4 {
+		t.Fatalf("the upstream got %d body bytes, want %d whole bodies", got, count[200])
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for vmRSS(pid) > base+48<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("resident memory stayed at %d MiB (from %d MiB, peak %d MiB)", vmRSS(pid)>>20, base>>20, peak.Load()>>20)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("resident memory: %d MiB before, peak %d MiB, statuses %v", base>>20, peak.Load()>>20, count)
+}
+
+// org.toml's [gateway] header_timeout bounds how long a connection that
+// sends nothing is kept, counted from accept.
+func TestHeaderTimeoutFromOrg(t *testing.T) {
+	l := startLiveOrg(t, `{"schema": "impyard.policy/1", "rules": []}`, "", "[gateway]\nheader_timeout = \"500ms\"\n")
+	c, err := net.Dial("tcp", l.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.SetReadDeadline(start.Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("an idle connection: %v, want it closed", err)
+	}
+	if took := time.Since(start); took < 400*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("closed after %s, want about 500ms", took)
+	}
 }

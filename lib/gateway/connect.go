@@ -122,6 +122,7 @@ func (s *session) terminate(rec *Record, req *http1.Request, t *target, subject 
 		tunnel:  t,
 		subject: subject,
 		state:   s.state,
+		firstBy: time.Now().Add(s.g.lim.ReadHeaderTimeout),
 	}
 	inner.serve()
 	tc.Close()

@@ -17,11 +17,12 @@ import (
 // anything from the file system, so nothing under IMPYARD_HOME (the CA
 // key, secrets) can ever be read through it.
 func (s *session) control(rec *Record, req *http1.Request) bool {
-	reqBody, err := s.readBody(req)
+	reqBody, release, err := s.readBody(req)
 	if err != nil {
 		s.reject(rec, err)
 		return false
 	}
+	defer release()
 	path, _, _ := strings.Cut(req.Target, "?")
 	status, body := http.StatusNotFound, `{"error":"no such endpoint"}`
 	h := http.Header{"Content-Type": {"application/json"}}

@@ -55,10 +55,11 @@ import (
 type Limits struct {
 	MaxHeaderBytes    int           // request line and header block (431)
 	MaxBodyBytes      int64         // request body (413)
-	ReadHeaderTimeout time.Duration // from a request's first byte to its last header (408)
+	BodyBudget        int64         // request body bytes held at once over all connections (503 beyond)
+	ReadHeaderTimeout time.Duration // from accept (later: a request's first byte) to its last header (408)
 	ReadBodyTimeout   time.Duration // to read a whole request body (408)
 	IdleTimeout       time.Duration // between requests, and per write or tunnel read
-	MaxConns          int           // concurrent client connections (503 beyond)
+	MaxConns          int           // concurrent client connections per listener (503 beyond)
 	DNSTimeout        time.Duration
 	DialTimeout       time.Duration
 	UpstreamTimeout   time.Duration // from request sent to response headers (504)
@@ -69,6 +70,7 @@ func DefaultLimits() Limits {
 	return Limits{
 		MaxHeaderBytes:    64 << 10,
 		MaxBodyBytes:      10 << 20,
+		BodyBudget:        64 << 20,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadBodyTimeout:   60 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -112,7 +114,7 @@ type Gateway struct {
 	lim      Limits
 	policy   *policySource
 	resolver *dial.Resolver
-	slots    chan struct{} // one per client connection being served
+	bodies   bodyBudget
 	hidden   []hiddenPath
 
 	mu        sync.Mutex
@@ -139,14 +141,18 @@ func New(cfg Config) (*Gateway, error) {
 	if lim == (Limits{}) {
 		lim = DefaultLimits()
 	}
+	if lim.BodyBudget < lim.MaxBodyBytes {
+		// A body the size limit allows must be able to pass alone.
+		lim.BodyBudget = lim.MaxBodyBytes
+	}
 	g := &Gateway{
 		cfg:      cfg,
 		lim:      lim,
 		resolver: dial.NewResolver(lim.DNSTimeout, 5*time.Second, cfg.Lookup),
-		slots:    make(chan struct{}, lim.MaxConns),
 		conns:    make(map[net.Conn]*connState),
 		hidden:   hiddenPaths(&cfg),
 	}
+	g.bodies.max = lim.BodyBudget
 	g.audit = store.NewLog(cfg.DecisionsPath, g.audited)
 	g.policy = &policySource{
 		path:       cfg.PolicyPath,
@@ -204,11 +210,14 @@ func (g *Gateway) Attach(ctx context.Context, ln net.Listener) error {
 }
 
 // accept serves connections from ln until ctx ends (nil) or ln fails;
-// track, if set, hears each connection open and close.
+// track, if set, hears each connection open and close. Each listener has
+// slots of its own, so connections on one (a box's) can never take those
+// of another (the host's, another box's).
 func (g *Gateway) accept(ctx context.Context, ln net.Listener, track func(c net.Conn, open bool)) error {
 	if err := g.addListener(ln.Addr()); err != nil {
 		return err
 	}
+	slots := make(chan struct{}, g.lim.MaxConns)
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	var tempDelay time.Duration
@@ -229,8 +238,9 @@ func (g *Gateway) accept(ctx context.Context, ln net.Listener, track func(c net.
 			return err
 		}
 		tempDelay = 0
+		accepted := time.Now()
 		select {
-		case g.slots <- struct{}{}:
+		case slots <- struct{}{}:
 			st := g.track(c)
 			if track != nil {
 				track(c, true)
@@ -238,12 +248,12 @@ func (g *Gateway) accept(ctx context.Context, ln net.Listener, track func(c net.
 			g.wg.Add(1)
 			go func() {
 				defer g.wg.Done()
-				defer func() { <-g.slots }()
+				defer func() { <-slots }()
 				defer g.untrack(c)
 				if track != nil {
 					defer track(c, false)
 				}
-				g.serveConn(c, st)
+				g.serveConn(c, st, accepted)
 			}()
 		default:
 			go g.overloaded(c)

@@ -37,11 +37,12 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	if req.ContentLength > 0 {
 		rec.Request.BodySize = req.ContentLength
 	}
-	body, err := s.readBody(req)
+	body, release, err := s.readBody(req)
 	if err != nil {
 		s.reject(rec, err)
 		return false
 	}
+	defer release()
 	rec.Request.BodySize, rec.BytesIn = int64(len(body)), int64(len(body))
 	keep := !req.Close
 
@@ -159,20 +160,44 @@ func (s *session) deny(rec *Record, req *http1.Request, status int, reason strin
 }
 
 // readBody reads the request body within the size and time limits,
-// sending 100 Continue first when the client waits for it.
-func (s *session) readBody(req *http1.Request) ([]byte, error) {
+// sending 100 Continue first when the client waits for it. The body's
+// bytes are taken from the gateway's body budget first, and release
+// gives them back once the body is no longer needed; a body that does
+// not fit is refused with 503 before any of it is read. A chunked body,
+// whose size is known only at its end, holds the size limit while it is
+// read.
+func (s *session) readBody(req *http1.Request) (body []byte, release func(), err error) {
+	release = func() {}
 	if req.ContentLength == 0 {
-		return nil, nil
+		return nil, release, nil
 	}
 	lim := &s.g.lim
+	hold := req.ContentLength
+	if hold < 0 || hold > lim.MaxBodyBytes {
+		hold = lim.MaxBodyBytes
+	}
+	if !s.g.bodies.take(hold) {
+		return nil, release, &http1.Error{Status: http.StatusServiceUnavailable,
+			Reason: "the gateway holds as many request bodies as it may; retry shortly"}
+	}
+	defer func() {
+		if err != nil {
+			s.g.bodies.give(hold)
+			return
+		}
+		s.g.bodies.give(hold - int64(len(body)))
+		n := int64(len(body))
+		release = func() { s.g.bodies.give(n) }
+	}()
 	if req.Expect100 && req.ContentLength <= lim.MaxBodyBytes {
 		s.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
 		if err := s.bw.Flush(); err != nil {
-			return nil, err
+			return nil, release, err
 		}
 	}
 	s.conn.SetReadDeadline(time.Now().Add(lim.ReadBodyTimeout))
-	return req.ReadBody(s.br, lim.MaxBodyBytes, lim.MaxHeaderBytes)
+	body, err = req.ReadBody(s.br, lim.MaxBodyBytes, lim.MaxHeaderBytes)
+	return body, release, err
 }
 
 // pickAddr resolves the host (the name was already judged, so a denied

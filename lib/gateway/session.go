@@ -61,6 +61,10 @@ type session struct {
 	tunnel  *target
 	subject string
 	state   *connState
+	// firstBy is when the first request's head must have arrived: the
+	// header timeout counts from accept (or the TLS handshake), so a
+	// connection that sends nothing holds its slot no longer than that.
+	firstBy time.Time
 	// ended: the gateway, not the client, ended the connection, so the
 	// client may still be sending.
 	ended bool
@@ -68,17 +72,18 @@ type session struct {
 
 const bufSize = 8 << 10
 
-func (g *Gateway) serveConn(c net.Conn, st *connState) {
+func (g *Gateway) serveConn(c net.Conn, st *connState, accepted time.Time) {
 	defer c.Close()
 	dc := &deadlineConn{Conn: c, idle: g.lim.IdleTimeout}
 	s := &session{
-		g:      g,
-		raw:    c,
-		conn:   dc,
-		br:     bufio.NewReaderSize(dc, bufSize),
-		bw:     bufio.NewWriterSize(dc, bufSize),
-		client: c.RemoteAddr().String(),
-		state:  st,
+		g:       g,
+		raw:     c,
+		conn:    dc,
+		br:      bufio.NewReaderSize(dc, bufSize),
+		bw:      bufio.NewWriterSize(dc, bufSize),
+		client:  c.RemoteAddr().String(),
+		state:   st,
+		firstBy: accepted.Add(g.lim.ReadHeaderTimeout),
 	}
 	s.serve()
 	if s.ended {
@@ -104,7 +109,13 @@ func linger(c net.Conn) {
 func (s *session) serve() {
 	lim := &s.g.lim
 	for {
-		s.conn.SetReadDeadline(time.Now().Add(lim.IdleTimeout))
+		headBy := s.firstBy
+		if headBy.IsZero() {
+			s.conn.SetReadDeadline(time.Now().Add(lim.IdleTimeout))
+		} else {
+			s.conn.SetReadDeadline(headBy)
+			s.firstBy = time.Time{}
+		}
 		s.state.idle.Store(true)
 		_, err := s.br.Peek(1)
 		s.state.idle.Store(false)
@@ -112,7 +123,10 @@ func (s *session) serve() {
 			return
 		}
 		start := time.Now()
-		s.conn.SetReadDeadline(start.Add(lim.ReadHeaderTimeout))
+		if headBy.IsZero() {
+			headBy = start.Add(lim.ReadHeaderTimeout)
+		}
+		s.conn.SetReadDeadline(headBy)
 		req, err := http1.ReadRequest(s.br, lim.MaxHeaderBytes)
 		if err != nil {
 			s.reject(s.newRecord(start, req), err)
