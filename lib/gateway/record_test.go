@@ -227,3 +227,40 @@ func TestFullDiskForwardsNothing(t *testing.T) {
 		t.Fatalf("last record %+v, upstream saw %d", r, up.n.Load())
 	}
 }
+
+// FuzzRedactUserinfo checks that no user information survives in a
+// recorded target, however the target is spelt.
+func FuzzRedactUserinfo(f *testing.F) {
+	for _, s := range [][3]string{
+		{"http://", "alice:hunter2", "sink.test/public"},
+		{"", "alice:hunter2", "sink.test:443"},
+		{"https://", "a%40b:c@d", "h/?x=a@b#f"},
+		{"HTTP://", "u", "h:1"},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, scheme, user, rest string) {
+		if strings.ContainsAny(user, "/?#") || user == "" || strings.Contains(scheme, "/") {
+			return
+		}
+		target := scheme + user + "@" + rest
+		if scheme != "" && !strings.HasSuffix(scheme, "://") {
+			return
+		}
+		got := redactUserinfo(target)
+		if again := redactUserinfo(got); again != got {
+			t.Fatalf("not idempotent: %q -> %q -> %q", target, got, again)
+		}
+		authority := rest
+		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+			authority = rest[:i]
+		}
+		if strings.Contains(authority, "@") {
+			// The user information ends at the authority's last @.
+			return
+		}
+		if strings.Contains(got, user) && !strings.Contains(scheme+Redacted+"@"+rest, user) {
+			t.Fatalf("%q recorded as %q: the user information %q survived", target, got, user)
+		}
+	})
+}
