@@ -483,3 +483,21 @@ func TestLoopThroughInterfaceAddress(t *testing.T) {
 		t.Fatalf("%s:\n%s", target, got)
 	}
 }
+
+// A control API failure's detail, which may name files, goes to the log;
+// the client learns only that it happened.
+func TestControlInternalErrorIsGeneric(t *testing.T) {
+	h := startGateway(t, policy(), func(c *Config) {
+		c.Control = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, `{"error":"open %s/secrets/x: permission denied"}`, c.Home)
+		})
+	})
+	got := h.raw("GET /v1/gates HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 3*time.Second)
+	if !strings.HasPrefix(got, "HTTP/1.1 500 ") || strings.Contains(got, h.home) || !strings.Contains(got, "internal error") {
+		t.Fatalf("answer:\n%s", got)
+	}
+	if !strings.Contains(h.log.String(), h.home+"/secrets/x: permission denied") {
+		t.Fatalf("the log lost the detail:\n%s", h.log)
+	}
+}
