@@ -40,6 +40,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -322,9 +323,13 @@ func (g *Gateway) addListener(a net.Addr) error {
 	if err != nil {
 		return fmt.Errorf("gateway: listener address %s: %w", a, err)
 	}
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.listeners = append(g.listeners, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
+	// Every box's listener has the same address, in its own namespace.
+	if !slices.Contains(g.listeners, ap) {
+		g.listeners = append(g.listeners, ap)
+	}
 	return nil
 }
 
