@@ -329,10 +329,18 @@ func TestErrorsHideHostPaths(t *testing.T) {
 		t.Errorf("the log lost the detail:\n%s", logged)
 	}
 
+	// A broken policy's reason names its file: not to the client.
+	l.writePolicy(`{"schema": "impyard.policy/1", "rules": [`)
+	out, err := exec.Command("curl", "-sS", "--proxy", "http://"+l.addr, "http://127.0.0.1:9/").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "policy unusable") {
+		t.Fatalf("with a broken policy: %v %s", err, out)
+	}
+	hidden("broken policy", string(out))
+
 	// The control API's errors too: a broken org.toml names itself.
 	tok := strings.TrimSpace(l.impgw("token", "issue", "--imp", "yuko"))
 	os.WriteFile(filepath.Join(l.root, "org.toml"), []byte("[gateway\n"), 0o644)
-	out, err := exec.Command("curl", "-sS", "--noproxy", "*", "-H", "Authorization: Bearer "+tok, "-d",
+	out, err = exec.Command("curl", "-sS", "--noproxy", "*", "-H", "Authorization: Bearer "+tok, "-d",
 		`{"intent":"email-send","payload":{}}`, "http://"+l.addr+"/v1/actions").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "configuration does not load") {
 		t.Fatalf("control with a broken org.toml: %v %s", err, out)
