@@ -172,7 +172,7 @@ func (s *session) tunnelTo(rec *Record, req *http1.Request, p *judge.Policy, t *
 		return
 	}
 	rec.Addr = addr.String()
-	if err := g.record(rec, true); err != nil {
+	if err := g.decision(rec); err != nil {
 		s.refuse(rec, req, http.StatusServiceUnavailable, unrecorded)
 		return
 	}

@@ -377,22 +377,30 @@ func localAddr(ip netip.Addr) bool {
 	return false
 }
 
-// record appends r to the audit log. With wait it returns once the record
-// is written, with the error if it was not: a refusal is recorded before
-// it is answered, and a request is forwarded only once its record is
-// written. Else it returns at once (an exchange already answered need not
-// hold up the connection's next request). A failed write is logged, once
-// per distinct error.
-func (g *Gateway) record(r *Record, wait bool) error {
+// record appends the record of a request not forwarded. With wait it
+// returns once the record is written (a refusal is recorded before it is
+// answered); else at once. A failed write is logged, once per distinct
+// error.
+func (g *Gateway) record(r *Record, wait bool) {
 	if r.ID == "" {
 		r.ID = newID()
 	}
 	line := append(r.appendJSON(make([]byte, 0, 1024)), '\n')
-	err := g.audit.Append(line, wait)
-	if err != nil {
+	if err := g.audit.Append(line, wait); err != nil {
 		g.audited(err)
 	}
 	g.meter(r)
+}
+
+// decision appends the record of a request about to be forwarded and
+// returns once it is written, with the error if it was not: nothing goes
+// upstream unrecorded. Its bytes are metered with its outcome.
+func (g *Gateway) decision(r *Record) error {
+	line := append(r.appendJSON(make([]byte, 0, 1024)), '\n')
+	err := g.audit.Append(line, true)
+	if err != nil {
+		g.audited(err)
+	}
 	return err
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -499,5 +500,34 @@ func TestControlInternalErrorIsGeneric(t *testing.T) {
 	}
 	if !strings.Contains(h.log.String(), h.home+"/secrets/x: permission denied") {
 		t.Fatalf("the log lost the detail:\n%s", h.log)
+	}
+}
+
+// The bytes of a forwarded exchange are metered once, with its outcome.
+func TestMeteredOnce(t *testing.T) {
+	var up seen
+	_, port := newPlainUpstream(t, up.handler("reply"))
+	var mu sync.Mutex
+	metered := map[string]int64{}
+	h := startGateway(t, policy(`{"name": "lo", "match": {"host": "127.0.0.1", "network": "127.0.0.0/8"}, "verdict": "allow"}`),
+		func(c *Config) {
+			c.Authenticate = func(net.Conn, string) (string, error) { return "yuko", nil }
+			c.Meter = func(subject string, n int64) {
+				mu.Lock()
+				defer mu.Unlock()
+				metered[subject] += n
+			}
+		})
+	if resp, _ := h.do(h.client(), "POST", "http://127.0.0.1:"+itoa(port)+"/", "hello", nil); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	r := h.waitRecords(1)[0]
+	if r.BytesIn != 5 || r.BytesOut != 5 {
+		t.Fatalf("record %+v", r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if metered["yuko"] != 10 {
+		t.Fatalf("metered %v, want 10 bytes for yuko", metered)
 	}
 }

@@ -78,7 +78,7 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 		rec.Request.Headers = RecordHeaders(req.Header, append([]string{d.Inject.Header}, pol.policy.Redact()...)...)
 	}
 	rec.Addr = addr.String()
-	if err := g.record(rec, true); err != nil {
+	if err := g.decision(rec); err != nil {
 		return s.deny(rec, req, http.StatusServiceUnavailable, unrecorded, keep)
 	}
 	sent := time.Now()
