@@ -26,7 +26,12 @@
 //     CONNECT host (no domain fronting); Proxy-Authorization and other
 //     hop-by-hop headers are never forwarded.
 //   - Limits on header size, body size, slow clients and connection count
-//     are answered with a status and a record, not a hang.
+//     are answered with a status and a record, not a hang. Each listener
+//     (each box) has connection slots of its own, a connection that sends
+//     nothing is closed when the header timeout runs out from accept, and
+//     the request bodies held at once are bounded over all connections.
+//   - No answer to a client names a host path (the yard, IMPYARD_HOME,
+//     the owner's home); the record and the log keep the detail.
 //
 // Origin-form requests on a listener are the gateway's own control API;
 // it serves GET /v1/health and nothing from the file system.
