@@ -442,7 +442,9 @@ func TestBodyMemoryBound(t *testing.T) {
 	if p := peak.Load(); p >= 256<<20 {
 		t.Fatalf("resident memory reached %d MiB (from %d MiB) with %d bodies in flight; statuses %v", p>>20, base>>20, clients, count)
 	}
-	if count[200] == 0 || count[200]+count[503] != clients {
+	// A refused client still sending may see its connection reset before
+	// it reads the 503 (status 0 here).
+	if count[200] == 0 || count[503] == 0 || count[200]+count[503]+count[0] != clients {
 		t.Fatalf("statuses %v: want some bodies through and the rest refused with 503", count)
 	}
 	if got := drained.Load(); got != int64(count[200])*size+4 {
