@@ -263,7 +263,7 @@ func (s *session) outbound(req *http1.Request, t *target, jr *judge.Request, d j
 		secret, err := s.g.secret(in.Secret)
 		if err != nil {
 			s.g.logf("error: %v", err)
-			return nil, err.Error(), err.(*secretError).shown()
+			return nil, err.Error(), err.shown()
 		}
 		key := http.CanonicalHeaderKey(in.Header)
 		placeholder := judge.PlaceholderPrefix + in.Secret

@@ -24,9 +24,9 @@ func (e *secretError) shown() string {
 	return fmt.Sprintf("secret %q is not available to inject; the decision record says why", e.name)
 }
 
-// secret reads IMPYARD_HOME/secrets/<name> for injection. The error, a
-// *secretError, never holds any of the file's content.
-func (g *Gateway) secret(name string) (string, error) {
+// secret reads IMPYARD_HOME/secrets/<name> for injection. The error
+// never holds any of the file's content.
+func (g *Gateway) secret(name string) (string, *secretError) {
 	v, err := g.readSecret(name)
 	if err != nil {
 		return "", &secretError{name: name, err: err}
