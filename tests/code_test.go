@@ -76,7 +76,7 @@ func TestCodePush(t *testing.T) {
 	os.WriteFile(filepath.Join(b.home, "secrets", "github"), []byte("ghp_test_token\n"), 0o600)
 	pol, _ := os.ReadFile(b.y.PolicyPath())
 	pol = []byte(strings.Replace(string(pol), `"rules":[`, `"rules":[
-	 {"name":"open-pr","match":{"host":"127.0.0.1","method":"POST","pathPrefix":"/repos/o/r/pulls","subject":"org","network":"127.0.0.0/8"},
+	 {"name":"open-pr","match":{"protocol":"https","host":"127.0.0.1","method":"POST","pathPrefix":"/repos/o/r/pulls","subject":"org","network":"127.0.0.0/8"},
 	  "verdict":"allow","inject":{"header":"authorization","secret":"github","format":"Bearer %s"}},`, 1))
 	os.WriteFile(b.y.PolicyPath(), pol, 0o640)
 	org, _ := os.ReadFile(b.y.Path("org.toml"))

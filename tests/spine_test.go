@@ -94,7 +94,7 @@ func newSpine(t testing.TB, idempotent bool, binDir string) *spine {
 	mailURL := s.mail.srv.URL + "/emails"
 	os.MkdirAll(s.y.Path("policies"), 0o750)
 	os.WriteFile(s.y.PolicyPath(), []byte(`{"schema":"impyard.policy/1","upstreamCA":"`+upCA+`","rules":[
-	 {"name":"email-send","match":{"host":"127.0.0.1","method":"POST","pathPrefix":"/emails","subject":"org","network":"127.0.0.0/8"},
+	 {"name":"email-send","match":{"protocol":"https","host":"127.0.0.1","method":"POST","pathPrefix":"/emails","subject":"org","network":"127.0.0.0/8"},
 	  "verdict":"allow","inject":{"header":"authorization","secret":"resend","format":"Bearer %s"}}]}`), 0o640)
 	os.WriteFile(s.y.Path("org.toml"), []byte(fmt.Sprintf(`
 [gateway]

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -55,10 +56,11 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	lim := gateway.DefaultLimits()
 	fs.IntVar(&lim.MaxHeaderBytes, "max-header-bytes", lim.MaxHeaderBytes, "largest request line and header block, `BYTES` (431 beyond)")
 	fs.Int64Var(&lim.MaxBodyBytes, "max-body-bytes", lim.MaxBodyBytes, "largest request body, `BYTES` (413 beyond)")
-	fs.DurationVar(&lim.ReadHeaderTimeout, "read-header-timeout", lim.ReadHeaderTimeout, "time to receive a request head or finish a TLS handshake (408 beyond)")
+	fs.Int64Var(&lim.BodyBudget, "body-budget", lim.BodyBudget, "request body `BYTES` held at once over all connections (503 beyond)")
+	fs.DurationVar(&lim.ReadHeaderTimeout, "read-header-timeout", lim.ReadHeaderTimeout, "time from accept to a request's head, then from each request's first byte; also for a TLS handshake (408 beyond)")
 	fs.DurationVar(&lim.ReadBodyTimeout, "read-body-timeout", lim.ReadBodyTimeout, "time to receive a whole request body (408 beyond)")
 	fs.DurationVar(&lim.IdleTimeout, "idle-timeout", lim.IdleTimeout, "close a connection idle this long; also bounds each write")
-	fs.IntVar(&lim.MaxConns, "max-conns", lim.MaxConns, "concurrent client connections (503 beyond)")
+	fs.IntVar(&lim.MaxConns, "max-conns", lim.MaxConns, "concurrent client connections per listener (503 beyond)")
 	fs.DurationVar(&lim.UpstreamTimeout, "upstream-timeout", lim.UpstreamTimeout, "time for an upstream to start answering (504 beyond)")
 	leafLife := fs.Duration("leaf-lifetime", ca.DefaultLeafLifetime, "lifetime of minted leaf certificates (at most 4320h)")
 	grace := fs.Duration("grace", 5*time.Second, "on shutdown, time given to open connections to finish")
@@ -68,20 +70,36 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	if fs.NArg() != 0 {
 		return cli.Usagef("serve: unexpected argument %q", fs.Arg(0))
 	}
-	if lim.MaxHeaderBytes < 1024 || lim.MaxBodyBytes < 0 || lim.MaxConns < 1 || lim.ReadHeaderTimeout <= 0 ||
-		lim.ReadBodyTimeout <= 0 || lim.IdleTimeout <= 0 || lim.UpstreamTimeout <= 0 {
-		return cli.Usagef("serve: limits must be positive (and --max-header-bytes at least 1024)")
-	}
 	y, err := yard.Open(*root)
 	if err != nil {
 		return err
 	}
-	if len(listen) == 0 {
-		org, err := config.LoadOrg(y)
-		if err != nil {
+	org, err := config.LoadOrg(y)
+	if err != nil {
+		if len(listen) == 0 {
 			return cli.WithHint(err, "fix org.toml, or name the address with --listen")
 		}
+		fmt.Fprintf(e.Stderr, "impgw: warning: %v; [gateway] limits at their defaults\n", err)
+		org = config.Default()
+	}
+	if len(listen) == 0 {
 		listen = listValue{org.Gateway.Listen}
+	}
+	// org.toml's [gateway] limits, unless a flag says otherwise.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["read-header-timeout"] {
+		lim.ReadHeaderTimeout = org.Gateway.HeaderTimeout.Duration
+	}
+	if !set["body-budget"] {
+		lim.BodyBudget = max(org.Gateway.BodyBudget, lim.MaxBodyBytes)
+	}
+	if lim.MaxHeaderBytes < 1024 || lim.MaxBodyBytes < 0 || lim.MaxConns < 1 || lim.ReadHeaderTimeout <= 0 ||
+		lim.ReadBodyTimeout <= 0 || lim.IdleTimeout <= 0 || lim.UpstreamTimeout <= 0 {
+		return cli.Usagef("serve: limits must be positive (and --max-header-bytes at least 1024)")
+	}
+	if lim.BodyBudget < lim.MaxBodyBytes {
+		return cli.Usagef("serve: --body-budget must be at least --max-body-bytes")
 	}
 	policyPath := *policy
 	if policyPath == "" {
@@ -117,6 +135,7 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 		UpstreamCA:    *upstreamCA,
 		DecisionsPath: decisions,
 		Home:          home,
+		Root:          y.Root,
 		Minter:        minter,
 		Limits:        lim,
 		Log:           e.Stderr,

@@ -21,12 +21,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/impyard/impyard/lib/gateway"
-	"github.com/impyard/impyard/lib/store"
 )
 
 // live is a running `impgw serve` process with its yard and home.
@@ -74,9 +74,17 @@ func (l *live) httpsUpstream() {
 // startLive runs impgw serve; trust says how it learns the upstream's CA:
 // "flag" (--upstream-ca), "env" (SSL_CERT_FILE) or "" (not at all).
 func startLive(t *testing.T, policy, trust string) *live {
+	return startLiveOrg(t, policy, trust, "")
+}
+
+// startLiveOrg is startLive with an org.toml in the yard, if not "".
+func startLiveOrg(t *testing.T, policy, trust, org string) *live {
 	dir := t.TempDir()
 	l := &live{t: t, root: filepath.Join(dir, "yard"), home: filepath.Join(dir, "home"), stderr: &strings.Builder{}}
 	os.MkdirAll(filepath.Join(l.root, "policies"), 0o755)
+	if org != "" {
+		os.WriteFile(filepath.Join(l.root, "org.toml"), []byte(org), 0o644)
+	}
 	l.writePolicy(policy)
 	l.httpsUpstream()
 	l.impgw("ca", "init")
@@ -166,15 +174,9 @@ func (l *live) curl(args ...string) (string, string) {
 }
 
 func (l *live) records() []*gateway.Record {
-	var out []*gateway.Record
 	// An allowed request's record follows its response by a moment.
 	time.Sleep(50 * time.Millisecond)
-	store.ReadJSONL(filepath.Join(l.root, "runs", "decisions.jsonl"), func(line []byte) error {
-		if r, err := gateway.ParseRecord(line); err == nil {
-			out = append(out, r)
-		}
-		return nil
-	})
+	out, _, _ := gateway.ReadRecords(filepath.Join(l.root, "runs", "decisions.jsonl"))
 	return out
 }
 
@@ -183,7 +185,7 @@ func TestCurlThroughImpgw(t *testing.T) {
 		t.Skip("curl not installed")
 	}
 	l := startLive(t, `{"schema": "impyard.policy/1", "rules": [
-		{"name": "send-mail", "match": {"host": "localhost", "method": "POST", "pathPrefix": "/emails", "network": "127.0.0.0/8"},
+		{"name": "send-mail", "match": {"protocol": "https", "host": "localhost", "method": "POST", "pathPrefix": "/emails", "network": "127.0.0.0/8"},
 		 "verdict": "allow", "inject": {"header": "authorization", "secret": "resend", "format": "Bearer %s"}}]}`, "flag")
 	os.MkdirAll(filepath.Join(l.home, "secrets"), 0o700)
 	os.WriteFile(filepath.Join(l.home, "secrets", "resend"), []byte("re_live_7f3a\n"), 0o600)
@@ -289,5 +291,190 @@ func TestSSLCertFile(t *testing.T) {
 	}
 	if r := l.records(); len(r) != 1 || !strings.Contains(r[0].Error, "certificate") {
 		t.Fatalf("records %+v", r)
+	}
+}
+
+// An error answered to a box names no host path: not the secret's file,
+// not IMPYARD_HOME, not the yard, not the owner's home. The record and
+// the log keep the detail.
+func TestErrorsHideHostPaths(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed")
+	}
+	l := startLive(t, `{"schema": "impyard.policy/1", "rules": [
+		{"name": "send-mail", "match": {"protocol": "https", "host": "localhost", "method": "POST", "network": "127.0.0.0/8"},
+		 "verdict": "allow", "inject": {"header": "authorization", "secret": "resend", "format": "Bearer %s"}}]}`, "flag")
+	userHome, _ := os.UserHomeDir()
+	hidden := func(what, body string) {
+		t.Helper()
+		for _, p := range []string{l.home, l.root, userHome, filepath.Join(l.home, "secrets")} {
+			if p != "" && p != "/" && strings.Contains(body, p) {
+				t.Errorf("%s: the answer names %s:\n%s", what, p, body)
+			}
+		}
+	}
+	code, body := l.curl("-X", "POST", "-d", "{}", l.upstreamURL+"/emails")
+	if code != "403" || !strings.Contains(body, `secret "resend" is not available`) {
+		t.Fatalf("missing secret: %s %q", code, body)
+	}
+	hidden("missing secret", body)
+	recs := l.records()
+	if len(recs) != 1 || !strings.Contains(recs[0].Reason, filepath.Join(l.home, "secrets")) {
+		t.Fatalf("the record lost the detail: %+v", recs)
+	}
+	l.stderrMu.Lock()
+	logged := l.stderr.String()
+	l.stderrMu.Unlock()
+	if !strings.Contains(logged, filepath.Join(l.home, "secrets")) {
+		t.Errorf("the log lost the detail:\n%s", logged)
+	}
+
+	// A broken policy's reason names its file: not to the client.
+	l.writePolicy(`{"schema": "impyard.policy/1", "rules": [`)
+	out, err := exec.Command("curl", "-sS", "--proxy", "http://"+l.addr, "http://127.0.0.1:9/").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "policy unusable") {
+		t.Fatalf("with a broken policy: %v %s", err, out)
+	}
+	hidden("broken policy", string(out))
+
+	// The control API's errors too: a broken org.toml names itself.
+	tok := strings.TrimSpace(l.impgw("token", "issue", "--imp", "yuko"))
+	os.WriteFile(filepath.Join(l.root, "org.toml"), []byte("[gateway\n"), 0o644)
+	out, err = exec.Command("curl", "-sS", "--noproxy", "*", "-H", "Authorization: Bearer "+tok, "-d",
+		`{"intent":"email-send","payload":{}}`, "http://"+l.addr+"/v1/actions").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "configuration does not load") {
+		t.Fatalf("control with a broken org.toml: %v %s", err, out)
+	}
+	hidden("control", string(out))
+}
+
+// vmRSS reads a process's resident set size in bytes; 0 if it cannot.
+func vmRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// TestBodyMemoryBound has 100 clients declare 10 MiB bodies at once and
+// send them slowly: the gateway's resident memory must stay under 256 MiB
+// throughout and fall back once they are done.
+func TestBodyMemoryBound(t *testing.T) {
+	var drained atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		drained.Add(n)
+		io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	l := startLive(t, `{"schema": "impyard.policy/1", "rules": [
+		{"name": "lo", "match": {"protocol": "http", "host": "127.0.0.1", "network": "127.0.0.0/8"}, "verdict": "allow"}]}`, "")
+	pid := l.cmd.Process.Pid
+	if out, err := exec.Command("curl", "-sS", "--proxy", "http://"+l.addr, "-d", "warm", up.URL+"/").CombinedOutput(); err != nil || string(out) != "ok" {
+		t.Fatalf("warm-up: %v %s", err, out)
+	}
+	base := vmRSS(pid)
+	if base == 0 {
+		t.Skip("no VmRSS in /proc")
+	}
+
+	const clients, size, chunk = 100, 10 << 20, 1 << 20
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			peak.Store(max(peak.Load(), vmRSS(pid)))
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	statuses := make(chan int, clients)
+	block := make([]byte, chunk)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", l.addr)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			fmt.Fprintf(c, "POST %s/ HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n", up.URL, up.Listener.Addr(), size)
+			for sent := 0; sent < size; sent += chunk {
+				if _, err := c.Write(block); err != nil {
+					break // refused: the gateway closed the connection
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-watched
+	close(statuses)
+	count := map[int]int{}
+	for s := range statuses {
+		count[s]++
+	}
+	if p := peak.Load(); p >= 256<<20 {
+		t.Fatalf("resident memory reached %d MiB (from %d MiB) with %d bodies in flight; statuses %v", p>>20, base>>20, clients, count)
+	}
+	// A refused client still sending may see its connection reset before
+	// it reads the 503 (status 0 here).
+	if count[200] == 0 || count[503] == 0 || count[200]+count[503]+count[0] != clients {
+		t.Fatalf("statuses %v: want some bodies through and the rest refused with 503", count)
+	}
+	if got := drained.Load(); got != int64(count[200])*size+4 {
+		t.Fatalf("the upstream got %d body bytes, want %d whole bodies", got, count[200])
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for vmRSS(pid) > base+48<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("resident memory stayed at %d MiB (from %d MiB, peak %d MiB)", vmRSS(pid)>>20, base>>20, peak.Load()>>20)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("resident memory: %d MiB before, peak %d MiB, statuses %v", base>>20, peak.Load()>>20, count)
+}
+
+// org.toml's [gateway] header_timeout bounds how long a connection that
+// sends nothing is kept, counted from accept.
+func TestHeaderTimeoutFromOrg(t *testing.T) {
+	l := startLiveOrg(t, `{"schema": "impyard.policy/1", "rules": []}`, "", "[gateway]\nheader_timeout = \"500ms\"\n")
+	c, err := net.Dial("tcp", l.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.SetReadDeadline(start.Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("an idle connection: %v, want it closed", err)
+	}
+	if took := time.Since(start); took < 400*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("closed after %s, want about 500ms", took)
 	}
 }

@@ -162,3 +162,97 @@ func TestBoxListener(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestBoxShares: connections that send nothing fill one box's share of
+// slots; the other box and the host listener still answer at once, and
+// the idle connections are closed when the header timeout runs out.
+func TestBoxShares(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
+	netns.Dir = filepath.Join(t.TempDir(), "netns")
+	defer unix.Unmount(netns.Dir, unix.MNT_DETACH)
+	y, _ := yard.Open(t.TempDir())
+	home := t.TempDir()
+	os.MkdirAll(y.Path("policies"), 0o750)
+	os.WriteFile(y.PolicyPath(), []byte(`{"schema":"impyard.policy/1","rules":[]}`), 0o640)
+	authority, err := ca.Init(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	minter, _ := ca.NewMinter(authority, 0, 0)
+	decisions, _ := y.DecisionsPath()
+	s := &Server{Yard: y, Home: home, Logf: t.Logf}
+	lim := gateway.DefaultLimits()
+	const share, timeout = 3, 1500 * time.Millisecond
+	lim.MaxConns, lim.ReadHeaderTimeout = share, timeout
+	g, err := gateway.New(gateway.Config{PolicyPath: y.PolicyPath(), DecisionsPath: decisions, Home: home, Minter: minter,
+		Authenticate: s.Authenticate, Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Gateway = g
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	host, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { g.Serve(ctx, host, time.Second); close(served) }()
+	defer func() { cancel(); <-served }()
+
+	var nss []string
+	for i, id := range []string{"r-0000000000000001", "r-0000000000000002"} {
+		ns, err := netns.New(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer netns.Remove(ns)
+		r := &run.Run{ID: id, Imp: "yuko", Task: fmt.Sprintf("t-000000000000000%d", i+1), State: run.Starting, NetNS: ns, Created: time.Now()}
+		if err := run.Write(y, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := run.WaitReady(y, r.ID, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		nss = append(nss, ns)
+	}
+	start := time.Now()
+	var idle []net.Conn
+	for range share + 2 {
+		c := dialIn(t, nss[0], Addr)
+		defer c.Close()
+		idle = append(idle, c)
+	}
+	for _, c := range idle[share:] {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.Contains(line, " 503 ") {
+			t.Fatalf("over the first box's share: %q %v", line, err)
+		}
+	}
+	health := "GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+	if got := ask(t, nss[1], health); !strings.Contains(got, " 200 ") {
+		t.Fatalf("the other box, with the first one's share full: %q", got)
+	}
+	hc, err := net.Dial("tcp", host.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.Close()
+	hc.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprint(hc, health)
+	if line, _ := bufio.NewReader(hc).ReadString('\n'); !strings.Contains(line, " 200 ") {
+		t.Fatalf("the host listener, with a box's share full: %q", line)
+	}
+	if time.Since(start) >= timeout {
+		t.Skipf("too slow to tell the share from the timeout (%s)", time.Since(start))
+	}
+	for _, c := range idle[:share] {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil || strings.Contains(err.Error(), "timeout") {
+			t.Fatalf("an idle connection: read %d, %v; want it closed", n, err)
+		}
+	}
+}

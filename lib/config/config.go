@@ -47,6 +47,13 @@ type Org struct {
 		Listen string `toml:"listen"`
 		// Wait is how long an auto-approved action waits for its execution.
 		Wait Duration `toml:"wait"`
+		// HeaderTimeout bounds the time from accept to a request's head.
+		HeaderTimeout Duration `toml:"header_timeout"`
+		// BodyBudget bounds the request body bytes held at once.
+		BodyBudget int64 `toml:"body_budget"`
+		// NotesPerRun and NoteBytesPerRun bound a run's journal notes.
+		NotesPerRun     int   `toml:"notes_per_run"`
+		NoteBytesPerRun int64 `toml:"note_bytes_per_run"`
 	} `toml:"gateway"`
 	Containerd struct {
 		Address   string `toml:"address"`
@@ -192,6 +199,7 @@ func (o *Org) defaults() {
 	if o.Gateway.Wait.Duration == 0 {
 		o.Gateway.Wait.Duration = 10 * time.Second
 	}
+	o.gatewayDefaults()
 	if o.Containerd.Address == "" {
 		o.Containerd.Address = "/run/containerd/containerd.sock"
 	}
@@ -361,7 +369,10 @@ func (o *Org) check(b []byte) error {
 	if o.Supervisor.Concurrency < 0 {
 		return bad(p, b, "concurrency", "must not be negative")
 	}
-	return o.checkFields(b)
+	if err := o.checkFields(b); err != nil {
+		return err
+	}
+	return o.checkGateway(p, b)
 }
 
 func checkTrust(p string, b []byte, ts []Trust) error {

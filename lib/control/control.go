@@ -11,7 +11,8 @@
 //	GET  /v1/gates        the caller's own imp's gates (?state=)
 //	GET  /v1/gates/<id>   one of them, with its full timeline
 //	GET  /v1/queue        the caller's own imp's tasks, read-only
-//	POST /v1/journal      append a note to the caller's own journal
+//	POST /v1/journal      append a note to the caller's own journal (429
+//	                      beyond the run's quota of notes)
 //
 // An imp never sees another imp's gates or tasks: a gate of another imp
 // answers 404 as if it did not exist.
@@ -64,6 +65,8 @@ type API struct {
 	// RunOf names the run whose box sent the request, when the listener
 	// it came on belongs to one box; that box may only use its run's token.
 	RunOf func(r *http.Request) (runID string, ok bool)
+
+	notes noteQuota
 }
 
 // Envelope is what a box proposes.
@@ -223,8 +226,13 @@ func (a *API) note(r *http.Request, sub *token.Subject) (any, error) {
 	if strings.TrimSpace(n.Note) == "" {
 		return nil, fail(http.StatusBadRequest, "journal note is empty")
 	}
+	undo, err := a.admitNote(sub, len(n.Note))
+	if err != nil {
+		return nil, err
+	}
 	err = event.Record(a.Yard, event.Event{Event: "note", Imp: sub.Imp(), Actor: "box", By: sub.Imp(), Task: sub.Task, Why: n.Note})
 	if err != nil {
+		undo()
 		return nil, err
 	}
 	return map[string]string{"status": "noted"}, nil

@@ -122,6 +122,7 @@ func (s *session) terminate(rec *Record, req *http1.Request, t *target, subject 
 		tunnel:  t,
 		subject: subject,
 		state:   s.state,
+		firstBy: time.Now().Add(s.g.lim.ReadHeaderTimeout),
 	}
 	inner.serve()
 	tc.Close()
@@ -170,29 +171,29 @@ func (s *session) tunnelTo(rec *Record, req *http1.Request, p *judge.Policy, t *
 		s.refuse(rec, req, http.StatusForbidden, loop)
 		return
 	}
-	if g.auditDown.Load() {
-		s.refuse(rec, req, http.StatusServiceUnavailable, "the decision log cannot be written; nothing is forwarded unrecorded")
+	rec.Addr = addr.String()
+	if err := g.decision(rec); err != nil {
+		s.refuse(rec, req, http.StatusServiceUnavailable, unrecorded)
 		return
 	}
-	rec.Addr = addr.String()
 	start := time.Now()
 	up, err := g.policy.opts.Conn(context.Background(), addr)
 	rec.UpstreamMS = float64(time.Since(start).Microseconds()) / 1000
 	if err != nil {
 		rec.Status, rec.Error = upstreamStatus(err), "upstream: "+err.Error()
-		g.record(rec, true)
+		g.outcome(rec)
 		s.writeError(rec, req, nil, true)
 		return
 	}
 	defer up.Close()
 	if err := s.established(req); err != nil {
 		rec.Error = "client: " + err.Error()
-		g.record(rec, false)
+		g.outcome(rec)
 		return
 	}
 	rec.Status = http.StatusOK
 	rec.BytesIn, rec.BytesOut = pipe(s.raw, s.br, up, g.lim.IdleTimeout)
-	g.record(rec, false)
+	g.outcome(rec)
 }
 
 // pipe copies both ways between the client (read through cr, which may
@@ -276,7 +277,7 @@ func (s *session) switchProtocols(rec *Record, req *http1.Request, resp *http.Re
 	up, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok {
 		rec.Status, rec.Error = http.StatusBadGateway, "upstream switched protocols without a connection to hand over"
-		s.g.record(rec, true)
+		s.g.outcome(rec)
 		s.writeError(rec, req, nil, true)
 		return
 	}
@@ -286,7 +287,7 @@ func (s *session) switchProtocols(rec *Record, req *http1.Request, resp *http.Re
 	s.bw.WriteString("\r\n")
 	if err := s.bw.Flush(); err != nil {
 		rec.Error = "client: " + err.Error()
-		s.g.record(rec, false)
+		s.g.outcome(rec)
 		return
 	}
 	client := s.conn
@@ -297,5 +298,5 @@ func (s *session) switchProtocols(rec *Record, req *http1.Request, resp *http.Re
 	in, out := pipe(client, s.br, up, s.g.lim.IdleTimeout)
 	rec.BytesIn += in
 	rec.BytesOut = out
-	s.g.record(rec, false)
+	s.g.outcome(rec)
 }

@@ -17,11 +17,12 @@ import (
 // anything from the file system, so nothing under IMPYARD_HOME (the CA
 // key, secrets) can ever be read through it.
 func (s *session) control(rec *Record, req *http1.Request) bool {
-	reqBody, err := s.readBody(req)
+	reqBody, release, err := s.readBody(req)
 	if err != nil {
 		s.reject(rec, err)
 		return false
 	}
+	defer release()
 	path, _, _ := strings.Cut(req.Target, "?")
 	status, body := http.StatusNotFound, `{"error":"no such endpoint"}`
 	h := http.Header{"Content-Type": {"application/json"}}
@@ -62,7 +63,14 @@ func (s *session) serveControl(req *http1.Request, body []byte) (int, http.Heade
 	}
 	w := &recorder{header: http.Header{}, status: http.StatusOK}
 	s.g.cfg.Control.ServeHTTP(w, hr)
-	return w.status, w.header, w.body.String()
+	body = w.body.Bytes()
+	if w.status >= 500 {
+		// An internal failure's text is for the owner (it names files
+		// in the yard); the box learns only that it happened.
+		s.g.logf("error: control %s %s: %d %s", req.Method, clip(req.Target), w.status, strings.TrimSpace(w.body.String()))
+		return w.status, http.Header{"Content-Type": {"application/json"}}, `{"error":"internal error; the gateway's log has the detail"}`
+	}
+	return w.status, w.header, s.g.conceal(string(body))
 }
 
 type connKey struct{}

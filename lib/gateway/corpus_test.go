@@ -16,12 +16,16 @@ import (
 
 // corpusPolicy allows ordinary traffic to the fake upstreams, so that each
 // corpus entry is stopped by what is hostile about it.
-const corpusPolicy = `{"schema": "impyard.policy/1", "rules": [
+const corpusPolicy = `{"schema": "impyard.policy/1", "redact": ["X-Session-Secret"], "rules": [
+  {"name": "public-admin", "match": {"host": "sink.test", "pathPrefix": "/public/admin"}, "verdict": "deny"},
   {"name": "sink", "match": {"host": "sink.test", "method": ["GET", "POST"], "pathPrefix": "/public", "network": "127.0.0.0/8"}, "verdict": "allow"},
   {"name": "mcp-read", "match": {"host": "mcp.test", "network": "127.0.0.0/8", "mcp": {"method": "tools/call", "tool": "get_*"}}, "verdict": "allow"},
-  {"name": "mail", "match": {"host": "mail.test", "method": "POST", "network": "127.0.0.0/8"}, "verdict": "allow",
+  {"name": "mail", "match": {"protocol": "https", "host": "mail.test", "method": "POST", "network": "127.0.0.0/8"}, "verdict": "allow",
    "inject": {"header": "authorization", "secret": "resend", "format": "Bearer %s"}},
-  {"name": "loop-test", "match": {"host": "loop.test", "network": "127.0.0.0/8"}, "verdict": "allow"},
+  {"name": "loop-tunnel", "match": {"host": ["tunnel.loop.test", "0.0.0.0", "::"], "port": {{GWPORT}},
+   "network": ["127.0.0.0/8", "0.0.0.0/32", "::/128"]}, "verdict": "tunnel"},
+  {"name": "loop-test", "match": {"host": ["loop.test", "*.loop.test", "127.0.0.1", "127.0.0.2", "0.0.0.0", "::", "::1"], "port": {{GWPORT}},
+   "network": ["127.0.0.0/8", "0.0.0.0/32", "::/128", "::1/128"]}, "verdict": "allow"},
   {"name": "tunnels", "match": {"host": "*.tunnel.test"}, "verdict": "tunnel"},
   {"name": "any-http-get", "match": {"protocol": "http", "host": "*", "method": "GET"}, "verdict": "allow"},
   {"name": "example-https-get", "match": {"protocol": "https", "host": ["*.example", "93.184.216.34"], "method": "GET"}, "verdict": "allow"}
@@ -34,7 +38,9 @@ type corpusEntry struct {
 	verdict   string
 	tunnel    string
 	sni       string
-	handshake bool // the TLS handshake inside the CONNECT must fail
+	handshake bool   // the TLS handshake inside the CONNECT must fail
+	loop      bool   // the record must say the destination is the gateway itself
+	rule      string // the rule the record must name, if set
 	request   string
 }
 
@@ -74,6 +80,10 @@ func parseCorpus(t *testing.T, vars map[string]string) []corpusEntry {
 					cur.sni = v
 				case "handshake":
 					cur.handshake = v == "fail"
+				case "loop":
+					cur.loop = true
+				case "rule":
+					cur.rule = v
 				default:
 					t.Fatalf("hostile.txt:%d: unknown %q", i+1, k)
 				}
@@ -180,7 +190,7 @@ func TestHostileCorpus(t *testing.T) {
 			c.Close()
 		}
 	}()
-	h := startGateway(t, corpusPolicy, func(c *Config) {
+	h := startGateway(t, strings.ReplaceAll(corpusPolicy, "{{GWPORT}}", "1"), func(c *Config) {
 		c.UpstreamCA = tlsSink.bundle
 		c.Limits.MaxHeaderBytes = 8192
 		c.Limits.MaxBodyBytes = 4096
@@ -188,12 +198,15 @@ func TestHostileCorpus(t *testing.T) {
 		c.Limits.ReadBodyTimeout = 500 * time.Millisecond
 	})
 	_, gwPort, _ := net.SplitHostPort(h.addr)
+	// The loop rules allow the gateway's own port, known only now.
+	h.writePolicy(strings.ReplaceAll(corpusPolicy, "{{GWPORT}}", gwPort))
 	for name, addrs := range map[string][]string{
 		"sink.test": {"127.0.0.1"}, "mcp.test": {"127.0.0.1"}, "mail.test": {"127.0.0.1"}, "loop.test": {"127.0.0.1"},
 		"rebind.example": {"127.0.0.1"}, "private.example": {"10.0.0.1"}, "cgnat.example": {"100.64.0.1"},
 		"metadata.example": {"169.254.169.254"}, "mapped.example": {"::ffff:127.0.0.1"}, "v6lo.example": {"::1"},
 		"nat64.example": {"64:ff9b::a00:1"}, "ula.example": {"fd12:3456::1"}, "mixed.example": {"10.0.0.1", "192.168.0.1", "127.0.0.1"},
-		"unspec.example": {"0.0.0.0"}, "rebind.tunnel.test": {"127.0.0.1"}, "private.tunnel.test": {"10.0.0.9"},
+		"unspec.example": {"0.0.0.0"}, "zero.loop.test": {"0.0.0.0"}, "six.loop.test": {"::"}, "v6.loop.test": {"::1"},
+		"two.loop.test": {"127.0.0.2"}, "tunnel.loop.test": {"0.0.0.0"}, "rebind.tunnel.test": {"127.0.0.1"}, "private.tunnel.test": {"10.0.0.9"},
 	} {
 		h.resolve(name, addrs...)
 	}
@@ -249,10 +262,19 @@ func TestHostileCorpus(t *testing.T) {
 			if r.Verdict != e.verdict {
 				t.Fatalf("%s: record verdict %s (%s), want %s", where, r.Verdict, r.Reason, e.verdict)
 			}
+			if e.rule != "" && r.Rule != e.rule {
+				t.Fatalf("%s: decided by rule %q (%s), want %q", where, r.Rule, r.Reason, e.rule)
+			}
+			if e.loop && !strings.Contains(r.Reason, "gateway's own listener (a loop)") {
+				t.Fatalf("%s: refused for %q, not as a loop", where, r.Reason)
+			}
 		})
 	}
 	if n := plain.n.Load() + secure.n.Load() + tcpHits; n != 0 {
 		t.Fatalf("fake upstreams saw %d requests from the corpus", n)
+	}
+	if raw, _ := os.ReadFile(h.decisions); strings.Contains(string(raw), "hunter2") {
+		t.Fatal("a credential from the corpus is in the decision log")
 	}
 }
 

@@ -17,13 +17,21 @@
 //     one record (schema impyard.decision/1): verdict, rule, reason, the
 //     request with sensitive header values redacted, the status returned.
 //     Bodies and secrets are never recorded.
+//   - Nothing is forwarded unrecorded: a request or tunnel goes upstream
+//     only after the log writer accepted its record without error; its
+//     outcome (status, bytes) follows in an impyard.outcome/1 line.
 //   - Upstream TLS is always verified (system roots, which honour
 //     SSL_CERT_FILE and SSL_CERT_DIR, plus optional bundles).
 //   - Inside a CONNECT, the SNI and every request's Host must name the
 //     CONNECT host (no domain fronting); Proxy-Authorization and other
 //     hop-by-hop headers are never forwarded.
 //   - Limits on header size, body size, slow clients and connection count
-//     are answered with a status and a record, not a hang.
+//     are answered with a status and a record, not a hang. Each listener
+//     (each box) has connection slots of its own, a connection that sends
+//     nothing is closed when the header timeout runs out from accept, and
+//     the request bodies held at once are bounded over all connections.
+//   - No answer to a client names a host path (the yard, IMPYARD_HOME,
+//     the owner's home); the record and the log keep the detail.
 //
 // Origin-form requests on a listener are the gateway's own control API;
 // it serves GET /v1/health and nothing from the file system.
@@ -37,6 +45,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -52,10 +61,11 @@ import (
 type Limits struct {
 	MaxHeaderBytes    int           // request line and header block (431)
 	MaxBodyBytes      int64         // request body (413)
-	ReadHeaderTimeout time.Duration // from a request's first byte to its last header (408)
+	BodyBudget        int64         // request body bytes held at once over all connections (503 beyond)
+	ReadHeaderTimeout time.Duration // from accept (later: a request's first byte) to its last header (408)
 	ReadBodyTimeout   time.Duration // to read a whole request body (408)
 	IdleTimeout       time.Duration // between requests, and per write or tunnel read
-	MaxConns          int           // concurrent client connections (503 beyond)
+	MaxConns          int           // concurrent client connections per listener (503 beyond)
 	DNSTimeout        time.Duration
 	DialTimeout       time.Duration
 	UpstreamTimeout   time.Duration // from request sent to response headers (504)
@@ -66,6 +76,7 @@ func DefaultLimits() Limits {
 	return Limits{
 		MaxHeaderBytes:    64 << 10,
 		MaxBodyBytes:      10 << 20,
+		BodyBudget:        64 << 20,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadBodyTimeout:   60 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -82,6 +93,7 @@ type Config struct {
 	UpstreamCA    string // optional PEM bundle trusted in addition to the system roots
 	DecisionsPath string // the audit log records are appended to
 	Home          string // IMPYARD_HOME; secrets are read from Home/secrets/<name>
+	Root          string // the yard; like Home, never named in an answer to a client
 	Minter        *ca.Minter
 	Limits        Limits
 	// Authenticate names the subject of the requests on a connection from
@@ -108,15 +120,15 @@ type Gateway struct {
 	lim      Limits
 	policy   *policySource
 	resolver *dial.Resolver
-	slots    chan struct{} // one per client connection being served
+	bodies   bodyBudget
+	hidden   []hiddenPath
 
 	mu        sync.Mutex
 	listeners []netip.AddrPort
 	conns     map[net.Conn]*connState
-	localIPs  map[netip.Addr]bool
 
 	audit     *store.Log
-	auditDown atomic.Bool // the last append failed; forward nothing until one succeeds
+	auditDown atomic.Bool // the last append failed
 	logMu     sync.Mutex
 	lastLog   string
 	wg        sync.WaitGroup
@@ -135,13 +147,18 @@ func New(cfg Config) (*Gateway, error) {
 	if lim == (Limits{}) {
 		lim = DefaultLimits()
 	}
+	if lim.BodyBudget < lim.MaxBodyBytes {
+		// A body the size limit allows must be able to pass alone.
+		lim.BodyBudget = lim.MaxBodyBytes
+	}
 	g := &Gateway{
 		cfg:      cfg,
 		lim:      lim,
 		resolver: dial.NewResolver(lim.DNSTimeout, 5*time.Second, cfg.Lookup),
-		slots:    make(chan struct{}, lim.MaxConns),
 		conns:    make(map[net.Conn]*connState),
+		hidden:   hiddenPaths(&cfg),
 	}
+	g.bodies.max = lim.BodyBudget
 	g.audit = store.NewLog(cfg.DecisionsPath, g.audited)
 	g.policy = &policySource{
 		path:       cfg.PolicyPath,
@@ -199,11 +216,14 @@ func (g *Gateway) Attach(ctx context.Context, ln net.Listener) error {
 }
 
 // accept serves connections from ln until ctx ends (nil) or ln fails;
-// track, if set, hears each connection open and close.
+// track, if set, hears each connection open and close. Each listener has
+// slots of its own, so connections on one (a box's) can never take those
+// of another (the host's, another box's).
 func (g *Gateway) accept(ctx context.Context, ln net.Listener, track func(c net.Conn, open bool)) error {
 	if err := g.addListener(ln.Addr()); err != nil {
 		return err
 	}
+	slots := make(chan struct{}, g.lim.MaxConns)
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	var tempDelay time.Duration
@@ -224,8 +244,9 @@ func (g *Gateway) accept(ctx context.Context, ln net.Listener, track func(c net.
 			return err
 		}
 		tempDelay = 0
+		accepted := time.Now()
 		select {
-		case g.slots <- struct{}{}:
+		case slots <- struct{}{}:
 			st := g.track(c)
 			if track != nil {
 				track(c, true)
@@ -233,12 +254,12 @@ func (g *Gateway) accept(ctx context.Context, ln net.Listener, track func(c net.
 			g.wg.Add(1)
 			go func() {
 				defer g.wg.Done()
-				defer func() { <-g.slots }()
+				defer func() { <-slots }()
 				defer g.untrack(c)
 				if track != nil {
 					defer track(c, false)
 				}
-				g.serveConn(c, st)
+				g.serveConn(c, st, accepted)
 			}()
 		default:
 			go g.overloaded(c)
@@ -301,49 +322,70 @@ func (g *Gateway) drain(grace time.Duration) error {
 }
 
 // addListener remembers a listening address so requests to it are
-// refused as loops, with the machine's addresses when it listens on all.
+// refused as loops.
 func (g *Gateway) addListener(a net.Addr) error {
 	ap, err := netip.ParseAddrPort(a.String())
 	if err != nil {
 		return fmt.Errorf("gateway: listener address %s: %w", a, err)
 	}
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.listeners = append(g.listeners, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
-	if ap.Addr().IsUnspecified() && g.localIPs == nil {
-		g.localIPs = make(map[netip.Addr]bool)
-		if addrs, err := net.InterfaceAddrs(); err == nil {
-			for _, ia := range addrs {
-				if p, err := netip.ParsePrefix(ia.String()); err == nil {
-					g.localIPs[p.Addr().Unmap()] = true
-				}
-			}
-		}
+	// Every box's listener has the same address, in its own namespace.
+	if !slices.Contains(g.listeners, ap) {
+		g.listeners = append(g.listeners, ap)
 	}
 	return nil
 }
 
-// isSelf reports whether dialing a would reach one of our listeners.
+// isSelf reports whether dialing a could reach one of our listeners: any
+// address of this host (loopback, unspecified, which the kernel takes
+// for this host, or an interface's) on a port one of them listens on,
+// whatever address that listener is bound to. A listener bound to one
+// address is not reachable through another, but telling the two apart
+// would rest on the kernel's routing; refusing the port on every local
+// address costs only upstreams on this host sharing a gateway port.
 func (g *Gateway) isSelf(a netip.AddrPort) bool {
-	ip := a.Addr().Unmap()
+	ip := a.Addr().Unmap().WithZone("")
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	listening := false
 	for _, l := range g.listeners {
-		if l.Port() != a.Port() {
-			continue
+		if l.Port() == a.Port() {
+			if l.Addr() == ip {
+				g.mu.Unlock()
+				return true
+			}
+			listening = true
 		}
-		if l.Addr() == ip || l.Addr().IsUnspecified() && (ip.IsLoopback() || ip.IsUnspecified() || g.localIPs[ip]) {
+	}
+	g.mu.Unlock()
+	if !listening {
+		return false
+	}
+	return ip.IsLoopback() || ip.IsUnspecified() || localAddr(ip)
+}
+
+// localAddr reports whether ip is an address of one of this host's
+// interfaces now: they come and go, so it is asked each time (only for
+// a destination on a listener's port, which is rare).
+func localAddr(ip netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		// Unknown: call it ours, as refusing is the safe side.
+		return true
+	}
+	for _, ia := range addrs {
+		if p, err := netip.ParsePrefix(ia.String()); err == nil && p.Addr().Unmap() == ip {
 			return true
 		}
 	}
 	return false
 }
 
-// record appends r to the audit log. With wait it returns once the record
-// is written (a refusal is recorded before it is answered); else it
-// returns at once (an exchange already answered need not hold up the
-// connection's next request). A failed write is logged, once per distinct
-// error, and stops all forwarding until a write succeeds.
+// record appends the record of a request not forwarded. With wait it
+// returns once the record is written (a refusal is recorded before it is
+// answered); else at once. A failed write is logged, once per distinct
+// error.
 func (g *Gateway) record(r *Record, wait bool) {
 	if r.ID == "" {
 		r.ID = newID()
@@ -352,10 +394,39 @@ func (g *Gateway) record(r *Record, wait bool) {
 	if err := g.audit.Append(line, wait); err != nil {
 		g.audited(err)
 	}
+	g.meter(r)
+}
+
+// decision appends the record of a request about to be forwarded and
+// returns once it is written, with the error if it was not: nothing goes
+// upstream unrecorded. Its bytes are metered with its outcome.
+func (g *Gateway) decision(r *Record) error {
+	line := append(r.appendJSON(make([]byte, 0, 1024)), '\n')
+	err := g.audit.Append(line, true)
+	if err != nil {
+		g.audited(err)
+	}
+	return err
+}
+
+// outcome appends the line completing the record of a forwarded exchange,
+// already written, once the exchange is over.
+func (g *Gateway) outcome(r *Record) {
+	line := append(r.appendOutcomeJSON(make([]byte, 0, 256), time.Now()), '\n')
+	if err := g.audit.Append(line, false); err != nil {
+		g.audited(err)
+	}
+	g.meter(r)
+}
+
+func (g *Gateway) meter(r *Record) {
 	if n := r.BytesIn + r.BytesOut; g.cfg.Meter != nil && r.Request.Imp != "" && n > 0 {
 		g.cfg.Meter(r.Request.Imp, n)
 	}
 }
+
+// unrecorded is the reason given when a decision record is not accepted.
+const unrecorded = "the decision log cannot be written; nothing is forwarded unrecorded"
 
 // audited hears the outcome of every write to the audit log.
 func (g *Gateway) audited(err error) {
@@ -368,7 +439,7 @@ func (g *Gateway) audited(err error) {
 	switch {
 	case err != nil && err.Error() != g.lastLog:
 		g.lastLog = err.Error()
-		g.logf("error: decision record not written; forwarding stops until one is: %v", err)
+		g.logf("error: decision record not written; nothing is forwarded until one is: %v", err)
 	case err == nil && g.lastLog != "":
 		g.lastLog = ""
 		g.logf("decision records are written again")

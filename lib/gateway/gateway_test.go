@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -205,7 +206,7 @@ func TestInjectionAndPlaceholders(t *testing.T) {
 	var up seen
 	ups := newTLSUpstream(t, up.handler("sent"))
 	h := startGateway(t, policy(
-		`{"name": "mail", "match": {"host": "api.test", "network": "127.0.0.0/8"}, "verdict": "allow", "inject": {"header": "authorization", "secret": "resend", "format": "Bearer %s"}}`,
+		`{"name": "mail", "match": {"protocol": "https", "host": "api.test", "network": "127.0.0.0/8"}, "verdict": "allow", "inject": {"header": "authorization", "secret": "resend", "format": "Bearer %s"}}`,
 		`{"name": "other", "match": {"host": "other.api.test", "network": "127.0.0.0/8"}, "verdict": "allow"}`,
 	), func(c *Config) { c.UpstreamCA = ups.bundle })
 	h.resolve("api.test", "127.0.0.1")
@@ -458,5 +459,75 @@ func TestAuthenticateHook(t *testing.T) {
 	}
 	if (*up.header.Load()).Get("Proxy-Authorization") != "" {
 		t.Fatal("Proxy-Authorization reached the upstream")
+	}
+}
+
+// An address of one of the host's interfaces, on the gateway's port,
+// reaches the gateway however it listens: a loop.
+func TestLoopThroughInterfaceAddress(t *testing.T) {
+	var ip netip.Addr
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && !p.Addr().IsLoopback() && p.Addr().Is4() {
+			ip = p.Addr()
+			break
+		}
+	}
+	if !ip.IsValid() {
+		t.Skip("no non-loopback IPv4 interface address")
+	}
+	h := startGateway(t, policy(`{"name": "all", "match": {"host": "*", "network": ["0.0.0.0/0", "::/0"]}, "verdict": "allow"}`), nil)
+	_, port, _ := net.SplitHostPort(h.addr)
+	target := net.JoinHostPort(ip.String(), port)
+	got := h.raw("GET http://"+target+"/v1/health HTTP/1.1\r\nHost: "+target+"\r\nConnection: close\r\n\r\n", 3*time.Second)
+	if !strings.HasPrefix(got, "HTTP/1.1 403 ") || !strings.Contains(got, "own listener") {
+		t.Fatalf("%s:\n%s", target, got)
+	}
+}
+
+// A control API failure's detail, which may name files, goes to the log;
+// the client learns only that it happened.
+func TestControlInternalErrorIsGeneric(t *testing.T) {
+	h := startGateway(t, policy(), func(c *Config) {
+		c.Control = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(w, `{"error":"open %s/secrets/x: permission denied"}`, c.Home)
+		})
+	})
+	got := h.raw("GET /v1/gates HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 3*time.Second)
+	if !strings.HasPrefix(got, "HTTP/1.1 500 ") || strings.Contains(got, h.home) || !strings.Contains(got, "internal error") {
+		t.Fatalf("answer:\n%s", got)
+	}
+	if !strings.Contains(h.log.String(), h.home+"/secrets/x: permission denied") {
+		t.Fatalf("the log lost the detail:\n%s", h.log)
+	}
+}
+
+// The bytes of a forwarded exchange are metered once, with its outcome.
+func TestMeteredOnce(t *testing.T) {
+	var up seen
+	_, port := newPlainUpstream(t, up.handler("reply"))
+	var mu sync.Mutex
+	metered := map[string]int64{}
+	h := startGateway(t, policy(`{"name": "lo", "match": {"host": "127.0.0.1", "network": "127.0.0.0/8"}, "verdict": "allow"}`),
+		func(c *Config) {
+			c.Authenticate = func(net.Conn, string) (string, error) { return "yuko", nil }
+			c.Meter = func(subject string, n int64) {
+				mu.Lock()
+				defer mu.Unlock()
+				metered[subject] += n
+			}
+		})
+	if resp, _ := h.do(h.client(), "POST", "http://127.0.0.1:"+itoa(port)+"/", "hello", nil); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	r := h.waitRecords(1)[0]
+	if r.BytesIn != 5 || r.BytesOut != 5 {
+		t.Fatalf("record %+v", r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if metered["yuko"] != 10 {
+		t.Fatalf("metered %v, want 10 bytes for yuko", metered)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"math/big"
@@ -220,34 +221,72 @@ func (h *harness) writePolicy(p string) {
 	}
 }
 
-// records returns every decision record written so far.
+// records returns every decision record written so far, completed by
+// its outcome line when one is written.
 func (h *harness) records() []*Record {
+	recs, _ := h.readRecords()
+	return recs
+}
+
+// readRecords returns the records and how many of them still await
+// their outcome.
+func (h *harness) readRecords() ([]*Record, int) {
 	h.t.Helper()
 	var out []*Record
+	byID := map[string]*Record{}
+	open := 0
 	bad, err := store.ReadJSONL(h.decisions, func(line []byte) error {
+		if o, err := ParseOutcome(line); err == nil {
+			r := byID[o.ID]
+			if r == nil {
+				return fmt.Errorf("outcome of unknown decision %s", o.ID)
+			}
+			r.Complete(o)
+			open--
+			return nil
+		} else if !errors.Is(err, ErrNotOutcome) {
+			return err
+		}
 		r, err := ParseRecord(line)
 		if err != nil {
 			return err
 		}
+		if prev := byID[r.ID]; prev != nil {
+			// A forward refused because its decision was not accepted:
+			// the refusal is the record.
+			*prev = *r
+			open--
+			return nil
+		}
+		byID[r.ID] = r
 		out = append(out, r)
+		if forwarded(r) {
+			open++
+		}
 		return nil
 	})
 	if err != nil || len(bad) > 0 {
 		h.t.Fatalf("reading records: %v %v", err, bad)
 	}
-	return out
+	return out, open
 }
 
-// waitRecords waits until at least n records are written (an allowed
-// request's record follows its response) and returns them.
+// forwarded reports a decision record written before its request went
+// upstream, whose outcome follows.
+func forwarded(r *Record) bool {
+	return (r.Verdict == VerdictAllow || r.Verdict == VerdictTunnel) && r.RefusedBy == "" && r.Status == 0
+}
+
+// waitRecords waits until at least n records are written and complete (an
+// allowed request's outcome follows its response) and returns them.
 func (h *harness) waitRecords(n int) []*Record {
 	h.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		recs := h.records()
-		if len(recs) >= n || time.Now().After(deadline) {
-			if len(recs) < n {
-				h.t.Fatalf("%d records, want %d", len(recs), n)
+		recs, open := h.readRecords()
+		if len(recs) >= n && open == 0 || time.Now().After(deadline) {
+			if len(recs) < n || open > 0 {
+				h.t.Fatalf("%d records (%d awaiting their outcome), want %d", len(recs), open, n)
 			}
 			return recs
 		}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -274,5 +275,68 @@ func TestUnaskedSwitchIsRefused(t *testing.T) {
 	}
 	if r := h.last(); r.Status != 502 || !strings.Contains(r.Error, "unasked") {
 		t.Fatalf("record %+v", r)
+	}
+}
+
+// TestListenerShares fills a box listener's slots with connections that
+// send nothing: the host listener still serves at once, the box's excess
+// connections are answered 503, and the idle ones are closed when the
+// header timeout, counted from accept, runs out.
+func TestListenerShares(t *testing.T) {
+	var up seen
+	_, port := newPlainUpstream(t, up.handler("ok"))
+	const share, timeout = 4, 1500 * time.Millisecond
+	h := startGateway(t, policy(`{"name": "lo", "match": {"host": "127.0.0.1", "network": "127.0.0.0/8"}, "verdict": "allow"}`),
+		func(c *Config) {
+			c.Limits.MaxConns = share
+			c.Limits.ReadHeaderTimeout = timeout
+		})
+	box, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	attached := make(chan struct{})
+	go func() { h.g.Attach(ctx, box); close(attached) }()
+	t.Cleanup(func() { cancel(); <-attached })
+
+	start := time.Now()
+	var idle []net.Conn
+	for range share + 3 {
+		c, err := net.Dial("tcp", box.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		idle = append(idle, c)
+	}
+	// The box's share is full: its excess connections are refused.
+	for _, c := range idle[share:] {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != 503 {
+			t.Fatalf("a connection over the box's share: %v %v", resp, err)
+		}
+	}
+	// The host listener's slots are its own.
+	if resp, body := h.do(h.client(), "GET", "http://127.0.0.1:"+itoa(port)+"/", "", nil); resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("the host listener, with the box's share full: %d %q", resp.StatusCode, body)
+	}
+	if time.Since(start) >= timeout {
+		t.Skipf("too slow to tell the share from the timeout (%s)", time.Since(start))
+	}
+	// The idle connections are closed once the header timeout is up,
+	// not after the idle timeout.
+	for _, c := range idle[:share] {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("an idle connection: read %d, %v; want it closed", n, err)
+		}
+	}
+	if took := time.Since(start); took < timeout || took > timeout+5*time.Second {
+		t.Fatalf("idle connections closed after %s, want about %s", took, timeout)
+	}
+	if up.n.Load() != 1 {
+		t.Fatalf("upstream saw %d requests, want 1", up.n.Load())
 	}
 }

@@ -37,11 +37,12 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	if req.ContentLength > 0 {
 		rec.Request.BodySize = req.ContentLength
 	}
-	body, err := s.readBody(req)
+	body, release, err := s.readBody(req)
 	if err != nil {
 		s.reject(rec, err)
 		return false
 	}
+	defer release()
 	rec.Request.BodySize, rec.BytesIn = int64(len(body)), int64(len(body))
 	keep := !req.Close
 
@@ -68,23 +69,24 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 		}
 		return s.deny(rec, req, status, reason, keep)
 	}
-	if g.auditDown.Load() {
-		return s.deny(rec, req, http.StatusServiceUnavailable, "the decision log cannot be written; nothing is forwarded unrecorded", keep)
-	}
-	out, reason := s.outbound(req, t, jr, d, body)
+	out, reason, shown := s.outbound(req, t, jr, d, body)
 	if out == nil {
+		rec.shown = shown
 		return s.deny(rec, req, http.StatusForbidden, reason, keep)
 	}
 	if d.Inject != nil {
-		rec.Request.Headers = RecordHeaders(req.Header, d.Inject.Header)
+		rec.Request.Headers = RecordHeaders(req.Header, append([]string{d.Inject.Header}, pol.policy.Redact()...)...)
 	}
 	rec.Addr = addr.String()
+	if err := g.decision(rec); err != nil {
+		return s.deny(rec, req, http.StatusServiceUnavailable, unrecorded, keep)
+	}
 	sent := time.Now()
 	resp, err := pol.upstream.RoundTrip(addr, out)
 	rec.UpstreamMS = float64(time.Since(sent).Microseconds()) / 1000
 	if err != nil {
 		rec.Status, rec.Error = upstreamStatus(err), "upstream: "+err.Error()
-		g.record(rec, true)
+		g.outcome(rec)
 		s.writeError(rec, req, nil, !keep)
 		return keep
 	}
@@ -95,7 +97,7 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 			// An upstream may not turn a judged connection into a pipe no
 			// later request on it would be judged in.
 			rec.Status, rec.Error = http.StatusBadGateway, "upstream switched protocols unasked"
-			g.record(rec, true)
+			g.outcome(rec)
 			s.writeError(rec, req, nil, true)
 			return false
 		}
@@ -107,7 +109,7 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	if err != nil {
 		rec.Error = "relaying the response: " + err.Error()
 	}
-	g.record(rec, false)
+	g.outcome(rec)
 	return !closeConn
 }
 
@@ -158,20 +160,44 @@ func (s *session) deny(rec *Record, req *http1.Request, status int, reason strin
 }
 
 // readBody reads the request body within the size and time limits,
-// sending 100 Continue first when the client waits for it.
-func (s *session) readBody(req *http1.Request) ([]byte, error) {
+// sending 100 Continue first when the client waits for it. The body's
+// bytes are taken from the gateway's body budget first, and release
+// gives them back once the body is no longer needed; a body that does
+// not fit is refused with 503 before any of it is read. A chunked body,
+// whose size is known only at its end, holds the size limit while it is
+// read.
+func (s *session) readBody(req *http1.Request) (body []byte, release func(), err error) {
+	release = func() {}
 	if req.ContentLength == 0 {
-		return nil, nil
+		return nil, release, nil
 	}
 	lim := &s.g.lim
+	hold := req.ContentLength
+	if hold < 0 || hold > lim.MaxBodyBytes {
+		hold = lim.MaxBodyBytes
+	}
+	if !s.g.bodies.take(hold) {
+		return nil, release, &http1.Error{Status: http.StatusServiceUnavailable,
+			Reason: "the gateway holds as many request bodies as it may; retry shortly"}
+	}
+	defer func() {
+		if err != nil {
+			s.g.bodies.give(hold)
+			return
+		}
+		s.g.bodies.give(hold - int64(len(body)))
+		n := int64(len(body))
+		release = func() { s.g.bodies.give(n) }
+	}()
 	if req.Expect100 && req.ContentLength <= lim.MaxBodyBytes {
 		s.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
 		if err := s.bw.Flush(); err != nil {
-			return nil, err
+			return nil, release, err
 		}
 	}
 	s.conn.SetReadDeadline(time.Now().Add(lim.ReadBodyTimeout))
-	return req.ReadBody(s.br, lim.MaxBodyBytes, lim.MaxHeaderBytes)
+	body, err = req.ReadBody(s.br, lim.MaxBodyBytes, lim.MaxHeaderBytes)
+	return body, release, err
 }
 
 // pickAddr resolves the host (the name was already judged, so a denied
@@ -210,8 +236,9 @@ func (s *session) pickAddr(p *judge.Policy, jr *judge.Request, d judge.Decision)
 
 // outbound builds the request sent upstream: hop-by-hop fields and
 // Proxy-Authorization dropped, the rule's secret injected. It returns nil
-// and a reason when the request must not go out after all.
-func (s *session) outbound(req *http1.Request, t *target, jr *judge.Request, d judge.Decision, body []byte) (*http.Request, string) {
+// and a reason when the request must not go out after all, with the
+// reason to tell the client when that must say less.
+func (s *session) outbound(req *http1.Request, t *target, jr *judge.Request, d judge.Decision, body []byte) (*http.Request, string, string) {
 	h := req.Header.Clone()
 	upgrade := h.Get("Upgrade")
 	http1.StripHopByHop(h)
@@ -229,13 +256,14 @@ func (s *session) outbound(req *http1.Request, t *target, jr *judge.Request, d j
 	}
 	for _, p := range jr.Placeholders {
 		if d.Inject == nil || p.Where != d.Inject.Header || p.Secret != d.Inject.Secret {
-			return nil, fmt.Sprintf("credential placeholder for %q in %s may not be sent here", p.Secret, p.Where)
+			return nil, fmt.Sprintf("credential placeholder for %q in %s may not be sent here", p.Secret, p.Where), ""
 		}
 	}
 	if in := d.Inject; in != nil {
 		secret, err := s.g.secret(in.Secret)
 		if err != nil {
-			return nil, err.Error()
+			s.g.logf("error: %v", err)
+			return nil, err.Error(), err.shown()
 		}
 		key := http.CanonicalHeaderKey(in.Header)
 		placeholder := judge.PlaceholderPrefix + in.Secret
@@ -259,7 +287,7 @@ func (s *session) outbound(req *http1.Request, t *target, jr *judge.Request, d j
 		out.Body = io.NopCloser(bytes.NewReader(body))
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
-	return out, ""
+	return out, "", ""
 }
 
 func upstreamStatus(err error) int {

@@ -25,6 +25,12 @@ import (
 // log it shares.
 var RecordSchema = store.Schema("decision", 1)
 
+// OutcomeSchema marks the line that completes the decision record of a
+// forwarded request or a tunnel: the decision is written, and must be
+// accepted, before anything is forwarded; what came of it (status, bytes,
+// errors) is only known afterwards.
+var OutcomeSchema = store.Schema("outcome", 1)
+
 // Field names of a decision record, the one line written per request.
 const (
 	FieldSchema     = "schema"
@@ -92,6 +98,8 @@ var sensitive = map[string]bool{
 	"cookie":              true,
 	"set-cookie":          true,
 	"x-api-key":           true,
+	"x-auth-token":        true,
+	"private-token":       true,
 	"proxy-authorization": true,
 }
 
@@ -114,6 +122,10 @@ type Record struct {
 	BytesIn    int64 // body bytes from the client (all bytes, for a tunnel)
 	BytesOut   int64 // body bytes to the client (all bytes, for a tunnel)
 	Error      string
+
+	// shown, when set, is the reason the client is told instead of
+	// Reason, which names what only the host may know.
+	shown string
 }
 
 // RequestInfo is the judged request as recorded.
@@ -156,22 +168,44 @@ func newID() string {
 
 // RecordHeaders renders h for a record: names lower-cased, repeated values
 // joined with ", ", and the values of sensitive headers and of extra (the
-// header a rule injects into) replaced by Redacted.
-func RecordHeaders(h http.Header, extra string) map[string]string {
+// header a rule injects into, those the policy's redact list names)
+// replaced by Redacted.
+func RecordHeaders(h http.Header, extra ...string) map[string]string {
 	if len(h) == 0 {
 		return nil
 	}
-	extra = strings.ToLower(extra)
 	out := make(map[string]string, len(h))
 	for k, vs := range h {
 		k = strings.ToLower(k)
-		if sensitive[k] || k == extra {
+		if sensitive[k] || slices.ContainsFunc(extra, func(e string) bool { return strings.EqualFold(e, k) }) {
 			out[k] = Redacted
 			continue
 		}
 		out[k] = strings.Join(vs, ", ")
 	}
 	return out
+}
+
+// redactUserinfo replaces the user information of a request target as
+// sent (absolute URL or CONNECT authority), which may hold a password,
+// by Redacted.
+func redactUserinfo(target string) string {
+	if strings.HasPrefix(target, "/") {
+		return target
+	}
+	start := 0
+	if i := strings.Index(target, "://"); i >= 0 {
+		start = i + 3
+	}
+	end := len(target)
+	if i := strings.IndexAny(target[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	at := strings.LastIndexByte(target[start:end], '@')
+	if at < 0 {
+		return target
+	}
+	return target[:start] + Redacted + target[start+at:]
 }
 
 // MarshalJSON writes the record's fields in a fixed order under the Field
@@ -229,6 +263,122 @@ func (r *Record) appendJSON(b []byte) []byte {
 		b = appendString(b, r.Error)
 	}
 	return append(b, '}')
+}
+
+// appendOutcomeJSON writes the outcome line of a forwarded exchange: the
+// decision it completes and the fields only the exchange could fill.
+func (r *Record) appendOutcomeJSON(b []byte, end time.Time) []byte {
+	b = append(b, '{')
+	b = field(b, FieldSchema, true)
+	b = appendString(b, OutcomeSchema)
+	b = field(b, FieldID, false)
+	b = appendString(b, r.ID)
+	b = field(b, FieldTime, false)
+	b = append(b, '"')
+	b = end.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	b = field(b, FieldStatus, false)
+	b = strconv.AppendInt(b, int64(r.Status), 10)
+	if r.UpstreamMS > 0 {
+		b = field(b, FieldUpstreamMS, false)
+		b = strconv.AppendFloat(b, math.Round(r.UpstreamMS*1000)/1000, 'f', -1, 64)
+	}
+	b = field(b, FieldBytesIn, false)
+	b = strconv.AppendInt(b, r.BytesIn, 10)
+	b = field(b, FieldBytesOut, false)
+	b = strconv.AppendInt(b, r.BytesOut, 10)
+	if r.Error != "" {
+		b = field(b, FieldError, false)
+		b = appendString(b, r.Error)
+	}
+	return append(b, '}')
+}
+
+// Outcome is what an outcome line adds to the decision record it names.
+type Outcome struct {
+	ID         string
+	Time       time.Time // when the exchange ended
+	Status     int
+	UpstreamMS float64
+	BytesIn    int64
+	BytesOut   int64
+	Error      string
+}
+
+// ParseOutcome reads an outcome line; a line of another schema returns
+// ErrNotOutcome.
+func ParseOutcome(line []byte) (*Outcome, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(line, &m); err != nil {
+		return nil, err
+	}
+	var schema string
+	if err := json.Unmarshal(m[FieldSchema], &schema); err != nil || schema != OutcomeSchema {
+		return nil, ErrNotOutcome
+	}
+	o := &Outcome{}
+	var ts string
+	for _, f := range []struct {
+		name string
+		dst  any
+	}{
+		{FieldID, &o.ID}, {FieldTime, &ts}, {FieldStatus, &o.Status}, {FieldUpstreamMS, &o.UpstreamMS},
+		{FieldBytesIn, &o.BytesIn}, {FieldBytesOut, &o.BytesOut}, {FieldError, &o.Error},
+	} {
+		if err := optional(m, f.name, f.dst); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if o.Time, err = time.Parse(time.RFC3339Nano, ts); err != nil {
+		return nil, fmt.Errorf("%s: %w", FieldTime, err)
+	}
+	return o, nil
+}
+
+// ErrNotOutcome is returned by ParseOutcome for a line of another kind.
+var ErrNotOutcome = errors.New("not an outcome record")
+
+// ReadRecords reads the decision records of an audit log, each completed
+// by its outcome line when one was written; lines of other kinds are
+// skipped, and damaged lines returned as by store.ReadJSONL.
+func ReadRecords(path string) ([]*Record, []store.BadLine, error) {
+	var out []*Record
+	byID := map[string]*Record{}
+	bad, err := store.ReadJSONL(path, func(line []byte) error {
+		o, err := ParseOutcome(line)
+		if err == nil {
+			if r := byID[o.ID]; r != nil {
+				r.Complete(o)
+			}
+			return nil
+		}
+		if !errors.Is(err, ErrNotOutcome) {
+			return err
+		}
+		r, err := ParseRecord(line)
+		switch {
+		case errors.Is(err, ErrNotDecision):
+			return nil
+		case err != nil:
+			return err
+		}
+		if prev := byID[r.ID]; prev != nil {
+			// A forward refused after its decision was written in part:
+			// the refusal is the record.
+			*prev = *r
+			return nil
+		}
+		byID[r.ID] = r
+		out = append(out, r)
+		return nil
+	})
+	return out, bad, err
+}
+
+// Complete fills r with the outcome of its exchange.
+func (r *Record) Complete(o *Outcome) {
+	r.Status, r.UpstreamMS, r.BytesIn, r.BytesOut, r.Error = o.Status, o.UpstreamMS, o.BytesIn, o.BytesOut, o.Error
 }
 
 func (q *RequestInfo) appendJSON(b []byte) []byte {

@@ -8,9 +8,33 @@ import (
 	"github.com/impyard/impyard/lib/store"
 )
 
-// secret reads IMPYARD_HOME/secrets/<name> for injection. The error never
-// holds any of the file's content.
-func (g *Gateway) secret(name string) (string, error) {
+// secretError is why a secret cannot be injected. Its text names the
+// file, for the record and the log; a client is told only that the
+// secret is not available.
+type secretError struct {
+	name string
+	err  error
+}
+
+func (e *secretError) Error() string { return e.err.Error() }
+func (e *secretError) Unwrap() error { return e.err }
+
+// shown is what the client hears.
+func (e *secretError) shown() string {
+	return fmt.Sprintf("secret %q is not available to inject; the decision record says why", e.name)
+}
+
+// secret reads IMPYARD_HOME/secrets/<name> for injection. The error
+// never holds any of the file's content.
+func (g *Gateway) secret(name string) (string, *secretError) {
+	v, err := g.readSecret(name)
+	if err != nil {
+		return "", &secretError{name: name, err: err}
+	}
+	return v, nil
+}
+
+func (g *Gateway) readSecret(name string) (string, error) {
 	if g.cfg.Home == "" {
 		return "", fmt.Errorf("secret %q: IMPYARD_HOME is not known", name)
 	}

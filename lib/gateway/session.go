@@ -61,6 +61,10 @@ type session struct {
 	tunnel  *target
 	subject string
 	state   *connState
+	// firstBy is when the first request's head must have arrived: the
+	// header timeout counts from accept (or the TLS handshake), so a
+	// connection that sends nothing holds its slot no longer than that.
+	firstBy time.Time
 	// ended: the gateway, not the client, ended the connection, so the
 	// client may still be sending.
 	ended bool
@@ -68,17 +72,18 @@ type session struct {
 
 const bufSize = 8 << 10
 
-func (g *Gateway) serveConn(c net.Conn, st *connState) {
+func (g *Gateway) serveConn(c net.Conn, st *connState, accepted time.Time) {
 	defer c.Close()
 	dc := &deadlineConn{Conn: c, idle: g.lim.IdleTimeout}
 	s := &session{
-		g:      g,
-		raw:    c,
-		conn:   dc,
-		br:     bufio.NewReaderSize(dc, bufSize),
-		bw:     bufio.NewWriterSize(dc, bufSize),
-		client: c.RemoteAddr().String(),
-		state:  st,
+		g:       g,
+		raw:     c,
+		conn:    dc,
+		br:      bufio.NewReaderSize(dc, bufSize),
+		bw:      bufio.NewWriterSize(dc, bufSize),
+		client:  c.RemoteAddr().String(),
+		state:   st,
+		firstBy: accepted.Add(g.lim.ReadHeaderTimeout),
 	}
 	s.serve()
 	if s.ended {
@@ -104,7 +109,13 @@ func linger(c net.Conn) {
 func (s *session) serve() {
 	lim := &s.g.lim
 	for {
-		s.conn.SetReadDeadline(time.Now().Add(lim.IdleTimeout))
+		headBy := s.firstBy
+		if headBy.IsZero() {
+			s.conn.SetReadDeadline(time.Now().Add(lim.IdleTimeout))
+		} else {
+			s.conn.SetReadDeadline(headBy)
+			s.firstBy = time.Time{}
+		}
 		s.state.idle.Store(true)
 		_, err := s.br.Peek(1)
 		s.state.idle.Store(false)
@@ -112,7 +123,10 @@ func (s *session) serve() {
 			return
 		}
 		start := time.Now()
-		s.conn.SetReadDeadline(start.Add(lim.ReadHeaderTimeout))
+		if headBy.IsZero() {
+			headBy = start.Add(lim.ReadHeaderTimeout)
+		}
+		s.conn.SetReadDeadline(headBy)
 		req, err := http1.ReadRequest(s.br, lim.MaxHeaderBytes)
 		if err != nil {
 			s.reject(s.newRecord(start, req), err)
@@ -190,8 +204,8 @@ func (s *session) newRecord(start time.Time, req *http1.Request) *Record {
 	if req != nil {
 		// Overwritten by setTarget once the target parses; a reject keeps
 		// the target as sent.
-		rec.Request.Method, rec.Request.Path = req.Method, clip(req.Target)
-		rec.Request.Headers = RecordHeaders(req.Header, "")
+		rec.Request.Method, rec.Request.Path = req.Method, clip(redactUserinfo(req.Target))
+		rec.Request.Headers = RecordHeaders(req.Header, s.g.Policy().Redact()...)
 	}
 	if t := s.tunnel; t != nil {
 		rec.Request.Protocol, rec.Request.Host, rec.Request.Port = t.protocol, t.host, t.port
@@ -256,7 +270,11 @@ func (s *session) writeError(rec *Record, req *http1.Request, h http.Header, clo
 	if rec.Rule != "" {
 		body += " by rule " + rec.Rule
 	}
-	body += ": " + rec.Reason + "\n"
+	reason := rec.Reason
+	if rec.shown != "" {
+		reason = rec.shown
+	}
+	body = s.g.conceal(body + ": " + reason + "\n")
 	s.conn.SetWriteDeadline(time.Now().Add(s.g.lim.IdleTimeout))
 	_ = http1.WriteSimple(s.bw, minor, rec.Status, h, []byte(body), closeConn)
 }

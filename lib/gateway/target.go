@@ -181,14 +181,13 @@ func parsePort(s string) (int, error) {
 	return n, nil
 }
 
-// normalisePath applies RFC 3986 6.2.2 normalisation (escapes of
-// unreserved characters decoded, other escapes upper-cased) so a rule on
-// "/admin" also sees "/%61dmin", and refuses paths that servers disagree
-// about: dot segments (even escaped or behind an escaped slash), a
-// backslash or an escaped NUL.
+// normalisePath refuses paths that servers disagree about (dot segments,
+// even escaped or behind an escaped slash, a backslash or an escaped NUL;
+// the judge denies a dot segment before a ;parameter) and returns the rest in judge.NormalPath's form, which
+// is what is judged and what is forwarded: escapes of unreserved
+// characters decoded, other escapes upper-cased, runs of slashes
+// collapsed, so a rule on "/admin" also sees "/%61dmin" and "/admin//".
 func normalisePath(p string) (string, error) {
-	var b strings.Builder
-	b.Grow(len(p))
 	decoded := make([]byte, 0, len(p))
 	for i := 0; i < len(p); i++ {
 		c := p[i]
@@ -201,21 +200,14 @@ func normalisePath(p string) (string, error) {
 			}
 			v := byte(unhex(p[i+1])<<4 | unhex(p[i+2]))
 			i += 2
-			switch {
-			case v == 0:
+			switch v {
+			case 0:
 				return "", badRequest("escaped NUL in request path")
-			case v == '\\':
+			case '\\':
 				return "", badRequest("escaped backslash in request path")
-			case unreserved(v):
-				b.WriteByte(v)
-			default:
-				b.WriteByte('%')
-				b.WriteByte(upperHex[v>>4])
-				b.WriteByte(upperHex[v&0xf])
 			}
 			decoded = append(decoded, v)
 		default:
-			b.WriteByte(c)
 			decoded = append(decoded, c)
 		}
 	}
@@ -224,10 +216,8 @@ func normalisePath(p string) (string, error) {
 			return "", badRequest("dot segment in request path")
 		}
 	}
-	return b.String(), nil
+	return judge.NormalPath(p), nil
 }
-
-const upperHex = "0123456789ABCDEF"
 
 func unhex(c byte) int {
 	switch {
@@ -239,10 +229,6 @@ func unhex(c byte) int {
 		return int(c - 'A' + 10)
 	}
 	return -1
-}
-
-func unreserved(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
 }
 
 // sameHost checks a Host header against the target it must name: same

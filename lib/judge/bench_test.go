@@ -21,7 +21,7 @@ func fiftyRules(t testing.TB) *Policy {
 		case 2:
 			r = fmt.Sprintf(`{"name":"mcp-%d","match":{"host":"mcp%d.example.com","mcp":{"method":"tools/call","tool":["list_*","get_*","search_*"]}},"verdict":"allow"}`, i, i)
 		case 3:
-			r = fmt.Sprintf(`{"name":"org-%d","match":{"host":"api%d.example.org","subject":"org","headerContains":{"content-type":"json"}},"verdict":"allow","inject":{"header":"authorization","secret":"s%d","format":"Bearer %%s"}}`, i, i, i)
+			r = fmt.Sprintf(`{"name":"org-%d","match":{"protocol":"https","host":"api%d.example.org","subject":"org","headerContains":{"content-type":"json"}},"verdict":"allow","inject":{"header":"authorization","secret":"s%d","format":"Bearer %%s"}}`, i, i, i)
 		case 4:
 			r = fmt.Sprintf(`{"name":"mirror-%d","match":{"host":["a%d.example.io","b%d.example.io"],"method":["GET","HEAD"],"maxBodySize":1024},"verdict":"allow"}`, i, i, i)
 		}

@@ -67,7 +67,7 @@ type Request struct {
 	Method   string      // as sent
 	Host     string      // canonical, from CanonicalHost
 	Port     int         // 1..65535
-	Path     string      // raw path as sent, not unescaped
+	Path     string      // as sent, not unescaped; rules see its NormalPath
 	Query    string      // raw query, for the record; no rule matches it
 	Header   http.Header // as received, hop-by-hop headers included
 	BodySize int64       // bytes, after any Content-Encoding is undone
@@ -117,7 +117,8 @@ type Policy struct {
 	rules      []rule
 	report     bool
 	upstreamCA string
-	unusable   string // non-empty: deny everything with this reason
+	redact     []string // lower-case header names
+	unusable   string   // non-empty: deny everything with this reason
 }
 
 type rule struct {
@@ -148,6 +149,15 @@ func Broken(err error) *Policy {
 		reason += ": " + err.Error()
 	}
 	return &Policy{unusable: reason}
+}
+
+// Redact lists, lower-cased, the headers whose values the policy's
+// top-level "redact" keeps out of records, beyond those always redacted.
+func (p *Policy) Redact() []string {
+	if p == nil {
+		return nil
+	}
+	return p.redact
 }
 
 // UpstreamCA is the extra trust bundle for upstream TLS, or "".
@@ -210,6 +220,8 @@ func (p *Policy) prepare(r *Request) (input, Decision, bool) {
 		return input{}, deny("", "host is not in canonical form"), false
 	}
 	in := input{Request: r, traversal: traversal(r.Path), upgrade: wantsUpgrade(r.Header)}
+	in.path = NormalPath(r.Path)
+	in.bare = bareSegments(in.path)
 	if r.Addr.IsValid() {
 		in.addr = r.Addr.WithZone("").Unmap()
 	}

@@ -316,7 +316,7 @@ func TestPhaseOneDenyIsFinal(t *testing.T) {
 		policy(t, `{"name":"d","match":{"network":"93.184.216.0/24"},"verdict":"deny"}`, `{"name":"h","match":{"host":"api.example.com","method":"POST"},"verdict":"allow"}`),
 		policy(t, `{"name":"d","match":{"network":"10.0.0.0/8"},"verdict":"deny"}`, `{"name":"x","match":{"host":"api.example.com"},"verdict":"deny"}`, `{"name":"a","match":{"host":"*"},"verdict":"allow"}`),
 		policy(t, `{"name":"a","match":{"host":"api.example.com","network":"127.0.0.0/8"},"verdict":"deny"}`),
-		policy(t, `{"name":"a","match":{"host":"api.example.com"},"verdict":"allow","inject":{"header":"authorization","secret":"s"}}`),
+		policy(t, `{"name":"a","match":{"protocol":"https","host":"api.example.com"},"verdict":"allow","inject":{"header":"authorization","secret":"s"}}`),
 	}
 	addrs := []string{"127.0.0.1", "10.1.1.1", "93.184.216.34", "::1", "2606:4700::1111", "64:ff9b::a01:101"}
 	for i, p := range policies {
@@ -339,7 +339,7 @@ func TestPhaseOneDenyIsFinal(t *testing.T) {
 
 func TestPlaceholders(t *testing.T) {
 	p := policy(t,
-		`{"name":"email","match":{"host":"api.resend.com"},"verdict":"allow","inject":{"header":"Authorization","secret":"resend","format":"Bearer %s"}}`,
+		`{"name":"email","match":{"protocol":"https","host":"api.resend.com"},"verdict":"allow","inject":{"header":"Authorization","secret":"resend","format":"Bearer %s"}}`,
 		`{"name":"plain","match":{"host":"api.example.com"},"verdict":"allow"}`,
 	)
 	inject := &Inject{Header: "authorization", Secret: "resend", Format: "Bearer %s"}
@@ -400,7 +400,7 @@ func TestBatches(t *testing.T) {
 	p := policy(t,
 		`{"name":"session","match":{"host":"api.example.com","mcp":{"method":["initialize","tools/list"]}},"verdict":"allow"}`,
 		`{"name":"read","match":{"host":"api.example.com","mcp":{"method":"tools/call","tool":["get_*","list_*"]}},"verdict":"allow"}`,
-		`{"name":"keyed","match":{"host":"api.example.com","mcp":{"method":"tools/call","tool":"send_*"}},"verdict":"allow","inject":{"header":"authorization","secret":"k"}}`,
+		`{"name":"keyed","match":{"protocol":"https","host":"api.example.com","mcp":{"method":"tools/call","tool":"send_*"}},"verdict":"allow","inject":{"header":"authorization","secret":"k"}}`,
 		`{"name":"watch","match":{"host":"api.example.com","mcp":{"method":"tools/call","tool":"watch_*"}},"verdict":"deny","mode":"report"}`,
 	)
 	tests := []struct {
@@ -647,9 +647,9 @@ func TestPhaseInvariants(t *testing.T) {
 		`"match":{"host":"api.example.com"},"verdict":"tunnel"`,
 		`"match":{"host":"api.example.com"},"verdict":"deny"`,
 		`"match":{"host":"api.example.com","pathPrefix":"/v1/"},"verdict":"deny","mode":"report"`,
-		`"match":{"subject":"org"},"verdict":"allow","inject":{"header":"authorization","secret":"k"}`,
+		`"match":{"protocol":"https","subject":"org"},"verdict":"allow","inject":{"header":"authorization","secret":"k"}`,
 		`"match":{"mcp":{"tool":"get_*"}},"verdict":"allow"`,
-		`"match":{"mcp":{"method":"initialize"},"network":"127.0.0.0/8"},"verdict":"allow","inject":{"header":"authorization","secret":"k"}`,
+		`"match":{"protocol":"https","mcp":{"method":"initialize"},"network":"127.0.0.0/8"},"verdict":"allow","inject":{"header":"authorization","secret":"k"}`,
 		`"match":{"headerContains":{"upgrade":""}},"verdict":"allow"`,
 		`"match":{"port":8443,"network":"10.0.0.0/8"},"verdict":"allow"`,
 		`"match":{"protocol":"http"},"verdict":"allow"`,

@@ -27,6 +27,9 @@ type matcher struct {
 	subjects  []pattern
 	upgrade   bool // headerContains names upgrade: the rule may allow one
 	connect   bool // method names CONNECT: the rule may allow a nested tunnel
+	// eitherPath: a prefix need hold for the path read one way only, with
+	// or without ;parameters (deny rules); else both ways (see path.go).
+	eitherPath bool
 }
 
 type hostPattern struct {
@@ -81,6 +84,8 @@ type input struct {
 	call      *mcp.Call  // the JSON-RPC call being judged, if any
 	traversal bool       // the path has a traversal spelling
 	upgrade   bool       // the request asks for a protocol upgrade
+	path      string     // NormalPath of the request's path
+	bare      string     // path without ;parameters
 }
 
 // connectMismatch checks the fields a CONNECT shows. Network is left to
@@ -110,7 +115,7 @@ func (m *matcher) mismatch(in *input) field {
 		if in.traversal {
 			return fieldTraversal
 		}
-		if !slices.ContainsFunc(m.prefixes, func(p string) bool { return strings.HasPrefix(in.Path, p) }) {
+		if !m.pathMatch(in) {
 			return fieldPath
 		}
 	}
@@ -126,6 +131,19 @@ func (m *matcher) mismatch(in *input) field {
 		return fieldMCP
 	}
 	return fieldNone
+}
+
+func (m *matcher) pathMatch(in *input) bool {
+	has := func(path string) bool {
+		return slices.ContainsFunc(m.prefixes, func(p string) bool { return strings.HasPrefix(path, p) })
+	}
+	if in.bare == in.path {
+		return has(in.path)
+	}
+	if m.eitherPath {
+		return has(in.path) || has(in.bare)
+	}
+	return has(in.path) && has(in.bare)
 }
 
 func (m *matcher) hostMatch(host string) bool {
@@ -291,7 +309,7 @@ func (m *matcher) why(f field, in *input) string {
 	case fieldMethod:
 		return "method " + in.Method + " not in " + list(m.methods)
 	case fieldPath:
-		return "path " + quote(in.Path) + " has no prefix in " + list(m.prefixes)
+		return "path " + quote(in.path) + " has no prefix in " + list(m.prefixes)
 	case fieldTraversal:
 		return "path " + quote(in.Path) + " has a traversal spelling"
 	case fieldBody:

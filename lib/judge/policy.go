@@ -29,6 +29,7 @@ type policyFile struct {
 	Comment    json.RawMessage    `json:"comment"`
 	Mode       *string            `json:"mode"`
 	UpstreamCA *string            `json:"upstreamCA"`
+	Redact     json.RawMessage    `json:"redact"`
 	Rules      *[]json.RawMessage `json:"rules"`
 }
 
@@ -116,6 +117,11 @@ func Parse(data []byte) (*Policy, error) {
 			return nil, fmt.Errorf("upstreamCA: %q is not an absolute path", *f.UpstreamCA)
 		}
 		p.upstreamCA = *f.UpstreamCA
+	}
+	if f.Redact != nil {
+		if p.redact, err = parseRedact(f.Redact); err != nil {
+			return nil, fmt.Errorf("redact: %w", err)
+		}
 	}
 	if f.Rules == nil {
 		return nil, errors.New("rules: missing (an empty list denies everything)")
@@ -259,6 +265,12 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 			return rule{}, fmt.Errorf("inject.%w", err)
 		}
 	}
+	rl.m.eitherPath = rl.verdict == Deny
+	if rl.inject != nil && rl.verdict != Tunnel && !httpsOnly(rl.m.protocols) {
+		// Over plain http the secret would cross the network in clear,
+		// readable by anyone on the path, whatever the host.
+		return rule{}, errors.New(`inject: a rule that injects a secret must match protocol "https" only`)
+	}
 	if rl.verdict == Tunnel {
 		// A tunnel is decided from the CONNECT alone and carries bytes the
 		// gateway never reads: request fields could never hold, and there
@@ -275,6 +287,12 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 	rl.denyReason = rl.label + " denies it"
 	rl.maybeReason = rl.label + " allows it if the destination address is in its network"
 	return rl, nil
+}
+
+// httpsOnly reports a protocol list that can match https and nothing
+// else; an empty list matches any protocol.
+func httpsOnly(protocols []string) bool {
+	return len(protocols) > 0 && !slices.Contains(protocols, "http")
 }
 
 func parseMatch(f *matchFile) (matcher, error) {
@@ -324,10 +342,14 @@ func parseMatch(f *matchFile) (matcher, error) {
 		if m.prefixes, err = stringList(f.PathPrefix); err != nil {
 			return m, fmt.Errorf("pathPrefix: %w", err)
 		}
-		for _, p := range m.prefixes {
-			if traversal(p) {
+		for i, p := range m.prefixes {
+			switch {
+			case traversal(p):
 				return m, fmt.Errorf("pathPrefix: %s has a traversal spelling", quote(p))
+			case strings.Contains(p, ";"):
+				return m, fmt.Errorf("pathPrefix: %s holds a ;parameter, which path rules never see", quote(p))
 			}
+			m.prefixes[i] = NormalPath(p)
 		}
 	}
 	if f.HeaderContains != nil {
@@ -470,6 +492,22 @@ func globList(raw json.RawMessage) ([]pattern, error) {
 			return nil, fmt.Errorf("bad glob %s: %w", quote(t), err)
 		}
 		out[i] = pattern{text: t, g: g}
+	}
+	return out, nil
+}
+
+// parseRedact reads the list of headers whose values records never hold.
+func parseRedact(raw json.RawMessage) ([]string, error) {
+	names, err := stringList(raw)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range names {
+		if !isToken(n) {
+			return nil, fmt.Errorf("%s is not a header name", quote(n))
+		}
+		out = append(out, strings.ToLower(n))
 	}
 	return out, nil
 }

@@ -41,6 +41,7 @@ func TestBrokenPolicies(t *testing.T) {
 		"bad-name.json":                     `rules[0] "Model API": name: "Model API" does not match ^[a-z0-9][a-z0-9._-]{0,63}$`,
 		"bad-port-list.json":                `rules[0] "a": match.port: 70000 is not a port number (1..65535)`,
 		"bad-port.json":                     `rules[0] "a": match.port: 0 is not a port number (1..65535)`,
+		"bad-redact.json":                   `redact: "x-api key" is not a header name`,
 		"bad-protocol.json":                 `rules[0] "a": match.protocol: "ftp" is not http or https`,
 		"bad-rule-mode.json":                `rules[0] "a": mode: "Report" is not enforce or report`,
 		"bad-schema.json":                   `schema: "impyard.gate/1" is not impyard.policy/<major>`,
@@ -57,6 +58,8 @@ func TestBrokenPolicies(t *testing.T) {
 		"future-schema.json":                `schema: unsupported "impyard.policy/2" (this build reads "impyard.policy/1")`,
 		"header-twice.json":                 `rules[0] "a": match.headerContains: header "upgrade" is named twice (names are case-insensitive)`,
 		"inject-format-without-secret.json": `rules[0] "a": inject.format: "Bearer" must hold exactly one %s and no other %`,
+		"inject-over-http.json":             `rules[1] "mail-any": inject: a rule that injects a secret must match protocol "https" only`,
+		"inject-with-http.json":             `rules[0] "a": inject: a rule that injects a secret must match protocol "https" only`,
 		"inject-without-header.json":        `rules[0] "a": inject.header: missing`,
 		"mapped-cidr.json":                  `rules[0] "a": match.network: "::ffff:127.0.0.0/104" is IPv4-mapped; write the IPv4 prefix`,
 		"missing-name.json":                 `rules[0]: name: missing`,
@@ -127,7 +130,7 @@ func TestParseAccepts(t *testing.T) {
 			{"name": "a", "comment": "one line", "verdict": "allow"},
 			{"name": "b.c_d-9", "match": {}, "verdict": "deny", "mode": "enforce"},
 			{"name": "pinned", "match": {"protocol": "https", "host": ["pinned.example.com", "*.pinned.example"], "port": [443, 8443], "network": ["203.0.113.0/24", "2001:db8::/32"], "subject": ["y*"]}, "verdict": "tunnel"},
-			{"name": "inj", "match": {"host": "api.example.com", "headerContains": {"X-Api": ""}}, "verdict": "allow", "inject": {"header": "X-Api-Key", "secret": "example"}}
+			{"name": "inj", "match": {"protocol": "https", "host": "api.example.com", "headerContains": {"X-Api": ""}}, "verdict": "allow", "inject": {"header": "X-Api-Key", "secret": "example"}}
 		]
 	}`)
 	if got, want := p.Rules(), []Rule{
