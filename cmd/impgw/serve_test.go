@@ -97,6 +97,11 @@ func startLive(t *testing.T, policy, trust string) *live {
 	}
 	br := bufio.NewReader(pipe)
 	line, err := br.ReadString('\n')
+	// The first start creates the gateway's signing key and says so.
+	for err == nil && !strings.Contains(line, "serving on ") {
+		l.stderr.WriteString(line)
+		line, err = br.ReadString('\n')
+	}
 	if err != nil {
 		t.Fatalf("impgw serve: %v", err)
 	}

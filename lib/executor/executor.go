@@ -4,6 +4,10 @@
 //   - Only an approved gate is executed, only its frozen payload, and only
 //     after its canonical bytes are checked against the sha256 the human
 //     approved. A mismatch fails the gate and sends nothing.
+//   - Only an approval signed by a key in IMPYARD_HOME/keys/ over the gate's
+//     id, sha256, decider and time is executed (or resumed); any other
+//     fails the gate with "approval signature does not verify", and an
+//     approval with no signature at all is refused and left approved.
 //   - A gate executes at most once to completion. The approved -> executing
 //     move happens under the gates lock, so one executor wins; a per-gate
 //     lock held for the whole execution tells a live executor from a dead one.
@@ -25,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/crash"
 	"github.com/impyard/impyard/lib/gate"
@@ -114,16 +119,21 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		// until the owner fixes the configuration.
 		return g, fmt.Errorf("gate %s not executed: %w", gateID, err)
 	}
+	if g.State != state.Approved && g.State != state.Executing {
+		return g, nil
+	}
+	if g, err = r.verify(g); err != nil || g.State == state.Failed {
+		return g, err
+	}
 	exe := org.Executors[g.Intent]
 	switch g.State {
 	case state.Approved:
 		if exe == nil {
 			return r.fail(g, fmt.Sprintf("no executor is configured for intent %q in %s; nothing was sent", g.Intent, org.Path()))
 		}
-		if _, err := g.Frozen(); err != nil {
-			return r.fail(g, err.Error()+"; nothing was sent")
-		}
-		g, err = gate.Move(r.Yard, gateID, gate.Change{To: state.Executing, By: Actor, Actor: Actor, Why: "executor " + exe.Kind})
+		// Verified again under the gates lock, over the very file moved.
+		g, err = gate.Move(r.Yard, gateID, gate.Change{To: state.Executing, By: Actor, Actor: Actor, Why: "executor " + exe.Kind,
+			Edit: func(g *gate.Gate) error { return r.verifyOnly(g) }})
 		if err != nil {
 			return g, err
 		}
@@ -166,6 +176,37 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		r.logf("gate %s: executed (%s)", gateID, summary(res))
 	}
 	return g, err
+}
+
+// verify checks the approval of an approved or executing gate against the
+// public keys in IMPYARD_HOME/keys/ and fails a gate whose approval does
+// not verify. A gate with no signature at all is left approved and
+// refused: it may have been approved before approvals were signed, and the
+// owner can approve it again. Without any key to verify with, nothing is
+// decided either: the gate waits for the right IMPYARD_HOME.
+func (r *Runner) verify(g *gate.Gate) (*gate.Gate, error) {
+	err := r.verifyOnly(g)
+	switch {
+	case err == nil:
+		return g, nil
+	case errors.Is(err, approval.ErrNoKeys):
+		return g, fmt.Errorf("gate %s not executed: %w", g.ID, err)
+	case errors.Is(err, approval.ErrUnsigned) && g.State == state.Approved:
+		return g, fmt.Errorf("gate %s not executed: %w (approved before approvals were signed, or written into the yard by hand); check it with 'impgate show %s' and approve it again with 'impgate approve %s'",
+			g.ID, err, g.ID, g.ID)
+	case g.State == state.Executing:
+		return r.fail(g, err.Error()+"; not resumed")
+	}
+	return r.fail(g, err.Error()+"; nothing was sent")
+}
+
+func (r *Runner) verifyOnly(g *gate.Gate) error {
+	kr, err := approval.LoadKeyring(r.Home)
+	if err != nil {
+		return err
+	}
+	_, err = g.VerifyApproval(kr)
+	return err
 }
 
 func (r *Runner) fail(g *gate.Gate, why string) (*gate.Gate, error) {
