@@ -9,9 +9,9 @@
 // edited on disk after filing is never approved or sent. Of two processes
 // deciding the same gate, exactly one succeeds.
 //
-// An approval is signed (see lib/approval) inside the transaction that
-// writes it, over the gate id, payload sha256, decider and time written, so
-// lib/gate is the only writer of gate files and no approval is written
+// This package is the only writer of gate files, and it signs an approval
+// (see lib/approval) inside the transaction that writes it, over the gate
+// id, payload sha256, decider and time written: no approval is written
 // unsigned. VerifyApproval is what an executor checks before it sends.
 package gate
 
@@ -53,22 +53,23 @@ const (
 
 // Gate is one proposed irreversible action and its whole lifecycle.
 type Gate struct {
-	Schema    string          `json:"schema"`
-	ID        string          `json:"id"`
-	Imp       string          `json:"imp"`
-	Intent    string          `json:"intent"`
-	Task      string          `json:"task,omitempty"`
-	Run       string          `json:"run,omitempty"`
-	Rationale string          `json:"rationale,omitempty"`
-	State     string          `json:"state"`
-	SHA256    string          `json:"sha256"`
-	Payload   json.RawMessage `json:"payload"`
-	Result    json.RawMessage `json:"result,omitempty"`
-	// Approval is the signature of the approval; see VerifyApproval.
+	Schema    string             `json:"schema"`
+	ID        string             `json:"id"`
+	Imp       string             `json:"imp"`
+	Intent    string             `json:"intent"`
+	Task      string             `json:"task,omitempty"`
+	Run       string             `json:"run,omitempty"`
+	Rationale string             `json:"rationale,omitempty"`
+	State     string             `json:"state"`
+	SHA256    string             `json:"sha256"`
+	Payload   json.RawMessage    `json:"payload"`
+	Result    json.RawMessage    `json:"result,omitempty"`
+	Created   time.Time          `json:"created"`
+	Updated   time.Time          `json:"updated"`
+	History   []state.Transition `json:"history"`
+
+	// Approval is the signed approval, once approved; see VerifyApproval.
 	Approval *approval.Approval `json:"approval,omitempty"`
-	Created  time.Time          `json:"created"`
-	Updated  time.Time          `json:"updated"`
-	History  []state.Transition `json:"history"`
 }
 
 // Canonical returns the canonical bytes of a JSON payload: duplicate keys
