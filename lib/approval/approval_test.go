@@ -84,3 +84,36 @@ func TestRefusesLooseFiles(t *testing.T) {
 		t.Errorf("a key name with a path loaded")
 	}
 }
+
+func TestWritePublicTrustsAnotherKey(t *testing.T) {
+	home := t.TempDir()
+	// A keys/ directory made loose by hand is tightened before use.
+	os.Mkdir(Dir(home), 0o755)
+	owner, _ := Create(home, Owner)
+	if fi, _ := os.Stat(Dir(home)); fi.Mode().Perm() != 0o700 {
+		t.Errorf("keys/ mode %04o, want 0700", fi.Mode().Perm())
+	}
+	second, _ := Generate("backup")
+	if err := WritePublic(home, second); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePublic(home, second); !errors.Is(err, ErrExists) {
+		t.Errorf("WritePublic over an existing key: %v", err)
+	}
+	if err := WritePublic(home, &Key{Name: "../x", priv: second.priv}); err == nil {
+		t.Errorf("a key name with a path was written")
+	}
+	if _, err := os.Stat(KeyPath(home, "backup")); !os.IsNotExist(err) {
+		t.Errorf("WritePublic wrote a private key: %v", err)
+	}
+	kr, err := LoadKeyring(home)
+	if err != nil || len(kr.Keys) != 2 || kr.Keys[0].Name != "backup" || kr.Keys[1].Name != Owner {
+		t.Fatalf("keyring %+v %v", kr.Keys, err)
+	}
+	at := time.Now()
+	for _, k := range []*Key{owner, second} {
+		if got, err := kr.Verify("g-0000000000000001", "ab", k.Sign("g-0000000000000001", "ab", "alice", at)); err != nil || got.Fingerprint != k.Fingerprint() {
+			t.Errorf("%s: %v %v", k.Name, got, err)
+		}
+	}
+}
