@@ -14,7 +14,8 @@ import (
 
 // TestApproveForgeriesNotExecuted writes the yard as an attacker who
 // cannot read IMPYARD_HOME would: a rewritten approved gate, hand-written
-// approved gates, an approval signed by a key of their own. impexec, a
+// approved gates, an approval signed by a key of their own, an executed
+// gate put back in its approved state. impexec, a
 // real process, fails (or, unsigned, refuses) each one and the mail API
 // sees nothing; the owner's and the gateway's real approvals are sent.
 func TestApproveForgeriesNotExecuted(t *testing.T) {
@@ -113,6 +114,13 @@ func TestApproveForgeriesNotExecuted(t *testing.T) {
 		t.Fatalf("owner's approval: %v %s; %d sent", err, out, sent())
 	}
 
+	// The executed gate written back in its approved state, signature and
+	// all, is a replay: refused, not sent again.
+	os.WriteFile(path(model), b, 0o640)
+	if out, err := s.run(t, "impexec", "once", model); err == nil || !strings.Contains(out, "approval already used") || sent() != 2 {
+		t.Fatalf("replayed approval: %v %s; %d sent", err, out, sent())
+	}
+
 	// (e) The gateway's auto-approval executes.
 	s.daemon(t, bin, "impexec", "run", "--rescan", "2s")
 	code, res, _ := s.propose(t, tok, `{"intent":"email-send","payload":{"to":["team@ourco.com"],"subject":"e","body":"ok"}}`)
@@ -129,5 +137,8 @@ func TestApproveForgeriesNotExecuted(t *testing.T) {
 		if s.mail.seen[gid] != 0 {
 			t.Errorf("gate %s reached the mail API", gid)
 		}
+	}
+	if s.mail.seen[model] != 1 {
+		t.Errorf("the replayed gate reached the mail API %d times", s.mail.seen[model])
 	}
 }

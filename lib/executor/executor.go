@@ -7,7 +7,9 @@
 //   - Only an approval signed by a key in IMPYARD_HOME/keys/ over the gate's
 //     id, sha256, decider and time is executed (or resumed); any other
 //     fails the gate with "approval signature does not verify", and an
-//     approval with no signature at all is refused and left approved.
+//     approval with no signature at all is refused and left approved. An
+//     approved gate already taken to executing once (a marker in
+//     IMPYARD_HOME/executed/) is a replayed approval and fails unsent.
 //   - A gate executes at most once to completion. The approved -> executing
 //     move happens under the gates lock, so one executor wins; a per-gate
 //     lock held for the whole execution tells a live executor from a dead one.
@@ -137,12 +139,18 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		if err != nil {
 			return g, err
 		}
+		if err := r.markStarted(gateID); err != nil {
+			return g, err
+		}
 		crash.Point("after-mark-executing")
 	case state.Executing:
 		if exe == nil || !idempotent(exe) {
 			return r.fail(g, "outcome unknown: an executor stopped while this gate was executing and its executor is not idempotent; not retried without a new approval")
 		}
 		r.logf("gate %s: resuming an interrupted execution (idempotent)", gateID)
+		if err := r.markStarted(gateID); err != nil {
+			return g, err
+		}
 	default:
 		return g, nil
 	}
@@ -183,9 +191,13 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 // not verify. A gate with no signature at all is left approved and
 // refused: it may have been approved before approvals were signed, and the
 // owner can approve it again. Without any key to verify with, nothing is
-// decided either: the gate waits for the right IMPYARD_HOME.
+// decided either: the gate waits for the right IMPYARD_HOME. An approved
+// gate that was already taken to executing is a replay, and fails.
 func (r *Runner) verify(g *gate.Gate) (*gate.Gate, error) {
 	err := r.verifyOnly(g)
+	if err == nil && g.State == state.Approved {
+		err = r.replayed(g.ID)
+	}
 	switch {
 	case err == nil:
 		return g, nil

@@ -157,3 +157,23 @@ func TestNoKeysWaits(t *testing.T) {
 		t.Errorf("no keys: %v %v; want an error and the gate still approved", out, err)
 	}
 }
+
+func TestReplayedApprovalRefused(t *testing.T) {
+	r := setup(t, messageUser)
+	g := approved(t, r, "message-user", `{"text":"pay the invoice"}`)
+	p := r.Yard.Path("gates", "resolved", g.ID+".json")
+	approvedState, _ := os.ReadFile(p)
+	if out, err := r.Execute(context.Background(), g.ID); err != nil || out.State != state.Executed {
+		t.Fatalf("first execution: %v %v", out, err)
+	}
+	// The executed gate is put back as it was when approved, signature
+	// and all.
+	os.WriteFile(p, approvedState, 0o640)
+	out, err := r.Execute(context.Background(), g.ID)
+	if err != nil || out.State != state.Failed || !strings.Contains(out.History[len(out.History)-1].Why, "approval already used") {
+		t.Fatalf("replayed: %v %v; want failed, approval already used", out, err)
+	}
+	if n := notices(t, r); len(n) != 1 {
+		t.Errorf("a replayed approval was sent again: %d notices", len(n))
+	}
+}
