@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/internal/approvaltest"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/queue"
 	runrec "github.com/impyard/impyard/lib/run"
@@ -144,9 +145,7 @@ func BenchmarkApproveToExecuted(b *testing.B) {
 	b.ResetTimer()
 	for _, gid := range ids {
 		start := time.Now()
-		if _, err := gate.Move(y, gid, gate.Change{To: state.Approved, By: "b", Actor: "bench"}); err != nil {
-			b.Fatal(err)
-		}
+		approvaltest.Approve(b, y, home, gid)
 		for {
 			g, err := gate.Get(y, gid)
 			if err == nil && g.State == state.Executed {

@@ -110,12 +110,13 @@ func race(t *testing.T, y *yard.Yard, n int, name string, args ...string) (wins 
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := make(chan struct{})
+	home := t.TempDir() // an approval's signing key lands here, not in the real home
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			cmd := exec.Command(filepath.Join(bin, name), args...)
-			cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+y.Root, "USER=tester")
+			cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+y.Root, "IMPYARD_HOME="+home, "USER=tester")
 			var e bytes.Buffer
 			cmd.Stderr = &e
 			<-start

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/internal/approvaltest"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/state"
@@ -388,7 +389,7 @@ func TestExecutorCrashPoints(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					gate.Move(s.y, g.ID, gate.Change{To: state.Approved, By: "alice", Actor: "test"})
+					approvaltest.Approve(t, s.y, s.home, g.ID)
 					gates = append(gates, g.ID)
 					cmd := exec.Command(filepath.Join(crashBin, "impexec"), "once", g.ID)
 					cmd.Env = append(os.Environ(), append(s.env, "IMPYARD_CRASH="+point)...)

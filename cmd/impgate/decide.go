@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/state"
@@ -18,7 +19,13 @@ payload. With --sha, the approval is refused unless the payload's sha256
 starts with PREFIX (at least 8 hex digits): a script approves only what it
 reviewed. The decider (--as, default $USER) is recorded.
 
-Approving a gate that is already approved or denied fails (exit 1).
+The approval is signed with the owner's key, IMPYARD_HOME/keys/owner.key
+(created on first use, with a notice), over the gate id, the payload
+sha256, the decider and the time; impexec executes only what verifies.
+
+Approving a gate that is already approved or denied fails (exit 1), except
+an approved gate with no signature (approved before approvals were
+signed): approving it again signs it, recorded in its timeline.
 
 Examples:
   impgate approve g-01jf8k2m3nx4k9q2
@@ -49,7 +56,18 @@ func approve(e *cli.Env, args []string) error {
 			return cli.Usagef("approve: --sha wants at least 8 hex digits of the payload sha256")
 		}
 	}
-	return decide(e, fs.Args(), *root, gate.Change{To: state.Approved, By: decider(*as), Actor: "impgate", Why: *note, SHA: *sha})
+	if fs.NArg() != 1 {
+		return cli.Usagef("want exactly one gate id")
+	}
+	home, err := yard.Home()
+	if err != nil {
+		return err
+	}
+	key, err := approval.Ensure(home, approval.Owner, e.Stderr, "impgate")
+	if err != nil {
+		return err
+	}
+	return decide(e, fs.Args(), *root, gate.Change{To: state.Approved, By: decider(*as), Actor: "impgate", Why: *note, SHA: *sha, Signer: key})
 }
 
 func deny(e *cli.Env, args []string) error {
@@ -78,7 +96,11 @@ func decide(e *cli.Env, args []string, root string, c gate.Change) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(e.Stdout, "%s %s by %s\n", g.ID, g.State, c.By)
+	again := ""
+	if h := g.History[len(g.History)-1]; h.From == state.Approved && h.To == state.Approved {
+		again = " (signed now; its first approval had no signature)"
+	}
+	_, err = fmt.Fprintf(e.Stdout, "%s %s by %s%s\n", g.ID, g.State, c.By, again)
 	return err
 }
 

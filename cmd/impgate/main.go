@@ -23,6 +23,7 @@ Commands:
   deny     deny a pending gate
   log      print a gate's timeline
   file     file a new gate from the trusted side and print its id
+  key      create (key init) or list (key ls) the keys that sign approvals
 
 Run 'impgate COMMAND -h' for a command's flags.
 
@@ -48,5 +49,6 @@ func run(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Wr
 		"deny":    func(a []string) error { return deny(e, a) },
 		"log":     func(a []string) error { return logCmd(e, a) },
 		"file":    func(a []string) error { return file(e, a) },
+		"key":     func(a []string) error { return keyCmd(e, a) },
 	})
 }

@@ -3,17 +3,21 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/blob"
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -28,6 +32,11 @@ A gate whose payload names a diff ("diff": "sha256:<hex>", as a
 commit-and-push gate does) also shows the diff's stat and the diff itself,
 read from blobs/sha256/ and checked against its hash; coloured on a
 terminal, plain when piped. --stat prints only the stat.
+
+An approved gate's approval is checked as impexec checks it: signed by a
+key in IMPYARD_HOME/keys/ over this gate id, payload sha256, decider and
+time. The approval line (and approval_verifies, approval_key and
+approval_error in --json) says whether it verifies and, if not, why.
 
 --raw prints exactly the frozen payload bytes (the bytes the sha256 is of)
 and nothing else, so 'impgate show --raw G | sha256sum' matches.
@@ -61,8 +70,10 @@ func show(e *cli.Env, args []string) error {
 	case *raw:
 		_, err = e.Stdout.Write(frozen)
 		return err
-	case *asJSON:
-		return cli.JSONLine(e.Stdout, g)
+	}
+	verified := verifyApproval(g)
+	if *asJSON {
+		return cli.JSONLine(e.Stdout, verified)
 	}
 	w := e.Stdout
 	fmt.Fprintf(w, "gate       %s\nimp        %s\nintent     %s\nstate      %s\n", g.ID, g.Imp, g.Intent, g.State)
@@ -73,6 +84,13 @@ func show(e *cli.Env, args []string) error {
 		fmt.Fprintf(w, "run        %s\n", g.Run)
 	}
 	fmt.Fprintf(w, "sha256     %s\n", g.SHA256)
+	switch {
+	case verified.Verifies == nil:
+	case *verified.Verifies:
+		fmt.Fprintf(w, "approval   verifies: signed by %s for %s at %s\n", verified.Key, g.Approval.By, g.Approval.At.Format(time.RFC3339))
+	default:
+		fmt.Fprintf(w, "approval   DOES NOT VERIFY: %s\n", verified.Error)
+	}
 	if g.Rationale != "" {
 		fmt.Fprintf(w, "rationale  %s\n", g.Rationale)
 	}
@@ -92,6 +110,48 @@ func show(e *cli.Env, args []string) error {
 		fmt.Fprintln(w, "  "+cli.Timeline(h.At, h.From, h.To, h.By, h.Why))
 	}
 	return nil
+}
+
+// shown is a gate with what its approval's check found, when it has one.
+type shown struct {
+	*gate.Gate
+	Verifies *bool  `json:"approval_verifies,omitempty"`
+	Key      string `json:"approval_key,omitempty"`
+	Error    string `json:"approval_error,omitempty"`
+}
+
+func verifyApproval(g *gate.Gate) *shown {
+	out := &shown{Gate: g}
+	approved := false
+	for _, h := range g.History {
+		approved = approved || h.To == state.Approved
+	}
+	if !approved && g.Approval == nil {
+		return out
+	}
+	ok := false
+	out.Verifies = &ok
+	home, err := yard.Home()
+	if err != nil {
+		out.Error = err.Error()
+		return out
+	}
+	kr, err := approval.LoadKeyring(home)
+	if err != nil {
+		out.Error = err.Error()
+		return out
+	}
+	key, err := g.VerifyApproval(kr)
+	switch {
+	case errors.Is(err, approval.ErrUnsigned) && g.State == state.Approved:
+		out.Error = err.Error() + fmt.Sprintf(" (approved before approvals were signed, or written into the yard by hand); 'impgate approve %s' signs it", g.ID)
+	case err != nil:
+		out.Error = err.Error()
+	default:
+		ok = true
+		out.Key = key.Name + " " + key.Fingerprint
+	}
+	return out
 }
 
 func oneGate(fs *flag.FlagSet, args []string, root *string) (*gate.Gate, error) {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/boxnet"
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/cli"
@@ -33,7 +34,8 @@ runs/decisions.jsonl. Origin-form requests are the control API: GET
 The CA comes from IMPYARD_HOME/ca ('impgw ca init'); secrets for injection
 from IMPYARD_HOME/secrets/<name>. Upstream TLS is verified against the
 system roots (SSL_CERT_FILE, SSL_CERT_DIR), plus --upstream-ca and the
-policy's upstreamCA.
+policy's upstreamCA. Trust auto-approvals are signed with the gateway's
+key, IMPYARD_HOME/keys/gateway.key, created at the first start.
 
 Examples:
   impgw serve
@@ -124,7 +126,11 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	boxes := &boxnet.Server{Yard: y, Home: home, Logf: func(format string, a ...any) {
 		fmt.Fprintf(e.Stderr, "impgw: "+format+"\n", a...)
 	}}
-	api := &control.API{Yard: y, Home: home, RunOf: func(r *http.Request) (string, bool) {
+	signer, err := approval.Ensure(home, approval.Gateway, e.Stderr, "impgw")
+	if err != nil {
+		return err
+	}
+	api := &control.API{Yard: y, Home: home, Signer: signer, RunOf: func(r *http.Request) (string, bool) {
 		runID, _, ok := boxnet.Identity(gateway.Conn(r.Context()))
 		return runID, ok
 	}}

@@ -105,6 +105,11 @@ func startLiveOrg(t *testing.T, policy, trust, org string) *live {
 	}
 	br := bufio.NewReader(pipe)
 	line, err := br.ReadString('\n')
+	// The first start creates the gateway's signing key and says so.
+	for err == nil && !strings.Contains(line, "serving on ") {
+		l.stderr.WriteString(line)
+		line, err = br.ReadString('\n')
+	}
 	if err != nil {
 		t.Fatalf("impgw serve: %v", err)
 	}

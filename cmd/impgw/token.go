@@ -16,6 +16,10 @@ Tokens say who is asking. issue records a fresh random token for an imp
 revoke forgets one. A box gets its run's token from the supervisor; an
 owner who runs an agent outside a box issues one by hand.
 
+The executors' subject, org, is never issued: 'issue --imp org' is
+refused (exit 1). impexec reads the one org credential from
+IMPYARD_HOME/tokens/org.token itself, and no other token speaks for org.
+
 Control API requests carry the token as "Authorization: Bearer TOKEN";
 proxied requests carry it as proxy credentials (http://NAME:TOKEN@gateway).
 

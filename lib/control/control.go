@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/gate"
@@ -65,6 +66,9 @@ type API struct {
 	// RunOf names the run whose box sent the request, when the listener
 	// it came on belongs to one box; that box may only use its run's token.
 	RunOf func(r *http.Request) (runID string, ok bool)
+	// Signer is the gateway's key, which signs trust auto-approvals;
+	// without it an auto-approval is refused.
+	Signer *approval.Key
 
 	notes noteQuota
 }
@@ -311,7 +315,7 @@ func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
 	fo := gate.FileOptions{Imp: imp, Intent: env.Intent, Payload: payload, Rationale: env.Rationale,
 		Task: sub.Task, Run: sub.Run, By: imp, Actor: "impgw"}
 	if d.Level == config.Auto {
-		fo.Approved, fo.By = true, "trust: "+d.Entry
+		fo.Approved, fo.By, fo.Signer = true, "trust: "+d.Entry, a.Signer
 	}
 	g, err := gate.File(a.Yard, fo)
 	if err != nil {

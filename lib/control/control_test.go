@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/executor"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/judge"
@@ -64,7 +66,11 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	home := t.TempDir()
-	return &fixture{api: &API{Yard: y, Home: home, Policy: func() *judge.Policy { return p }}, y: y, home: home}
+	signer, err := approval.Ensure(home, approval.Gateway, io.Discard, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{api: &API{Yard: y, Home: home, Policy: func() *judge.Policy { return p }, Signer: signer}, y: y, home: home}
 }
 
 // executor runs an executor until the test ends, and waits for it to stop

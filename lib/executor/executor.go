@@ -4,6 +4,12 @@
 //   - Only an approved gate is executed, only its frozen payload, and only
 //     after its canonical bytes are checked against the sha256 the human
 //     approved. A mismatch fails the gate and sends nothing.
+//   - Only an approval signed by a key in IMPYARD_HOME/keys/ over the gate's
+//     id, sha256, decider and time is executed (or resumed); any other
+//     fails the gate with "approval signature does not verify", and an
+//     approval with no signature at all is refused and left approved. An
+//     approved gate already taken to executing once (a marker in
+//     IMPYARD_HOME/executed/) is a replayed approval and fails unsent.
 //   - A gate executes at most once to completion. The approved -> executing
 //     move happens under the gates lock, so one executor wins; a per-gate
 //     lock held for the whole execution tells a live executor from a dead one.
@@ -25,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/crash"
 	"github.com/impyard/impyard/lib/gate"
@@ -114,17 +121,25 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		// until the owner fixes the configuration.
 		return g, fmt.Errorf("gate %s not executed: %w", gateID, err)
 	}
+	if g.State != state.Approved && g.State != state.Executing {
+		return g, nil
+	}
+	if g, err = r.verify(g); err != nil || g.State == state.Failed {
+		return g, err
+	}
 	exe := org.Executors[g.Intent]
 	switch g.State {
 	case state.Approved:
 		if exe == nil {
 			return r.fail(g, fmt.Sprintf("no executor is configured for intent %q in %s; nothing was sent", g.Intent, org.Path()))
 		}
-		if _, err := g.Frozen(); err != nil {
-			return r.fail(g, err.Error()+"; nothing was sent")
-		}
-		g, err = gate.Move(r.Yard, gateID, gate.Change{To: state.Executing, By: Actor, Actor: Actor, Why: "executor " + exe.Kind})
+		// Verified again under the gates lock, over the very file moved.
+		g, err = gate.Move(r.Yard, gateID, gate.Change{To: state.Executing, By: Actor, Actor: Actor, Why: "executor " + exe.Kind,
+			Edit: func(g *gate.Gate) error { return r.verifyOnly(g) }})
 		if err != nil {
+			return g, err
+		}
+		if err := r.markStarted(gateID); err != nil {
 			return g, err
 		}
 		crash.Point("after-mark-executing")
@@ -133,6 +148,9 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 			return r.fail(g, "outcome unknown: an executor stopped while this gate was executing and its executor is not idempotent; not retried without a new approval")
 		}
 		r.logf("gate %s: resuming an interrupted execution (idempotent)", gateID)
+		if err := r.markStarted(gateID); err != nil {
+			return g, err
+		}
 	default:
 		return g, nil
 	}
@@ -166,6 +184,41 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		r.logf("gate %s: executed (%s)", gateID, summary(res))
 	}
 	return g, err
+}
+
+// verify checks the approval of an approved or executing gate against the
+// public keys in IMPYARD_HOME/keys/ and fails a gate whose approval does
+// not verify. A gate with no signature at all is left approved and
+// refused: it may have been approved before approvals were signed, and the
+// owner can approve it again. Without any key to verify with, nothing is
+// decided either: the gate waits for the right IMPYARD_HOME. An approved
+// gate that was already taken to executing is a replay, and fails.
+func (r *Runner) verify(g *gate.Gate) (*gate.Gate, error) {
+	err := r.verifyOnly(g)
+	if err == nil && g.State == state.Approved {
+		err = r.replayed(g.ID)
+	}
+	switch {
+	case err == nil:
+		return g, nil
+	case errors.Is(err, approval.ErrNoKeys):
+		return g, fmt.Errorf("gate %s not executed: %w", g.ID, err)
+	case errors.Is(err, approval.ErrUnsigned) && g.State == state.Approved:
+		return g, fmt.Errorf("gate %s not executed: %w (approved before approvals were signed, or written into the yard by hand); check it with 'impgate show %s' and approve it again with 'impgate approve %s'",
+			g.ID, err, g.ID, g.ID)
+	case g.State == state.Executing:
+		return r.fail(g, err.Error()+"; not resumed")
+	}
+	return r.fail(g, err.Error()+"; nothing was sent")
+}
+
+func (r *Runner) verifyOnly(g *gate.Gate) error {
+	kr, err := approval.LoadKeyring(r.Home)
+	if err != nil {
+		return err
+	}
+	_, err = g.VerifyApproval(kr)
+	return err
 }
 
 func (r *Runner) fail(g *gate.Gate, why string) (*gate.Gate, error) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/impyard/impyard/internal/approvaltest"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
@@ -29,10 +30,7 @@ func approved(t *testing.T, r *Runner, intent, payload string) *gate.Gate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g, err = gate.Move(r.Yard, g.ID, gate.Change{To: state.Approved, By: "alice"}); err != nil {
-		t.Fatal(err)
-	}
-	return g
+	return approvaltest.Approve(t, r.Yard, r.Home, g.ID)
 }
 
 func notices(t *testing.T, r *Runner) []Notice {
@@ -92,7 +90,7 @@ func TestOutcomeUnknown(t *testing.T) {
 	if len(notices(t, r)) != 0 {
 		t.Errorf("a non-idempotent interrupted gate was run again")
 	}
-	if _, err := gate.Move(r.Yard, g.ID, gate.Change{To: state.Approved, By: "alice"}); err == nil {
+	if _, err := gate.Move(r.Yard, g.ID, gate.Change{To: state.Approved, By: "alice", Signer: approvaltest.Key(t, r.Home)}); err == nil {
 		t.Errorf("a failed gate was approved again")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/impyard/impyard/internal/approvaltest"
 	"github.com/impyard/impyard/lib/blob"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/id"
@@ -57,9 +58,7 @@ func TestGitPushExecutor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g, err = gate.Move(r.Yard, g.ID, gate.Change{To: state.Approved, By: "alice"}); err != nil {
-			t.Fatal(err)
-		}
+		approvaltest.Approve(t, r.Yard, r.Home, g.ID)
 		out, _ := r.Execute(context.Background(), g.ID)
 		return out
 	}

@@ -8,6 +8,11 @@
 // canonical bytes from the file and refuses on any mismatch, so a payload
 // edited on disk after filing is never approved or sent. Of two processes
 // deciding the same gate, exactly one succeeds.
+//
+// This package is the only writer of gate files, and it signs an approval
+// (see lib/approval) inside the transaction that writes it, over the gate
+// id, payload sha256, decider and time written: no approval is written
+// unsigned. VerifyApproval is what an executor checks before it sends.
 package gate
 
 import (
@@ -23,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/state"
@@ -61,6 +67,9 @@ type Gate struct {
 	Created   time.Time          `json:"created"`
 	Updated   time.Time          `json:"updated"`
 	History   []state.Transition `json:"history"`
+
+	// Approval is the signed approval, once approved; see VerifyApproval.
+	Approval *approval.Approval `json:"approval,omitempty"`
 }
 
 // Canonical returns the canonical bytes of a JSON payload: duplicate keys
@@ -91,6 +100,9 @@ func Sum(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
+// ErrNoSigner is an approval asked for without a key to sign it with.
+var ErrNoSigner = errors.New("an approval must be signed; no signing key was given")
+
 // Frozen returns the gate's canonical payload bytes after checking they
 // still hash to the sha256 recorded at filing.
 func (g *Gate) Frozen() ([]byte, error) {
@@ -102,6 +114,35 @@ func (g *Gate) Frozen() ([]byte, error) {
 		return nil, fmt.Errorf("gate %s: payload no longer matches its sha256 %s (edited after filing?)", g.ID, g.SHA256)
 	}
 	return b, nil
+}
+
+// VerifyApproval checks that the gate's payload still hashes to its
+// sha256 and that its approval is signed by a key of kr over its id, that
+// sha256, and the decider and time of the last approval in its timeline.
+// It returns the key that signed. A missing signature wraps
+// approval.ErrUnsigned, any other failed check approval.ErrInvalid, except
+// a payload edited after filing, reported as Frozen reports it.
+func (g *Gate) VerifyApproval(kr *approval.Keyring) (*approval.Trusted, error) {
+	if _, err := g.Frozen(); err != nil {
+		return nil, err
+	}
+	if g.Approval == nil {
+		return nil, fmt.Errorf("%w on gate %s", approval.ErrUnsigned, g.ID)
+	}
+	var last *state.Transition
+	for i := range g.History {
+		if g.History[i].To == state.Approved {
+			last = &g.History[i]
+		}
+	}
+	if last == nil {
+		return nil, fmt.Errorf("%w: gate %s has no approval in its timeline", approval.ErrInvalid, g.ID)
+	}
+	if last.By != g.Approval.By || !last.At.Equal(g.Approval.At) {
+		return nil, fmt.Errorf("%w: gate %s: its timeline says approved by %q at %s, its signature by %q at %s", approval.ErrInvalid,
+			g.ID, last.By, last.At.UTC().Format(time.RFC3339Nano), g.Approval.By, g.Approval.At.UTC().Format(time.RFC3339Nano))
+	}
+	return kr.Verify(g.ID, g.SHA256, g.Approval)
 }
 
 // FileOptions describe a new gate.
@@ -117,6 +158,8 @@ type FileOptions struct {
 	// Approved files the gate already approved, with By as the decider (a
 	// trust rule); the executor then treats it like any human approval.
 	Approved bool
+	// Signer signs an Approved gate's approval (the gateway's key).
+	Signer *approval.Key
 	// ID, when set, files under that id, so a filer that retries files
 	// once: the same id with the same payload returns the gate already
 	// filed; with another payload it is a conflict.
@@ -151,6 +194,9 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 		if err := id.Check(id.Gate, o.ID); err != nil {
 			return nil, err
 		}
+	}
+	if o.Approved && o.Signer == nil {
+		return nil, ErrNoSigner
 	}
 	canon, err := Canonical(o.Payload)
 	if err != nil {
@@ -193,6 +239,7 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 		if o.Approved {
 			g.History = append(g.History, state.Transition{From: state.Filed, To: state.Approved, By: o.By, Actor: o.Actor, At: now, Why: "approved by trust rule"})
 			g.State, where = state.Approved, resolved
+			g.Approval = o.Signer.Sign(g.ID, g.SHA256, o.By, now)
 		}
 		if err := event.Begin(d.Path(), g.ID); err != nil {
 			return err
@@ -321,14 +368,21 @@ type Change struct {
 	// SHA, when set, must be a prefix of the gate's payload hash: the
 	// decision applies only to the payload the decider reviewed.
 	SHA string
-	// Edit changes other fields in the same write (a result).
+	// Edit changes other fields in the same write (a result). It runs
+	// under the lock on the gate as read from disk; an error stops the move.
 	Edit func(g *Gate) error
+	// Signer signs an approval, over the exact values written; a move to
+	// approved without one is refused.
+	Signer *approval.Key
 }
 
 // Move applies one transition under the gates lock and records it.
 func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 	if err := id.Check(id.Gate, gateID); err != nil {
 		return nil, err
+	}
+	if c.To == state.Approved && c.Signer == nil {
+		return nil, fmt.Errorf("gate %s: %w", gateID, ErrNoSigner)
 	}
 	d, err := y.GatesDir()
 	if err != nil {
@@ -354,8 +408,13 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 		if err != nil {
 			return err
 		}
-		if err := state.GateMachine.Check(gateID, g.State, c.To); err != nil {
-			return err
+		// An approved gate without a signature (approved before approvals
+		// were signed) may be approved again: that adds the signature.
+		resign := c.To == state.Approved && g.State == state.Approved && g.Approval == nil
+		if !resign {
+			if err := state.GateMachine.Check(gateID, g.State, c.To); err != nil {
+				return err
+			}
 		}
 		// Only the steps toward sending need the payload intact; a gate
 		// whose payload was tampered with can still be denied or failed.
@@ -374,6 +433,15 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 		}
 		now := state.Now()
 		h := state.Transition{From: g.State, To: c.To, By: c.By, Actor: c.Actor, At: now, Why: c.Why}
+		if resign {
+			h.Why = "approved again with a signature (its first approval had none)"
+			if c.Why != "" {
+				h.Why += ": " + c.Why
+			}
+		}
+		if c.To == state.Approved {
+			g.Approval = c.Signer.Sign(gateID, g.SHA256, c.By, now)
+		}
 		wasPending := g.State == state.Filed
 		g.History = append(g.History, h)
 		g.State, g.Updated = c.To, now

@@ -55,13 +55,13 @@ func TestFileApproveDeny(t *testing.T) {
 	if _, err := os.Stat(y.Path("gates", "pending", g.ID+".json")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Move(y, g.ID, Change{To: state.Approved, By: "alice", SHA: "00000000"}); err == nil || !strings.Contains(err.Error(), "not the payload that was reviewed") {
+	if _, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice", SHA: "00000000"}); err == nil || !strings.Contains(err.Error(), "not the payload that was reviewed") {
 		t.Errorf("wrong sha: %v", err)
 	}
 	if got, _ := Get(y, g.ID); got.State != state.Filed {
 		t.Errorf("wrong sha changed the gate to %s", got.State)
 	}
-	a, err := Move(y, g.ID, Change{To: state.Approved, By: "alice", SHA: g.SHA256[:8], Why: "looks right"})
+	a, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice", SHA: g.SHA256[:8], Why: "looks right"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestFileApproveDeny(t *testing.T) {
 	if _, err := os.Stat(y.Path("gates", "pending", g.ID+".json")); !os.IsNotExist(err) {
 		t.Errorf("pending file still there: %v", err)
 	}
-	if _, err := Move(y, g.ID, Change{To: state.Approved, By: "bob"}); err == nil || !strings.Contains(err.Error(), "already approved") {
+	if _, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "bob"}); err == nil || !strings.Contains(err.Error(), "already approved") {
 		t.Errorf("second approve: %v", err)
 	}
 	if _, err := Move(y, g.ID, Change{To: state.Denied, By: "bob"}); err == nil {
@@ -82,7 +82,7 @@ func TestFileApproveDeny(t *testing.T) {
 	if _, err := Move(y, d.ID, Change{To: state.Denied, By: "alice", Why: "external"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Move(y, d.ID, Change{To: state.Approved, By: "alice"}); err == nil || !strings.Contains(err.Error(), "denied, which is final") {
+	if _, err := Move(y, d.ID, Change{To: state.Approved, Signer: testKey, By: "alice"}); err == nil || !strings.Contains(err.Error(), "denied, which is final") {
 		t.Errorf("approve after deny: %v", err)
 	}
 	pending, _ := List(y, Filter{})
@@ -98,7 +98,7 @@ func TestEditedPayloadRefused(t *testing.T) {
 	p := y.Path("gates", "pending", g.ID+".json")
 	b, _ := os.ReadFile(p)
 	os.WriteFile(p, []byte(strings.Replace(string(b), "team@ourco.com", "all@world.com", 1)), 0o640)
-	_, err := Move(y, g.ID, Change{To: state.Approved, By: "alice"})
+	_, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice"})
 	if err == nil || !strings.Contains(err.Error(), "no longer matches its sha256") {
 		t.Fatalf("approve of an edited gate: %v", err)
 	}
@@ -112,7 +112,7 @@ func TestCrashLeftoverPendingCopy(t *testing.T) {
 	y := newYard(t)
 	g := file(t, y, `{"n":1}`)
 	pendingBytes, _ := os.ReadFile(y.Path("gates", "pending", g.ID+".json"))
-	if _, err := Move(y, g.ID, Change{To: state.Approved, By: "alice"}); err != nil {
+	if _, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	// As if the approver died after writing the decision but before
@@ -127,7 +127,7 @@ func TestCrashLeftoverPendingCopy(t *testing.T) {
 	if p, _ := List(y, Filter{}); len(p) != 0 {
 		t.Errorf("the stale pending copy is listed as pending")
 	}
-	if _, err := Move(y, g.ID, Change{To: state.Approved, By: "bob"}); err == nil {
+	if _, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "bob"}); err == nil {
 		t.Errorf("re-approved through the stale copy")
 	}
 	if _, err := os.Stat(y.Path("gates", "pending", g.ID+".json")); !os.IsNotExist(err) {

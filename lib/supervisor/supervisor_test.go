@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/internal/approvaltest"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/mailbox"
@@ -118,7 +119,7 @@ func TestSettleAndContinue(t *testing.T) {
 	if cont != 1 {
 		t.Fatalf("%d continuations for one finished gate", cont)
 	}
-	gate.Move(s.Yard, g2.ID, gate.Change{To: state.Approved, By: "alice"})
+	approvaltest.Approve(t, s.Yard, s.Home, g2.ID)
 	gate.Move(s.Yard, g2.ID, gate.Change{To: state.Executing, By: "impexec"})
 	gate.Move(s.Yard, g2.ID, gate.Change{To: state.Failed, By: "impexec", Why: "upstream said 500"})
 	s.reviews()

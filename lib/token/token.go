@@ -1,13 +1,20 @@
 // Package token maps bearer tokens to subjects. Each imp run gets a fresh
 // random token; the trusted side records token => (imp, run, task) under
 // IMPYARD_HOME/tokens/, never in the yard, keyed by the token's sha256 so
-// the directory holds no usable token. The privileged subject "org", used by
-// executors, has one token of its own, kept readable only by its owner.
+// the directory holds no usable token.
+//
+// The privileged subject "org", used by executors, has exactly one
+// credential: the token in IMPYARD_HOME/tokens/org.token (0600), made by
+// OrgToken on first use and read by the executors themselves. Issue never
+// issues one and Lookup accepts no other token as org, not even a record
+// that says "org" (such as one issued by hand before this rule), so no
+// command prints a token that could be handed to a box.
 package token
 
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -32,6 +39,9 @@ const (
 
 // ErrUnknown means the token is not (or no longer) issued.
 var ErrUnknown = errors.New("unknown or revoked token")
+
+// ErrReserved refuses to issue or revoke the org subject's credential.
+var ErrReserved = errors.New("reserved for the trusted side: the executors' credential is never issued or printed")
 
 // Subject is who a token speaks for.
 type Subject struct {
@@ -63,12 +73,14 @@ func hashName(tok string) string {
 	return hex.EncodeToString(s[:]) + ".json"
 }
 
-// Issue records a fresh token for subject (an imp, or Org) and returns it.
+// Issue records a fresh token for subject, an imp, and returns it. Org is
+// refused with ErrReserved: its token comes only from OrgToken.
 func Issue(home, subject, run, task string) (string, error) {
-	if subject != Org {
-		if err := id.CheckName(subject); err != nil {
-			return "", err
-		}
+	if subject == Org {
+		return "", fmt.Errorf("subject %q: %w", subject, ErrReserved)
+	}
+	if err := id.CheckName(subject); err != nil {
+		return "", err
 	}
 	if run != "" {
 		if err := id.Check(id.Run, run); err != nil {
@@ -110,6 +122,9 @@ func Lookup(home, tok string) (*Subject, error) {
 	if err != nil {
 		return nil, err
 	}
+	if isOrg(d, tok) {
+		return &Subject{Schema: store.Schema(kind, major), Subject: Org}, nil
+	}
 	p := filepath.Join(d.Path(), hashName(tok))
 	b, err := store.ReadFile(p)
 	if errors.Is(err, os.ErrNotExist) {
@@ -122,13 +137,33 @@ func Lookup(home, tok string) (*Subject, error) {
 	if err := store.Decode(p, b, kind, major, &s); err != nil {
 		return nil, err
 	}
+	if s.Subject == Org {
+		// Only org.token speaks for org.
+		return nil, ErrUnknown
+	}
 	return &s, nil
 }
 
+// isOrg reports whether tok is the one in org.token.
+func isOrg(d *store.Dir, tok string) bool {
+	b, err := store.ReadFile(filepath.Join(d.Path(), orgFile))
+	if err != nil {
+		return false
+	}
+	org := strings.TrimSpace(string(b))
+	return len(org) == len(prefix)+64 && subtle.ConstantTimeCompare([]byte(org), []byte(tok)) == 1
+}
+
+const orgFile = "org.token"
+
 // Revoke forgets tok.
 func Revoke(home, tok string) error {
-	if _, err := Lookup(home, tok); err != nil {
+	s, err := Lookup(home, tok)
+	if err != nil {
 		return err
+	}
+	if s.Subject == Org {
+		return fmt.Errorf("the org token: %w", ErrReserved)
 	}
 	d, err := dir(home)
 	if err != nil {
@@ -137,26 +172,30 @@ func Revoke(home, tok string) error {
 	return d.Update(func(tx *store.Tx) error { return tx.Remove(hashName(tok)) })
 }
 
-// OrgToken returns the org subject's token, issuing it on first use. It is
-// kept in IMPYARD_HOME/tokens/org.token, mode 0600.
+// OrgToken returns the org subject's token, making it on first use. It is
+// kept in IMPYARD_HOME/tokens/org.token, mode 0600, and is the only token
+// Lookup accepts as org. Only the executors call it, to present the token
+// to the gateway; nothing prints it.
 func OrgToken(home string) (string, error) {
 	d, err := dir(home)
 	if err != nil {
 		return "", err
 	}
-	p := filepath.Join(d.Path(), "org.token")
-	if b, err := store.ReadFile(p); err == nil {
-		tok := strings.TrimSpace(string(b))
-		if s, err := Lookup(home, tok); err == nil && s.Subject == Org {
-			return tok, nil
-		}
-	}
-	tok, err := Issue(home, Org, "", "")
-	if err != nil {
-		return "", err
-	}
+	p := filepath.Join(d.Path(), orgFile)
+	var tok string
 	err = d.Update(func(tx *store.Tx) error {
-		if err := tx.Write("org.token", []byte(tok+"\n")); err != nil {
+		if b, err := store.ReadFile(p); err == nil {
+			if t := strings.TrimSpace(string(b)); len(t) == len(prefix)+64 && strings.HasPrefix(t, prefix) {
+				tok = t
+				return nil
+			}
+		}
+		var raw [32]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return err
+		}
+		tok = prefix + hex.EncodeToString(raw[:])
+		if err := tx.Write(orgFile, []byte(tok+"\n")); err != nil {
 			return err
 		}
 		return os.Chmod(p, 0o600)

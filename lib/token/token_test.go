@@ -1,10 +1,16 @@
 package token
 
 import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/impyard/impyard/lib/store"
 )
 
 func TestIssueLookupRevoke(t *testing.T) {
@@ -66,5 +72,47 @@ func TestOrgToken(t *testing.T) {
 	fi, _ := os.Stat(filepath.Join(home, "tokens", "org.token"))
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("org.token mode %v", fi.Mode().Perm())
+	}
+	if sub, err := ProxySubject(home, basic(Org, a)); err != nil || sub != Org {
+		t.Errorf("the org token as proxy credentials: %q %v", sub, err)
+	}
+	if err := Revoke(home, a); !errors.Is(err, ErrReserved) {
+		t.Errorf("Revoke(org token) = %v", err)
+	}
+}
+
+func basic(name, tok string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(name+":"+tok))
+}
+
+func TestOrgNeverIssued(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	if tok, err := Issue(home, Org, "", ""); !errors.Is(err, ErrReserved) || tok != "" {
+		t.Fatalf("Issue(org) = %q, %v", tok, err)
+	}
+	if _, err := os.Stat(home); !os.IsNotExist(err) {
+		t.Errorf("refusing org wrote %s: %v", home, err)
+	}
+	OrgToken(home)
+	// A token issued for an imp never speaks for org, whatever name it
+	// is presented under.
+	imp, _ := Issue(home, "yuko", "r-0000000000000001", "")
+	for _, name := range []string{Org, "yuko"} {
+		if sub, err := ProxySubject(home, basic(name, imp)); sub == Org || (name == Org) == (err == nil) {
+			t.Errorf("an imp's token presented as %s: subject %q, %v", name, sub, err)
+		}
+	}
+	// A record that names org (as one issued by hand before org was
+	// refused would) is not accepted: only org.token is.
+	var raw [32]byte
+	rand.Read(raw[:])
+	forged := prefix + hex.EncodeToString(raw[:])
+	b, _ := store.Encode(Subject{Schema: store.Schema(kind, major), Subject: Org})
+	os.WriteFile(filepath.Join(home, "tokens", hashName(forged)), b, 0o600)
+	if s, err := Lookup(home, forged); !errors.Is(err, ErrUnknown) {
+		t.Errorf("a record naming org was accepted: %+v %v", s, err)
+	}
+	if sub, err := ProxySubject(home, basic(Org, forged)); err == nil || sub == Org {
+		t.Errorf("a record naming org proxies as %q", sub)
 	}
 }

@@ -1,0 +1,432 @@
+// Package approval signs and verifies the approvals of gates with Ed25519
+// keys kept in IMPYARD_HOME/keys/, never in the yard and never in a box.
+//
+// Guarantees:
+//   - An approval is a signature over one canonical, domain-separated
+//     message of the gate id, the payload's sha256, the state "approved",
+//     the decider, the time and the signing key's fingerprint. Changing any
+//     of them, or moving the signature to another gate, breaks it.
+//   - Verify accepts only a signature by a public key in IMPYARD_HOME/keys/
+//     (*.pub). Writing to the yard alone therefore cannot approve anything:
+//     that takes a private key from IMPYARD_HOME/keys/.
+//   - keys/ is 0700; a private key is 0600 and Load refuses one that is a
+//     symlink, a hard link or readable by anyone else; a public key that
+//     others may write is refused, since adding one grants the power to
+//     approve. Create never replaces a key.
+//
+// What it rests on: whoever can read a private key in IMPYARD_HOME/keys/
+// can approve; whoever can write IMPYARD_HOME/keys/ can add a key that
+// approves. The owner's key ("owner") is used by impgate, the gateway's
+// ("gateway") by impgw for trust auto-approvals.
+package approval
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/renameio/v2"
+
+	"github.com/impyard/impyard/lib/store"
+)
+
+// The two keys impyard creates.
+const (
+	Owner   = "owner"   // impgate approve
+	Gateway = "gateway" // impgw's trust auto-approvals
+)
+
+// domain separates an approval's signature from any other use of the key.
+const domain = "impyard.approval/1"
+
+// approvedState is the state every approval attests.
+const approvedState = "approved"
+
+// ErrInvalid is an approval that does not verify. Every verification
+// failure wraps it, so its text leads every reason.
+var ErrInvalid = errors.New("approval signature does not verify")
+
+// ErrUnsigned is a gate approved without a signature: approved before
+// approvals were signed, or written into the yard by hand.
+var ErrUnsigned = fmt.Errorf("%w: no signed approval", ErrInvalid)
+
+// ErrExists means Create found the key already there.
+var ErrExists = errors.New("key already exists")
+
+// Approval is the signed approval kept in a gate.
+type Approval struct {
+	By  string    `json:"by"`
+	At  time.Time `json:"at"`
+	Key string    `json:"key"` // the signing key's fingerprint
+	Sig string    `json:"sig"` // base64 Ed25519 signature of Message
+}
+
+// Message is the exact byte string an approval signs: a JSON array of the
+// domain and the fields, which cannot be read two ways.
+func Message(gateID, sha256, by string, at time.Time, key string) []byte {
+	b, _ := json.Marshal([]string{domain, gateID, sha256, approvedState, by, at.UTC().Format(time.RFC3339Nano), key})
+	return b
+}
+
+// Fingerprint names a public key: "ed25519:" and the first 16 bytes of
+// its sha256, in hex.
+func Fingerprint(pub ed25519.PublicKey) string {
+	s := sha256.Sum256(pub)
+	return "ed25519:" + hex.EncodeToString(s[:16])
+}
+
+// Key is a private signing key.
+type Key struct {
+	Name string
+	Path string
+	priv ed25519.PrivateKey
+}
+
+// Fingerprint names the key's public half.
+func (k *Key) Fingerprint() string { return Fingerprint(k.priv.Public().(ed25519.PublicKey)) }
+
+// Sign approves gateID's payload sha256 for by at at.
+func (k *Key) Sign(gateID, sha256, by string, at time.Time) *Approval {
+	fp := k.Fingerprint()
+	sig := ed25519.Sign(k.priv, Message(gateID, sha256, by, at, fp))
+	return &Approval{By: by, At: at, Key: fp, Sig: base64.StdEncoding.EncodeToString(sig)}
+}
+
+// Generate makes a key held only in memory; Create writes one.
+func Generate(name string) (*Key, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	return &Key{Name: name, priv: priv}, nil
+}
+
+// Dir is IMPYARD_HOME/keys.
+func Dir(home string) string { return filepath.Join(home, "keys") }
+
+// KeyPath is the private key name in home: keys/NAME.key.
+func KeyPath(home, name string) string { return filepath.Join(Dir(home), name+".key") }
+
+// PubPath is the public key beside it: keys/NAME.pub.
+func PubPath(home, name string) string { return filepath.Join(Dir(home), name+".pub") }
+
+func checkName(name string) error {
+	if name == "" || strings.ContainsAny(name, "/\\.\x00") || len(name) > 64 {
+		return fmt.Errorf("invalid key name %q", name)
+	}
+	return nil
+}
+
+// Create makes a new key NAME in home and returns it; it never replaces
+// one. The public key is written beside it, so verifiers trust it.
+func Create(home, name string) (*Key, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	dir, err := makeDir(home)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := store.Lock(filepath.Join(dir, ".lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return create(home, name)
+}
+
+// create writes a new key; the caller holds keys/.lock.
+func create(home, name string) (*Key, error) {
+	for _, p := range []string{KeyPath(home, name), PubPath(home, name)} {
+		if _, err := os.Lstat(p); err == nil {
+			return nil, fmt.Errorf("%s: %w; refusing to replace it", p, ErrExists)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	k, err := Generate(name)
+	if err != nil {
+		return nil, err
+	}
+	k.Path = KeyPath(home, name)
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(k.priv)
+	if err != nil {
+		return nil, err
+	}
+	// The private key goes first: a crash between the writes leaves a key
+	// nobody trusts yet, never a trusted public key without its private half.
+	if err := writeFile(k.Path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), 0o600); err != nil {
+		return nil, err
+	}
+	if err := writePublic(home, k); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// WritePublic makes home trust k: it writes keys/NAME.pub for k's name,
+// never replacing one. This is how a key made elsewhere (Generate) is
+// trusted, in tests or for a second approver.
+func WritePublic(home string, k *Key) error {
+	if err := checkName(k.Name); err != nil {
+		return err
+	}
+	dir, err := makeDir(home)
+	if err != nil {
+		return err
+	}
+	unlock, err := store.Lock(filepath.Join(dir, ".lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Lstat(PubPath(home, k.Name)); err == nil {
+		return fmt.Errorf("%s: %w; refusing to replace it", PubPath(home, k.Name), ErrExists)
+	}
+	return writePublic(home, k)
+}
+
+func writePublic(home string, k *Key) error {
+	pkix, err := x509.MarshalPKIXPublicKey(k.priv.Public())
+	if err != nil {
+		return err
+	}
+	return writeFile(PubPath(home, k.Name), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkix}), 0o644)
+}
+
+// Ensure loads key NAME from home, creating it on first use with a notice
+// on notice ("PROG: created NAME signing key PATH").
+func Ensure(home, name string, notice io.Writer, prog string) (*Key, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	k, err := Load(home, name)
+	if !errors.Is(err, os.ErrNotExist) {
+		return k, err
+	}
+	dir, err := makeDir(home)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := store.Lock(filepath.Join(dir, ".lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	// Another process may have created it while we waited for the lock.
+	if k, err := Load(home, name); !errors.Is(err, os.ErrNotExist) {
+		return k, err
+	}
+	if k, err = create(home, name); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(notice, "%s: created %s signing key %s\n", prog, name, k.Path)
+	return k, nil
+}
+
+// Load reads key NAME from home. A missing key is an error for which
+// errors.Is(err, os.ErrNotExist) holds.
+func Load(home, name string) (*Key, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	p := KeyPath(home, name)
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s: mode %04o lets others read the signing key; want 0600", p, fi.Mode().Perm())
+	}
+	b, err := store.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	blk, rest := pem.Decode(b)
+	if blk == nil || blk.Type != "PRIVATE KEY" || len(bytes.TrimSpace(rest)) != 0 {
+		return nil, fmt.Errorf("%s: want exactly one PEM \"PRIVATE KEY\" block", p)
+	}
+	raw, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	priv, ok := raw.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: not an Ed25519 key", p)
+	}
+	return &Key{Name: name, Path: p, priv: priv}, nil
+}
+
+// makeDir creates home (0700 if new) and home/keys, and makes sure the
+// latter is a real directory only its owner can enter.
+func makeDir(home string) (string, error) {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return "", err
+	}
+	dir := Dir(home)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s: not a directory (a symlink is not followed)", dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// writeFile atomically creates path with data at exactly mode perm.
+func writeFile(path string, data []byte, perm os.FileMode) error {
+	pf, err := renameio.NewPendingFile(path, renameio.WithStaticPermissions(perm))
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer pf.Cleanup()
+	if _, err := pf.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := pf.CloseAtomicallyReplace(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync directory %s: %w", filepath.Dir(path), err)
+	}
+	return nil
+}
+
+// Trusted is one public key a verifier accepts.
+type Trusted struct {
+	Name        string `json:"name"`
+	Path        string `json:"path"`
+	Fingerprint string `json:"fingerprint"`
+	pub         ed25519.PublicKey
+}
+
+// Keyring is the set of public keys in IMPYARD_HOME/keys/.
+type Keyring struct {
+	Dir  string
+	Keys []*Trusted
+}
+
+// ErrNoKeys means keys/ holds no public key at all: most likely the
+// verifier looks at the wrong IMPYARD_HOME, so callers wait rather than
+// judge.
+var ErrNoKeys = errors.New("no public keys to verify approvals with")
+
+// LoadKeyring reads every keys/*.pub in home. A directory or public key
+// that others may write is refused as a whole.
+func LoadKeyring(home string) (*Keyring, error) {
+	dir := Dir(home)
+	kr := &Keyring{Dir: dir}
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w (is IMPYARD_HOME right?)", dir, ErrNoKeys)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s: not a directory (a symlink is not followed)", dir)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("%s: mode %04o lets others add keys; want 0700", dir, fi.Mode().Perm())
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".pub")
+		if !ok || strings.HasPrefix(name, ".") || name == "" {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		t, err := loadPub(p)
+		if err != nil {
+			return nil, err
+		}
+		t.Name = name
+		kr.Keys = append(kr.Keys, t)
+	}
+	if len(kr.Keys) == 0 {
+		return nil, fmt.Errorf("%s: %w (is IMPYARD_HOME right?)", dir, ErrNoKeys)
+	}
+	sort.Slice(kr.Keys, func(i, j int) bool { return kr.Keys[i].Name < kr.Keys[j].Name })
+	return kr, nil
+}
+
+func loadPub(p string) (*Trusted, error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("%s: mode %04o lets others replace a trusted key; want 0644", p, fi.Mode().Perm())
+	}
+	b, err := store.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	blk, rest := pem.Decode(b)
+	if blk == nil || blk.Type != "PUBLIC KEY" || len(bytes.TrimSpace(rest)) != 0 {
+		return nil, fmt.Errorf("%s: want exactly one PEM \"PUBLIC KEY\" block", p)
+	}
+	raw, err := x509.ParsePKIXPublicKey(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	pub, ok := raw.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: not an Ed25519 public key", p)
+	}
+	return &Trusted{Path: p, Fingerprint: Fingerprint(pub), pub: pub}, nil
+}
+
+// Verify checks that a approves gateID's payload sha256 and was made by a
+// key of the ring, and returns that key. Every error wraps ErrInvalid.
+func (kr *Keyring) Verify(gateID, sha256 string, a *Approval) (*Trusted, error) {
+	if a == nil {
+		return nil, fmt.Errorf("%w on gate %s", ErrUnsigned, gateID)
+	}
+	var key *Trusted
+	for _, t := range kr.Keys {
+		if t.Fingerprint == a.Key {
+			key = t
+		}
+	}
+	if key == nil {
+		return nil, fmt.Errorf("%w: gate %s was signed by key %q, which is not in %s", ErrInvalid, gateID, a.Key, kr.Dir)
+	}
+	sig, err := base64.StdEncoding.DecodeString(a.Sig)
+	if err != nil || !ed25519.Verify(key.pub, Message(gateID, sha256, a.By, a.At, a.Key), sig) {
+		return nil, fmt.Errorf("%w: gate %s: the signature by %s (%s) is not over this gate id, payload sha256 %s, decider %q and time %s",
+			ErrInvalid, gateID, key.Name, key.Path, sha256, a.By, a.At.UTC().Format(time.RFC3339Nano))
+	}
+	return key, nil
+}

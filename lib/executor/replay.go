@@ -1,0 +1,69 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// A signed approval stays valid in a copy of the gate, so whoever can
+// write the yard could put an executed gate back in its approved state
+// and have it sent again. The executor therefore keeps, outside the yard,
+// a marker per gate it took to executing, IMPYARD_HOME/executed/<gate>,
+// and refuses an approved gate that has one. Resuming an executing gate
+// needs no such check: a non-idempotent executor never resumes, and an
+// idempotent one sends the same Idempotency-Key.
+
+// ErrReplayed is an approved gate this executor already took to executing.
+var ErrReplayed = errors.New("approval already used")
+
+func (r *Runner) startedPath(gateID string) string {
+	return filepath.Join(r.Home, "executed", gateID)
+}
+
+// replayed reports an approved gate that was already taken to executing.
+func (r *Runner) replayed(gateID string) error {
+	p := r.startedPath(gateID)
+	_, err := os.Lstat(p)
+	switch {
+	case err == nil:
+		return fmt.Errorf("%w: gate %s was already taken to executing once (%s), so this approved state was written back into the yard", ErrReplayed, gateID, p)
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	}
+	return err
+}
+
+// markStarted records that gateID was taken to executing, durably, before
+// anything is sent.
+func (r *Runner) markStarted(gateID string) error {
+	dir := filepath.Dir(r.startedPath(gateID))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(r.startedPath(gateID), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(f, time.Now().UTC().Format(time.RFC3339Nano))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,176 @@
+package gate
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/lib/approval"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+var testKey = func() *approval.Key {
+	k, err := approval.Generate("owner")
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
+// ring writes testKey's public half into a home and returns its keyring.
+func ring(t testing.TB, keys ...*approval.Key) *approval.Keyring {
+	t.Helper()
+	home := t.TempDir()
+	for _, k := range keys {
+		if err := approval.WritePublic(home, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kr, err := approval.LoadKeyring(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kr
+}
+
+func TestApprovalSigned(t *testing.T) {
+	y := newYard(t)
+	g := file(t, y, `{"to":["team@ourco.com"]}`)
+	if _, err := Move(y, g.ID, Change{To: state.Approved, By: "alice"}); !errors.Is(err, ErrNoSigner) {
+		t.Fatalf("unsigned approval: %v", err)
+	}
+	if got, _ := Get(y, g.ID); got.State != state.Filed {
+		t.Fatalf("an unsigned approval moved the gate to %s", got.State)
+	}
+	a, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk, _ := Get(y, g.ID)
+	kr := ring(t, testKey)
+	if k, err := onDisk.VerifyApproval(kr); err != nil || k.Name != "owner" || onDisk.Approval.By != "alice" || !onDisk.Approval.At.Equal(a.History[1].At) {
+		t.Fatalf("verify %+v: %v", onDisk.Approval, err)
+	}
+	other, _ := approval.Generate("owner")
+	if _, err := onDisk.VerifyApproval(ring(t, other)); !errors.Is(err, approval.ErrInvalid) || !strings.Contains(err.Error(), "not in") {
+		t.Errorf("a key not in the ring verified: %v", err)
+	}
+	for name, edit := range map[string]func(g *Gate){
+		"decider":       func(g *Gate) { g.Approval.By, g.History[1].By = "mallory", "mallory" },
+		"time":          func(g *Gate) { g.Approval.At = g.Approval.At.Add(time.Second); g.History[1].At = g.Approval.At },
+		"timeline only": func(g *Gate) { g.History[1].By = "mallory" },
+		"id":            func(g *Gate) { g.ID = "g-0000000000000042" },
+		"payload and sha": func(g *Gate) {
+			g.Payload = json.RawMessage(`{"to":["all@world.com"]}`)
+			g.SHA256 = Sum(g.Payload)
+		},
+		"signature":                   func(g *Gate) { g.Approval.Sig = g.Approval.Sig[:10] + "AAAA" + g.Approval.Sig[14:] },
+		"no approval in the timeline": func(g *Gate) { g.History = g.History[:1] },
+	} {
+		c, _ := Get(y, g.ID)
+		edit(c)
+		if _, err := c.VerifyApproval(kr); !errors.Is(err, approval.ErrInvalid) {
+			t.Errorf("%s edited: %v, want it to fail", name, err)
+		}
+	}
+}
+
+func TestApproveAgainAddsSignature(t *testing.T) {
+	y := newYard(t)
+	g := file(t, y, `{"n":1}`)
+	if _, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	// As a gate approved before approvals were signed.
+	p := y.Path("gates", "resolved", g.ID+".json")
+	var raw map[string]any
+	b, _ := os.ReadFile(p)
+	json.Unmarshal(b, &raw)
+	delete(raw, "approval")
+	b, _ = json.Marshal(raw)
+	os.WriteFile(p, b, 0o640)
+	old, _ := Get(y, g.ID)
+	if _, err := old.VerifyApproval(ring(t, testKey)); !errors.Is(err, approval.ErrUnsigned) {
+		t.Fatalf("unsigned: %v", err)
+	}
+	a, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "bob", Why: "checked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := a.History[len(a.History)-1]
+	if a.State != state.Approved || h.From != state.Approved || h.By != "bob" || !strings.Contains(h.Why, "approved again with a signature") || !strings.Contains(h.Why, "checked") {
+		t.Errorf("re-approval recorded as %+v", h)
+	}
+	got, _ := Get(y, g.ID)
+	if _, err := got.VerifyApproval(ring(t, testKey)); err != nil {
+		t.Errorf("re-approved gate: %v", err)
+	}
+	if _, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "carol"}); err == nil || !strings.Contains(err.Error(), "already approved") {
+		t.Errorf("a signed approval was approved again: %v", err)
+	}
+}
+
+func TestFileApprovedSigned(t *testing.T) {
+	y := newYard(t)
+	o := FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{}`), By: "trust: x", Actor: "test", Approved: true}
+	if _, err := File(y, o); !errors.Is(err, ErrNoSigner) {
+		t.Fatalf("unsigned auto-approval: %v", err)
+	}
+	if all, _ := List(y, Filter{All: true}); len(all) != 0 {
+		t.Fatalf("an unsigned auto-approval left %d gates", len(all))
+	}
+	o.Signer = testKey
+	g, err := File(y, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := Get(y, g.ID)
+	if _, err := got.VerifyApproval(ring(t, testKey)); err != nil || got.Approval.By != "trust: x" {
+		t.Errorf("auto-approval %+v: %v", got.Approval, err)
+	}
+}
+
+// FuzzVerifyApproval is a malleability check: whatever bytes replace a
+// signed gate's file, an approval that still verifies is for the same gate
+// id, payload bytes, decider and time.
+func FuzzVerifyApproval(f *testing.F) {
+	y, err := yard.Open(f.TempDir())
+	if err != nil {
+		f.Fatal(err)
+	}
+	g, err := File(y, FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"to":["team@ourco.com"],"n":1.50}`), By: "yuko", Actor: "test"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	orig, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	p := y.Path("gates", "resolved", g.ID+".json")
+	b, _ := os.ReadFile(p)
+	canon, _ := orig.Frozen()
+	f.Add(b)
+	f.Add([]byte(strings.Replace(string(b), "team@ourco.com", "all@world.com", 1)))
+	f.Add([]byte(strings.Replace(string(b), "1.50", "1.5", 1)))
+	f.Add([]byte(strings.Replace(string(b), `"alice"`, `"alic\u0065"`, -1)))
+	kr := ring(f, testKey)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var got Gate
+		if store.Decode(p, data, Kind, Major, &got) != nil {
+			return
+		}
+		if _, err := got.VerifyApproval(kr); err != nil {
+			return
+		}
+		frozen, _ := got.Frozen()
+		if got.ID != orig.ID || got.SHA256 != orig.SHA256 || string(frozen) != string(canon) ||
+			got.Approval.By != orig.Approval.By || !got.Approval.At.Equal(orig.Approval.At) {
+			t.Fatalf("a changed gate verifies: %s", data)
+		}
+	})
+}
