@@ -194,6 +194,9 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 			g.History = append(g.History, state.Transition{From: state.Filed, To: state.Approved, By: o.By, Actor: o.Actor, At: now, Why: "approved by trust rule"})
 			g.State, where = state.Approved, resolved
 		}
+		if err := tx.Check(name(pending, g.ID), name(resolved, g.ID)); err != nil {
+			return err
+		}
 		if err := event.Begin(d.Path(), g.ID); err != nil {
 			return err
 		}
@@ -272,8 +275,10 @@ func recoverInterrupted(y *yard.Yard, d *store.Dir) error {
 	})
 }
 
-func readGate(path string) (*Gate, error) {
-	b, err := store.ReadFile(path)
+// readGate reads one gate file, refusing it when a directory on the way
+// below the yard root is a symlink.
+func readGate(y *yard.Yard, path string) (*Gate, error) {
+	b, err := y.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -299,9 +304,9 @@ func Get(y *yard.Yard, gateID string) (*Gate, error) {
 	if err := id.Check(id.Gate, gateID); err != nil {
 		return nil, err
 	}
-	g, err := readGate(y.Path("gates", resolved, gateID+".json"))
+	g, err := readGate(y, y.Path("gates", resolved, gateID+".json"))
 	if store.IsNotExist(err) {
-		g, err = readGate(y.Path("gates", pending, gateID+".json"))
+		g, err = readGate(y, y.Path("gates", pending, gateID+".json"))
 		if store.IsNotExist(err) {
 			return nil, fmt.Errorf("gate %s: %w in %s", gateID, errNoGate, y.Path("gates"))
 		}
@@ -339,14 +344,14 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 		if err := recoverInterrupted(y, d); err != nil {
 			return err
 		}
-		g, err = readGate(tx.Path(name(resolved, gateID)))
+		g, err = readGate(y, tx.Path(name(resolved, gateID)))
 		if err == nil && exists(tx, pending, gateID) {
 			if err := tx.Remove(name(pending, gateID)); err != nil {
 				return err
 			}
 		}
 		if store.IsNotExist(err) {
-			g, err = readGate(tx.Path(name(pending, gateID)))
+			g, err = readGate(y, tx.Path(name(pending, gateID)))
 			if store.IsNotExist(err) {
 				return fmt.Errorf("gate %s: %w in %s", gateID, errNoGate, y.Path("gates"))
 			}
@@ -417,8 +422,8 @@ func List(y *yard.Yard, f Filter) (gates []*Gate, bad []error) {
 	wheres := []string{resolved, pending}
 	for _, where := range wheres {
 		dir := y.Path("gates", where)
-		entries, err := os.ReadDir(dir)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
+		entries, err := y.ReadDir("gates", where)
+		if err != nil {
 			bad = append(bad, err)
 			continue
 		}
@@ -440,7 +445,7 @@ func List(y *yard.Yard, f Filter) (gates []*Gate, bad []error) {
 				seen[gid] = true
 				continue
 			}
-			g, err := readGate(p)
+			g, err := readGate(y, p)
 			if err != nil {
 				bad = append(bad, err)
 				continue

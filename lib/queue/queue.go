@@ -163,7 +163,7 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 			if prev, err := tx.Read(uniqueName(o.Unique)); err == nil {
 				pid := strings.TrimSpace(string(prev))
 				if id.Check(id.Task, pid) == nil {
-					if old, err := readTask(tx.Path(fileName(pid)), o.Imp); err == nil && old.Active() {
+					if old, err := readTask(y, tx.Path(fileName(pid)), o.Imp); err == nil && old.Active() {
 						taskID, existed = pid, true
 						return nil
 					}
@@ -229,7 +229,7 @@ func recoverInterrupted(y *yard.Yard, d *store.Dir) error {
 		if id.Check(id.Task, taskID) != nil {
 			return event.Event{}, false, nil
 		}
-		t, err := readTask(filepath.Join(d.Path(), fileName(taskID)), filepath.Base(d.Path()))
+		t, err := readTask(y, filepath.Join(d.Path(), fileName(taskID)), filepath.Base(d.Path()))
 		if store.IsNotExist(err) {
 			return event.Event{}, false, nil
 		}
@@ -259,9 +259,10 @@ func summary(s string) string {
 	return s
 }
 
-// readTask reads and validates one task file.
-func readTask(path, imp string) (*Task, error) {
-	b, err := store.ReadFile(path)
+// readTask reads and validates one task file, refusing it when a
+// directory on the way is a symlink.
+func readTask(y *yard.Yard, path, imp string) (*Task, error) {
+	b, err := y.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -289,11 +290,18 @@ func Locate(y *yard.Yard, taskID string) (string, error) {
 	if err := id.Check(id.Task, taskID); err != nil {
 		return "", err
 	}
-	imps, _ := y.Imps("queue")
+	imps, bad := y.Imps("queue")
 	for _, imp := range imps {
-		if _, err := os.Lstat(y.Path("queue", imp, fileName(taskID))); err == nil {
+		found, err := y.Exists(y.Path("queue", imp, fileName(taskID)))
+		if err != nil {
+			return "", err
+		}
+		if found {
 			return imp, nil
 		}
+	}
+	if len(bad) > 0 {
+		return "", fmt.Errorf("task %s: not found in %s: %w", taskID, y.Path("queue"), errors.Join(bad...))
 	}
 	return "", fmt.Errorf("task %s: no such task in %s", taskID, y.Path("queue"))
 }
@@ -304,7 +312,7 @@ func Get(y *yard.Yard, taskID string) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	return readTask(y.Path("queue", imp, fileName(taskID)), imp)
+	return readTask(y, y.Path("queue", imp, fileName(taskID)), imp)
 }
 
 // Change is one requested transition.
@@ -335,7 +343,7 @@ func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 		if err := recoverInterrupted(y, d); err != nil {
 			return err
 		}
-		t, err = readTask(tx.Path(fileName(taskID)), imp)
+		t, err = readTask(y, tx.Path(fileName(taskID)), imp)
 		if err != nil {
 			return err
 		}
@@ -401,7 +409,7 @@ func List(y *yard.Yard, f Filter) (tasks []*Task, bad []error) {
 	}
 	for _, imp := range imps {
 		dir := y.Path("queue", imp)
-		names, err := readNames(dir)
+		names, err := readNames(y, imp)
 		if err != nil {
 			bad = append(bad, err)
 			continue
@@ -412,7 +420,7 @@ func List(y *yard.Yard, f Filter) (tasks []*Task, bad []error) {
 				bad = append(bad, fmt.Errorf("%s: not a task file name; skipped", p))
 				continue
 			}
-			t, err := readTask(p, imp)
+			t, err := readTask(y, p, imp)
 			if err != nil {
 				bad = append(bad, err)
 				continue
@@ -426,25 +434,17 @@ func List(y *yard.Yard, f Filter) (tasks []*Task, bad []error) {
 	return tasks, bad
 }
 
-// readNames lists a store directory's entries, leaving out its dot files
-// (.lock, .tmp, .unique).
-func readNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if store.IsNotExist(err) {
-		return nil, nil
-	}
+// readNames lists a queue's entries, leaving out its dot files (.lock,
+// .tmp, .unique), and refuses a queue that is or lies under a symlink.
+func readNames(y *yard.Yard, imp string) ([]string, error) {
+	entries, err := y.ReadDir("queue", imp)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	all, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
-	}
-	names := all[:0]
-	for _, n := range all {
-		if !strings.HasPrefix(n, ".") {
-			names = append(names, n)
+	var names []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") {
+			names = append(names, e.Name())
 		}
 	}
 	return names, nil

@@ -1,0 +1,76 @@
+package queue
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/impyard/impyard/lib/state"
+)
+
+// tree lists every path below root with its mode and contents, to show
+// that an operation changed nothing.
+func tree(t *testing.T, root string) string {
+	t.Helper()
+	var lines []string
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		line := p + " " + fi.Mode().String()
+		if fi.Mode().IsRegular() {
+			b, _ := os.ReadFile(p)
+			line += " " + string(b)
+		}
+		lines = append(lines, line)
+		return nil
+	})
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// TestSymlinkedQueueRefused: queue/<imp>, or queue/ itself, replaced by a
+// symlink to a queue elsewhere is refused by List and Get too, naming the
+// link, and a move through it changes nothing on either side.
+func TestSymlinkedQueueRefused(t *testing.T) {
+	for _, rel := range []string{"queue/yuko", "queue"} {
+		t.Run(rel, func(t *testing.T) {
+			other := newYard(t)
+			id := mustAdd(t, other, AddOptions{})
+			y := newYard(t)
+			if err := os.MkdirAll(y.Path("queue"), 0o750); err != nil {
+				t.Fatal(err)
+			}
+			link := y.Path(rel)
+			os.RemoveAll(link)
+			if err := os.Symlink(other.Path(rel), link); err != nil {
+				t.Fatal(err)
+			}
+			before, beforeOther := tree(t, y.Root), tree(t, other.Root)
+
+			for _, f := range []Filter{{Imp: "yuko"}, {}} {
+				tasks, bad := List(y, f)
+				if len(tasks) != 0 {
+					t.Errorf("List(%+v) read through the symlink: %v", f, tasks)
+				}
+				if len(bad) == 0 || !strings.Contains(bad[0].Error(), link) {
+					t.Errorf("List(%+v): bad %v, want an error naming %s", f, bad, link)
+				}
+			}
+			if _, err := Get(y, id); err == nil || !strings.Contains(err.Error(), link) {
+				t.Errorf("Get: %v, want an error naming %s", err, link)
+			}
+			if _, err := Move(y, id, Change{To: state.Cancelled, By: "alice"}); err == nil || !strings.Contains(err.Error(), link) {
+				t.Errorf("Move: %v, want an error naming %s", err, link)
+			}
+			if after := tree(t, y.Root); after != before {
+				t.Errorf("the yard changed:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+			if after := tree(t, other.Root); after != beforeOther {
+				t.Errorf("written through the symlink:\nbefore:\n%s\nafter:\n%s", beforeOther, after)
+			}
+		})
+	}
+}
