@@ -335,6 +335,11 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 	if err := id.Check(id.Gate, gateID); err != nil {
 		return nil, err
 	}
+	// A gate from a newer impyard is refused before the lock is taken, so
+	// the refusal writes nothing, not even the lock file.
+	if _, err := Get(y, gateID); errors.Is(err, store.ErrUnknownMajor) {
+		return nil, err
+	}
 	d, err := y.GatesDir()
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"sort"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
 )
 
 // tree lists every path below root with its mode and contents, to show
@@ -83,5 +85,29 @@ func TestSymlinkedGatesDirRefused(t *testing.T) {
 				t.Errorf("written through the symlink:\nbefore:\n%s\nafter:\n%s", beforeOther, after)
 			}
 		})
+	}
+}
+
+// TestUnknownMajorWritesNothing: a gate written by a newer impyard is
+// refused by Move without writing anything, not even the lock file.
+func TestUnknownMajorWritesNothing(t *testing.T) {
+	y := newYard(t)
+	g := file(t, y, `{"n":1}`)
+	p := y.Path("gates", pending, g.ID+".json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), "impyard.gate/1", "impyard.gate/2", 1)), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(y.Path("gates", ".lock"))
+	os.RemoveAll(y.Path("gates", ".tmp"))
+	before := tree(t, y.Root)
+	if _, err := Move(y, g.ID, Change{To: state.Denied, By: "alice"}); !errors.Is(err, store.ErrUnknownMajor) || !strings.Contains(err.Error(), p) {
+		t.Errorf("Move: %v, want a refusal naming %s", err, p)
+	}
+	if after := tree(t, y.Root); after != before {
+		t.Errorf("a refusal wrote:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }

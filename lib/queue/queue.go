@@ -138,38 +138,62 @@ func (o *AddOptions) check() error {
 	return nil
 }
 
+// ErrUnrecorded is a task that was filed but whose record could not be
+// written yet. The store's .recording mark stays, so the next change to
+// that queue writes the record; the task itself exists, and a caller that
+// retried the add would file it twice.
+var ErrUnrecorded = errors.New("its record is not written yet")
+
 // Add files a new waiting task and returns its id. With a unique key, when
 // the latest task filed with that key is still waiting or running, nothing
-// is added and that task's id is returned with existed set.
+// is added and that task's id is returned with existed set; when that
+// task's file has a schema this impyard does not read, Add refuses and
+// writes nothing, not even the queue's lock file. Once the task file is
+// written Add returns its id, and an error only wrapping ErrUnrecorded if
+// the record could not follow.
 func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 	if err := o.check(); err != nil {
 		return "", false, err
+	}
+	if o.Unique != "" {
+		if _, err := uniqueHolder(y, o.Imp, o.Unique); err != nil {
+			return "", false, err
+		}
 	}
 	d, err := y.QueueDir(o.Imp)
 	if err != nil {
 		return "", false, err
 	}
 	var t *Task
+	var unrecorded error
 	err = d.Update(func(tx *store.Tx) error {
 		if o.Once != "" {
 			if prev, err := tx.Read(onceName(o.Once)); err == nil {
-				taskID, existed = strings.TrimSpace(string(prev)), true
-				return nil
-			} else if !store.IsNotExist(err) {
-				return err
-			}
-		}
-		if o.Unique != "" {
-			if prev, err := tx.Read(uniqueName(o.Unique)); err == nil {
 				pid := strings.TrimSpace(string(prev))
+				// The marker is written before the task: it counts only
+				// once the task it names exists.
 				if id.Check(id.Task, pid) == nil {
-					if old, err := readTask(y, tx.Path(fileName(pid)), o.Imp); err == nil && old.Active() {
+					found, err := y.Exists(tx.Path(fileName(pid)))
+					if err != nil {
+						return err
+					}
+					if found {
 						taskID, existed = pid, true
 						return nil
 					}
 				}
 			} else if !store.IsNotExist(err) {
 				return err
+			}
+		}
+		if o.Unique != "" {
+			old, err := uniqueHolder(y, o.Imp, o.Unique)
+			if err != nil {
+				return err
+			}
+			if old != nil && old.Active() {
+				taskID, existed = old.ID, true
+				return nil
 			}
 		}
 		now := state.Now()
@@ -197,12 +221,9 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 		if err != nil {
 			return err
 		}
-		if err := event.Begin(d.Path(), t.ID); err != nil {
-			return err
-		}
-		if err := tx.Write(fileName(t.ID), b); err != nil {
-			return err
-		}
+		// The markers go first: one naming a task that is not there holds
+		// nothing, while a task without its marker would let a retried add
+		// file a duplicate.
 		if o.Unique != "" {
 			if err := tx.Write(uniqueName(o.Unique), []byte(t.ID+"\n")); err != nil {
 				return err
@@ -213,13 +234,54 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 				return err
 			}
 		}
-		taskID = t.ID
-		if err := event.Record(y, eventOf(t, 1)); err != nil {
+		if err := event.Begin(d.Path(), t.ID); err != nil {
 			return err
 		}
-		return event.End(d.Path())
+		if err := tx.Write(fileName(t.ID), b); err != nil {
+			return err
+		}
+		taskID = t.ID
+		// From here the task exists: a failed record is left to the
+		// repair the .recording mark asks for, not reported as a failed add.
+		if err := event.Record(y, eventOf(t, 1)); err != nil {
+			unrecorded = err
+			return nil
+		}
+		if err := event.End(d.Path()); err != nil {
+			unrecorded = err
+		}
+		return nil
 	})
+	if err == nil && unrecorded != nil {
+		err = fmt.Errorf("task %s filed, but %w (the next change to %s writes it): %w", taskID, ErrUnrecorded, d.Path(), unrecorded)
+	}
 	return taskID, existed, err
+}
+
+// uniqueHolder returns the latest task filed with the unique key, or nil
+// when there is none or its file is missing or damaged. A task whose
+// schema this impyard does not read is an error: it may well be active,
+// and a duplicate must not be filed beside it.
+func uniqueHolder(y *yard.Yard, imp, key string) (*Task, error) {
+	b, err := y.ReadFile(y.Path("queue", imp, uniqueName(key)))
+	if store.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	pid := strings.TrimSpace(string(b))
+	if id.Check(id.Task, pid) != nil {
+		return nil, nil
+	}
+	t, err := readTask(y, y.Path("queue", imp, fileName(pid)), imp)
+	if errors.Is(err, store.ErrUnknownMajor) {
+		return nil, fmt.Errorf("unique key %q is held by a task this impyard cannot read: %w", key, err)
+	}
+	if err != nil {
+		return nil, nil
+	}
+	return t, nil
 }
 
 // recoverInterrupted records the last transition of a task whose writer
@@ -332,6 +394,11 @@ type Change struct {
 func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 	imp, err := Locate(y, taskID)
 	if err != nil {
+		return nil, err
+	}
+	// Refuse a task from a newer impyard before taking the lock, so the
+	// refusal writes nothing, not even the lock file.
+	if _, err := readTask(y, y.Path("queue", imp, fileName(taskID)), imp); errors.Is(err, store.ErrUnknownMajor) {
 		return nil, err
 	}
 	d, err := y.QueueDir(imp)

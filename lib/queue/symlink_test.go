@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"sort"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
 )
 
 // tree lists every path below root with its mode and contents, to show
@@ -72,5 +74,37 @@ func TestSymlinkedQueueRefused(t *testing.T) {
 				t.Errorf("written through the symlink:\nbefore:\n%s\nafter:\n%s", beforeOther, after)
 			}
 		})
+	}
+}
+
+// TestUnknownMajorWritesNothing: a task written by a newer impyard (an
+// unknown schema major) is refused by Move and, when it holds a unique
+// key, by Add, and neither writes anything: no lock file, no .tmp, no
+// duplicate task.
+func TestUnknownMajorWritesNothing(t *testing.T) {
+	y := newYard(t)
+	id := mustAdd(t, y, AddOptions{Unique: "digest"})
+	p := y.Path("queue", "yuko", id+".json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), "impyard.task/1", "impyard.task/2", 1)), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	// As a newer impyard may have left it: no lock file, no temp directory.
+	os.Remove(y.Path("queue", "yuko", ".lock"))
+	os.RemoveAll(y.Path("queue", "yuko", ".tmp"))
+	before := tree(t, y.Root)
+
+	got, existed, err := Add(y, AddOptions{Imp: "yuko", Text: "again", Unique: "digest", By: "alice", Actor: "test"})
+	if !errors.Is(err, store.ErrUnknownMajor) || !strings.Contains(err.Error(), p) || got != "" || existed {
+		t.Errorf("Add: %q, %v, %v; want a refusal naming %s", got, existed, err, p)
+	}
+	if _, err := Move(y, id, Change{To: state.Cancelled, By: "alice"}); !errors.Is(err, store.ErrUnknownMajor) || !strings.Contains(err.Error(), p) {
+		t.Errorf("Move: %v, want a refusal naming %s", err, p)
+	}
+	if after := tree(t, y.Root); after != before {
+		t.Errorf("a refusal wrote:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
