@@ -475,44 +475,52 @@ func List(y *yard.Yard, f Filter) (tasks []*Task, bad []error) {
 		return nil, []error{err}
 	}
 	for _, imp := range imps {
-		dir := y.Path("queue", imp)
-		names, err := readNames(y, imp)
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		for _, n := range names {
-			p := filepath.Join(dir, n)
-			if !strings.HasSuffix(n, ".json") || id.Check(id.Task, strings.TrimSuffix(n, ".json")) != nil {
-				bad = append(bad, fmt.Errorf("%s: not a task file name; skipped", p))
-				continue
-			}
-			t, err := readTask(y, p, imp)
-			if err != nil {
-				bad = append(bad, err)
-				continue
-			}
-			if f.State == "" || t.State == f.State {
-				tasks = append(tasks, t)
-			}
-		}
+		ts, errs := listQueue(y, imp, f.State)
+		tasks, bad = append(tasks, ts...), append(bad, errs...)
 	}
 	sort.Slice(tasks, func(i, j int) bool { return tasks[i].ID < tasks[j].ID })
 	return tasks, bad
 }
 
-// readNames lists a queue's entries, leaving out its dot files (.lock,
-// .tmp, .unique), and refuses a queue that is or lies under a symlink.
-func readNames(y *yard.Yard, imp string) ([]string, error) {
-	entries, err := y.ReadDir("queue", imp)
-	if err != nil {
-		return nil, err
+// listQueue reads the tasks of one imp in state want (any when empty). The
+// queue directory is opened once, refusing it if it or a directory on the
+// way is a symlink, and every task is read relative to it.
+func listQueue(y *yard.Yard, imp, want string) (tasks []*Task, bad []error) {
+	dir, err := store.OpenIn(y.Root, filepath.Join("queue", imp))
+	if store.IsNotExist(err) {
+		return nil, nil
 	}
-	var names []string
+	if err != nil {
+		return nil, []error{err}
+	}
+	defer dir.Close()
+	entries, err := dir.ReadDir()
+	if err != nil {
+		return nil, []error{err}
+	}
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ".") {
-			names = append(names, e.Name())
+		n := e.Name()
+		if strings.HasPrefix(n, ".") {
+			continue // .lock, .tmp, .unique and the markers
+		}
+		p := y.Path("queue", imp, n)
+		if !strings.HasSuffix(n, ".json") || id.Check(id.Task, strings.TrimSuffix(n, ".json")) != nil {
+			bad = append(bad, fmt.Errorf("%s: not a task file name; skipped", p))
+			continue
+		}
+		b, err := dir.ReadFile(n)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		t, err := parseTask(p, imp, b)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		if want == "" || t.State == want {
+			tasks = append(tasks, t)
 		}
 	}
-	return names, nil
+	return tasks, bad
 }
