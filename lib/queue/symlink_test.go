@@ -1,12 +1,14 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
@@ -106,5 +108,58 @@ func TestUnknownMajorWritesNothing(t *testing.T) {
 	}
 	if after := tree(t, y.Root); after != before {
 		t.Errorf("a refusal wrote:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// TestWatchRefusesSymlinkedQueue: the watcher's scans read through the
+// same checks: a queue replaced by a symlink is reported, naming it, and
+// nothing that happens to the tasks it points at is reported as news.
+func TestWatchRefusesSymlinkedQueue(t *testing.T) {
+	other := newYard(t)
+	id := mustAdd(t, other, AddOptions{})
+	y := newYard(t)
+	if err := os.MkdirAll(y.Path("queue"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	link := y.Path("queue", "yuko")
+	if err := os.Symlink(other.Path("queue", "yuko"), link); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan Event, 16)
+	warned := make(chan error, 64)
+	go Watch(ctx, y, "yuko", 20*time.Millisecond, func(e Event) { got <- e }, func(err error) {
+		select {
+		case warned <- err:
+		default:
+		}
+	})
+	refused := func() {
+		t.Helper()
+		for deadline := time.After(10 * time.Second); ; {
+			select {
+			case e := <-got:
+				t.Fatalf("reported a task through the symlink: %+v", e)
+			case err := <-warned:
+				if strings.Contains(err.Error(), link) && strings.Contains(err.Error(), "symlink") {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("the watcher never reported the symlinked %s", link)
+			}
+		}
+	}
+	refused()
+	if _, err := Move(other, id, Change{To: state.Running, By: "impsup"}); err != nil {
+		t.Fatal(err)
+	}
+	// Two more scans after the move: still refused, still no news.
+	refused()
+	refused()
+	select {
+	case e := <-got:
+		t.Fatalf("reported a task through the symlink: %+v", e)
+	default:
 	}
 }
