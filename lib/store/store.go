@@ -13,8 +13,8 @@
 //     changes. Because every writer holds that lock, anything left in .tmp
 //     when the lock is taken was orphaned by a crash and is swept then.
 //     After the flock, the locker checks that the path still names the
-//     inode it locked and retries if not, so a lock file replaced while
-//     others wait on the old one never lets two writers in.
+//     inode it locked and retries if not, so a waiter on a lock file that
+//     was replaced never gets in beside whoever locked the new one.
 //   - Reads open with O_NOFOLLOW and accept only regular files with a single
 //     link: a symlink, FIFO, device, directory or hard link planted in a store
 //     is reported, never followed, opened for long or run.
