@@ -9,7 +9,6 @@ require (
 	github.com/containerd/fifo v1.1.0
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/gobwas/glob v1.1.0
-	github.com/gofrs/flock v0.13.2
 	github.com/google/renameio/v2 v2.0.2
 	github.com/opencontainers/runtime-spec v1.1.0
 	github.com/robfig/cron/v3 v3.0.1

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -20,6 +21,12 @@ TEXT '-' reads the task text from standard input.
 With --unique KEY, a second add with the same key while the first task is
 still waiting or running adds nothing and prints the first task's id, so
 overlapping cron jobs never stack duplicates.
+
+Once the task file is written the command exits 0 and prints the id,
+even if the task's record in the journal could not be written (that is a
+warning; the next change to the queue writes it), so a caller that
+retries on failure never files the task twice. A --unique KEY held by a
+task this impyard cannot read (a newer schema) is refused with exit 1.
 
 With --continue, each gate the task files gets a continuation task once
 it resolves (executed, failed or denied), naming the outcome; the next
@@ -100,7 +107,11 @@ func add(e *cli.Env, args []string) error {
 		return err
 	}
 	taskID, _, err := queue.Add(y, o)
-	if err != nil {
+	if errors.Is(err, queue.ErrUnrecorded) {
+		// The task is filed: failing now would make a retrying caller
+		// file it twice. The next change to the queue writes the record.
+		e.Warn(err)
+	} else if err != nil {
 		return err
 	}
 	_, err = fmt.Fprintln(e.Stdout, taskID)

@@ -241,6 +241,9 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 			g.State, where = state.Approved, resolved
 			g.Approval = o.Signer.Sign(g.ID, g.SHA256, o.By, now)
 		}
+		if err := tx.Check(name(pending, g.ID), name(resolved, g.ID)); err != nil {
+			return err
+		}
 		if err := event.Begin(d.Path(), g.ID); err != nil {
 			return err
 		}
@@ -319,8 +322,10 @@ func recoverInterrupted(y *yard.Yard, d *store.Dir) error {
 	})
 }
 
-func readGate(path string) (*Gate, error) {
-	b, err := store.ReadFile(path)
+// readGate reads one gate file, refusing it when a directory on the way
+// below the yard root is a symlink.
+func readGate(y *yard.Yard, path string) (*Gate, error) {
+	b, err := y.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -346,9 +351,9 @@ func Get(y *yard.Yard, gateID string) (*Gate, error) {
 	if err := id.Check(id.Gate, gateID); err != nil {
 		return nil, err
 	}
-	g, err := readGate(y.Path("gates", resolved, gateID+".json"))
+	g, err := readGate(y, y.Path("gates", resolved, gateID+".json"))
 	if store.IsNotExist(err) {
-		g, err = readGate(y.Path("gates", pending, gateID+".json"))
+		g, err = readGate(y, y.Path("gates", pending, gateID+".json"))
 		if store.IsNotExist(err) {
 			return nil, fmt.Errorf("gate %s: %w in %s", gateID, errNoGate, y.Path("gates"))
 		}
@@ -384,6 +389,11 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 	if c.To == state.Approved && c.Signer == nil {
 		return nil, fmt.Errorf("gate %s: %w", gateID, ErrNoSigner)
 	}
+	// A gate from a newer impyard is refused before the lock is taken, so
+	// the refusal writes nothing, not even the lock file.
+	if _, err := Get(y, gateID); errors.Is(err, store.ErrUnknownMajor) {
+		return nil, err
+	}
 	d, err := y.GatesDir()
 	if err != nil {
 		return nil, err
@@ -393,14 +403,14 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 		if err := recoverInterrupted(y, d); err != nil {
 			return err
 		}
-		g, err = readGate(tx.Path(name(resolved, gateID)))
+		g, err = readGate(y, tx.Path(name(resolved, gateID)))
 		if err == nil && exists(tx, pending, gateID) {
 			if err := tx.Remove(name(pending, gateID)); err != nil {
 				return err
 			}
 		}
 		if store.IsNotExist(err) {
-			g, err = readGate(tx.Path(name(pending, gateID)))
+			g, err = readGate(y, tx.Path(name(pending, gateID)))
 			if store.IsNotExist(err) {
 				return fmt.Errorf("gate %s: %w in %s", gateID, errNoGate, y.Path("gates"))
 			}
@@ -485,8 +495,8 @@ func List(y *yard.Yard, f Filter) (gates []*Gate, bad []error) {
 	wheres := []string{resolved, pending}
 	for _, where := range wheres {
 		dir := y.Path("gates", where)
-		entries, err := os.ReadDir(dir)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
+		entries, err := y.ReadDir("gates", where)
+		if err != nil {
 			bad = append(bad, err)
 			continue
 		}
@@ -508,7 +518,7 @@ func List(y *yard.Yard, f Filter) (gates []*Gate, bad []error) {
 				seen[gid] = true
 				continue
 			}
-			g, err := readGate(p)
+			g, err := readGate(y, p)
 			if err != nil {
 				bad = append(bad, err)
 				continue

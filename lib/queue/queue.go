@@ -138,38 +138,62 @@ func (o *AddOptions) check() error {
 	return nil
 }
 
+// ErrUnrecorded is a task that was filed but whose record could not be
+// written yet. The store's .recording mark stays, so the next change to
+// that queue writes the record; the task itself exists, and a caller that
+// retried the add would file it twice.
+var ErrUnrecorded = errors.New("its record is not written yet")
+
 // Add files a new waiting task and returns its id. With a unique key, when
 // the latest task filed with that key is still waiting or running, nothing
-// is added and that task's id is returned with existed set.
+// is added and that task's id is returned with existed set; when that
+// task's file has a schema this impyard does not read, Add refuses and
+// writes nothing, not even the queue's lock file. Once the task file is
+// written Add returns its id, and an error only wrapping ErrUnrecorded if
+// the record could not follow.
 func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 	if err := o.check(); err != nil {
 		return "", false, err
+	}
+	if o.Unique != "" {
+		if _, err := uniqueHolder(y, o.Imp, o.Unique); err != nil {
+			return "", false, err
+		}
 	}
 	d, err := y.QueueDir(o.Imp)
 	if err != nil {
 		return "", false, err
 	}
 	var t *Task
+	var unrecorded error
 	err = d.Update(func(tx *store.Tx) error {
 		if o.Once != "" {
 			if prev, err := tx.Read(onceName(o.Once)); err == nil {
-				taskID, existed = strings.TrimSpace(string(prev)), true
-				return nil
-			} else if !store.IsNotExist(err) {
-				return err
-			}
-		}
-		if o.Unique != "" {
-			if prev, err := tx.Read(uniqueName(o.Unique)); err == nil {
 				pid := strings.TrimSpace(string(prev))
+				// The marker is written before the task: it counts only
+				// once the task it names exists.
 				if id.Check(id.Task, pid) == nil {
-					if old, err := readTask(tx.Path(fileName(pid)), o.Imp); err == nil && old.Active() {
+					found, err := y.Exists(tx.Path(fileName(pid)))
+					if err != nil {
+						return err
+					}
+					if found {
 						taskID, existed = pid, true
 						return nil
 					}
 				}
 			} else if !store.IsNotExist(err) {
 				return err
+			}
+		}
+		if o.Unique != "" {
+			old, err := uniqueHolder(y, o.Imp, o.Unique)
+			if err != nil {
+				return err
+			}
+			if old != nil && old.Active() {
+				taskID, existed = old.ID, true
+				return nil
 			}
 		}
 		now := state.Now()
@@ -197,12 +221,9 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 		if err != nil {
 			return err
 		}
-		if err := event.Begin(d.Path(), t.ID); err != nil {
-			return err
-		}
-		if err := tx.Write(fileName(t.ID), b); err != nil {
-			return err
-		}
+		// The markers go first: one naming a task that is not there holds
+		// nothing, while a task without its marker would let a retried add
+		// file a duplicate.
 		if o.Unique != "" {
 			if err := tx.Write(uniqueName(o.Unique), []byte(t.ID+"\n")); err != nil {
 				return err
@@ -213,13 +234,54 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 				return err
 			}
 		}
-		taskID = t.ID
-		if err := event.Record(y, eventOf(t, 1)); err != nil {
+		if err := event.Begin(d.Path(), t.ID); err != nil {
 			return err
 		}
-		return event.End(d.Path())
+		if err := tx.Write(fileName(t.ID), b); err != nil {
+			return err
+		}
+		taskID = t.ID
+		// From here the task exists: a failed record is left to the
+		// repair the .recording mark asks for, not reported as a failed add.
+		if err := event.Record(y, eventOf(t, 1)); err != nil {
+			unrecorded = err
+			return nil
+		}
+		if err := event.End(d.Path()); err != nil {
+			unrecorded = err
+		}
+		return nil
 	})
+	if err == nil && unrecorded != nil {
+		err = fmt.Errorf("task %s filed, but %w (the next change to %s writes it): %w", taskID, ErrUnrecorded, d.Path(), unrecorded)
+	}
 	return taskID, existed, err
+}
+
+// uniqueHolder returns the latest task filed with the unique key, or nil
+// when there is none or its file is missing or damaged. A task whose
+// schema this impyard does not read is an error: it may well be active,
+// and a duplicate must not be filed beside it.
+func uniqueHolder(y *yard.Yard, imp, key string) (*Task, error) {
+	b, err := y.ReadFile(y.Path("queue", imp, uniqueName(key)))
+	if store.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	pid := strings.TrimSpace(string(b))
+	if id.Check(id.Task, pid) != nil {
+		return nil, nil
+	}
+	t, err := readTask(y, y.Path("queue", imp, fileName(pid)), imp)
+	if errors.Is(err, store.ErrUnknownMajor) {
+		return nil, fmt.Errorf("unique key %q is held by a task this impyard cannot read: %w", key, err)
+	}
+	if err != nil {
+		return nil, nil
+	}
+	return t, nil
 }
 
 // recoverInterrupted records the last transition of a task whose writer
@@ -229,7 +291,7 @@ func recoverInterrupted(y *yard.Yard, d *store.Dir) error {
 		if id.Check(id.Task, taskID) != nil {
 			return event.Event{}, false, nil
 		}
-		t, err := readTask(filepath.Join(d.Path(), fileName(taskID)), filepath.Base(d.Path()))
+		t, err := readTask(y, filepath.Join(d.Path(), fileName(taskID)), filepath.Base(d.Path()))
 		if store.IsNotExist(err) {
 			return event.Event{}, false, nil
 		}
@@ -259,9 +321,10 @@ func summary(s string) string {
 	return s
 }
 
-// readTask reads and validates one task file.
-func readTask(path, imp string) (*Task, error) {
-	b, err := store.ReadFile(path)
+// readTask reads and validates one task file, refusing it when a
+// directory on the way is a symlink.
+func readTask(y *yard.Yard, path, imp string) (*Task, error) {
+	b, err := y.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -289,11 +352,18 @@ func Locate(y *yard.Yard, taskID string) (string, error) {
 	if err := id.Check(id.Task, taskID); err != nil {
 		return "", err
 	}
-	imps, _ := y.Imps("queue")
+	imps, bad := y.Imps("queue")
 	for _, imp := range imps {
-		if _, err := os.Lstat(y.Path("queue", imp, fileName(taskID))); err == nil {
+		found, err := y.Exists(y.Path("queue", imp, fileName(taskID)))
+		if err != nil {
+			return "", err
+		}
+		if found {
 			return imp, nil
 		}
+	}
+	if len(bad) > 0 {
+		return "", fmt.Errorf("task %s: not found in %s: %w", taskID, y.Path("queue"), errors.Join(bad...))
 	}
 	return "", fmt.Errorf("task %s: no such task in %s", taskID, y.Path("queue"))
 }
@@ -304,7 +374,7 @@ func Get(y *yard.Yard, taskID string) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	return readTask(y.Path("queue", imp, fileName(taskID)), imp)
+	return readTask(y, y.Path("queue", imp, fileName(taskID)), imp)
 }
 
 // Change is one requested transition.
@@ -326,6 +396,11 @@ func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Refuse a task from a newer impyard before taking the lock, so the
+	// refusal writes nothing, not even the lock file.
+	if _, err := readTask(y, y.Path("queue", imp, fileName(taskID)), imp); errors.Is(err, store.ErrUnknownMajor) {
+		return nil, err
+	}
 	d, err := y.QueueDir(imp)
 	if err != nil {
 		return nil, err
@@ -335,7 +410,7 @@ func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 		if err := recoverInterrupted(y, d); err != nil {
 			return err
 		}
-		t, err = readTask(tx.Path(fileName(taskID)), imp)
+		t, err = readTask(y, tx.Path(fileName(taskID)), imp)
 		if err != nil {
 			return err
 		}
@@ -400,52 +475,52 @@ func List(y *yard.Yard, f Filter) (tasks []*Task, bad []error) {
 		return nil, []error{err}
 	}
 	for _, imp := range imps {
-		dir := y.Path("queue", imp)
-		names, err := readNames(dir)
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		for _, n := range names {
-			p := filepath.Join(dir, n)
-			if !strings.HasSuffix(n, ".json") || id.Check(id.Task, strings.TrimSuffix(n, ".json")) != nil {
-				bad = append(bad, fmt.Errorf("%s: not a task file name; skipped", p))
-				continue
-			}
-			t, err := readTask(p, imp)
-			if err != nil {
-				bad = append(bad, err)
-				continue
-			}
-			if f.State == "" || t.State == f.State {
-				tasks = append(tasks, t)
-			}
-		}
+		ts, errs := listQueue(y, imp, f.State)
+		tasks, bad = append(tasks, ts...), append(bad, errs...)
 	}
 	sort.Slice(tasks, func(i, j int) bool { return tasks[i].ID < tasks[j].ID })
 	return tasks, bad
 }
 
-// readNames lists a store directory's entries, leaving out its dot files
-// (.lock, .tmp, .unique).
-func readNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
+// listQueue reads the tasks of one imp in state want (any when empty). The
+// queue directory is opened once, refusing it if it or a directory on the
+// way is a symlink, and every task is read relative to it.
+func listQueue(y *yard.Yard, imp, want string) (tasks []*Task, bad []error) {
+	dir, err := store.OpenIn(y.Root, filepath.Join("queue", imp))
 	if store.IsNotExist(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, []error{err}
 	}
-	defer f.Close()
-	all, err := f.Readdirnames(-1)
+	defer dir.Close()
+	entries, err := dir.ReadDir()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
+		return nil, []error{err}
 	}
-	names := all[:0]
-	for _, n := range all {
-		if !strings.HasPrefix(n, ".") {
-			names = append(names, n)
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, ".") {
+			continue // .lock, .tmp, .unique and the markers
+		}
+		p := y.Path("queue", imp, n)
+		if !strings.HasSuffix(n, ".json") || id.Check(id.Task, strings.TrimSuffix(n, ".json")) != nil {
+			bad = append(bad, fmt.Errorf("%s: not a task file name; skipped", p))
+			continue
+		}
+		b, err := dir.ReadFile(n)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		t, err := parseTask(p, imp, b)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		if want == "" || t.State == want {
+			tasks = append(tasks, t)
 		}
 	}
-	return names, nil
+	return tasks, bad
 }

@@ -61,7 +61,7 @@ func Watch(ctx context.Context, y *yard.Yard, imp string, rescan time.Duration, 
 			if id.Check(id.Task, name) != nil || (imp != "" && dirImp != imp) {
 				return
 			}
-			t, err := readTask(path, dirImp)
+			t, err := readTask(y, path, dirImp)
 			if err != nil {
 				if !store.IsNotExist(err) {
 					warn(err)

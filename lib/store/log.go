@@ -142,7 +142,8 @@ func (a *Log) write(lines []byte) error {
 }
 
 // flock takes the directory's lock on the lock file held open, or through
-// store.Lock (which waits with a timeout) when another process holds it.
+// store.Lock (which waits with a timeout) when another process holds it
+// or the path no longer names the file held open.
 func (a *Log) flock() (func(), error) {
 	lockPath := filepath.Join(filepath.Dir(a.path), lockName)
 	if a.lock == nil {
@@ -157,6 +158,13 @@ func (a *Log) flock() (func(), error) {
 		err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
 		switch {
 		case err == nil:
+			// The lock file may have been replaced since it was opened;
+			// then this flock excludes no one, so let Lock follow the path.
+			if same, err := names(lockPath, a.lock); err != nil || !same {
+				release(a.lock)
+				a.lock = nil
+				return Lock(lockPath)
+			}
 			return func() { syscall.Flock(fd, syscall.LOCK_UN) }, nil
 		case errors.Is(err, syscall.EINTR):
 			continue

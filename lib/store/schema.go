@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -11,6 +12,12 @@ import (
 )
 
 var schemaPattern = regexp.MustCompile(`^impyard\.([a-z]+)/([0-9]+)$`)
+
+// ErrUnknownMajor is a file of the right kind at a major version this
+// impyard does not read: one written by a newer (or much older) impyard.
+// Callers check for it before they take a lock, so refusing such a file
+// writes nothing at all.
+var ErrUnknownMajor = errors.New("is not supported")
 
 // Schema returns the schema string for a kind at a major version.
 func Schema(kind string, major int) string {
@@ -36,7 +43,7 @@ func CheckSchema(path string, data []byte, kind string, major int) error {
 		return fmt.Errorf("%s: schema %q is not a %s file; want %q", path, *h.Schema, kind, Schema(kind, major))
 	}
 	if m[2] != strconv.Itoa(major) {
-		return fmt.Errorf("%s: schema %q is not supported (this impyard reads %q); refusing to read or change it", path, *h.Schema, Schema(kind, major))
+		return fmt.Errorf("%s: schema %q %w (this impyard reads %q); refusing to read or change it", path, *h.Schema, ErrUnknownMajor, Schema(kind, major))
 	}
 	return nil
 }

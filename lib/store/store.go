@@ -12,11 +12,17 @@
 //     transaction under flock(2) on <dir>/.lock, a file whose inode never
 //     changes. Because every writer holds that lock, anything left in .tmp
 //     when the lock is taken was orphaned by a crash and is swept then.
+//     After the flock, the locker checks that the path still names the
+//     inode it locked and retries if not, so a waiter on a lock file that
+//     was replaced never gets in beside whoever locked the new one.
 //   - Reads open with O_NOFOLLOW and accept only regular files with a single
 //     link: a symlink, FIFO, device, directory or hard link planted in a store
 //     is reported, never followed, opened for long or run.
-//   - Directories are created and checked component by component below the
-//     yard root, so no symlink below the root is ever followed.
+//   - Directories are opened component by component below the yard root
+//     with openat(2) and O_NOFOLLOW|O_DIRECTORY, by readers (ReadFileIn,
+//     ReadDirIn, Tx.Read) as by writers, so no symlink below the root is
+//     ever followed: a directory replaced by a symlink is refused, naming
+//     it. The root itself is opened by path (the operator's choice).
 //   - Every JSON file carries "schema": "impyard.<kind>/<major>"; Decode
 //     refuses an unknown major before the caller can write anything.
 //   - JSONL appends are one write(2) of one whole line under the directory's
@@ -25,7 +31,6 @@ package store
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -35,7 +40,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gofrs/flock"
 	"github.com/google/renameio/v2"
 
 	"github.com/impyard/impyard/lib/crash"
@@ -62,7 +66,7 @@ var ErrBusy = errors.New("lock busy")
 
 // Dir is a store directory: one lock domain with its own .lock and .tmp.
 type Dir struct {
-	path string
+	root, rel, path string
 }
 
 // OpenDir returns the store directory rel below root, creating it and
@@ -72,43 +76,21 @@ func OpenDir(root, rel string) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Dir{path: p}, nil
+	return &Dir{root: root, rel: rel, path: p}, nil
 }
 
 // Path is the directory's path.
 func (d *Dir) Path() string { return d.path }
 
-// MkdirAll creates rel below root one component at a time and checks each
-// with lstat, so no symlink below root is followed. root itself may be a
-// symlink: it is the operator's choice of where the yard lives.
+// MkdirAll creates rel below root one component at a time, never
+// following a symlink below root (see openBelow), and returns its path.
 func MkdirAll(root, rel string) (string, error) {
-	p := filepath.Clean(root)
-	if rel == "" || rel == "." {
-		return p, nil
+	d, err := openBelow(root, rel, true)
+	if err != nil {
+		return "", err
 	}
-	for _, c := range strings.Split(filepath.ToSlash(filepath.Clean(rel)), "/") {
-		if err := checkComponent(c); err != nil {
-			return "", fmt.Errorf("%s: %w", filepath.Join(p, c), err)
-		}
-		p = filepath.Join(p, c)
-		fi, err := os.Lstat(p)
-		if errors.Is(err, os.ErrNotExist) {
-			if err := os.Mkdir(p, dirPerm); err != nil && !errors.Is(err, os.ErrExist) {
-				return "", err
-			}
-			fi, err = os.Lstat(p)
-		}
-		if err != nil {
-			return "", err
-		}
-		if fi.Mode()&os.ModeSymlink != 0 {
-			return "", &os.PathError{Op: "open", Path: p, Err: errors.New("is a symlink; refusing to follow it")}
-		}
-		if !fi.IsDir() {
-			return "", &os.PathError{Op: "open", Path: p, Err: errors.New("is not a directory")}
-		}
-	}
-	return p, nil
+	defer d.Close()
+	return d.Name(), nil
 }
 
 func checkComponent(c string) error {
@@ -127,7 +109,7 @@ type Tx struct {
 // rely on until it returns; everything it writes is atomic and durable when
 // Write returns.
 func (d *Dir) Update(fn func(tx *Tx) error) error {
-	unlock, err := Lock(filepath.Join(d.path, lockName))
+	unlock, err := d.lock()
 	if err != nil {
 		return err
 	}
@@ -162,70 +144,24 @@ func (d *Dir) sweep() error {
 	return nil
 }
 
-// Lock takes the exclusive flock on path, creating it without following a
-// symlink, and returns the function that releases it. It waits at most
-// LockTimeout and then returns ErrBusy.
-func Lock(path string) (unlock func(), err error) {
-	fl := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC), flock.SetPermissions(0o600))
-	if ok, err := fl.TryLock(); err != nil {
-		return nil, &os.PathError{Op: "lock", Path: path, Err: err}
-	} else if ok {
-		return func() { _ = fl.Unlock() }, nil
-	}
-	// Blocking flock queues fairly in the kernel; the timer only decides when
-	// to stop waiting. An abandoned waiter releases the lock as soon as it
-	// gets it.
-	done := make(chan error, 1)
-	go func() {
-		var err error
-		for {
-			if err = fl.Lock(); !errors.Is(err, syscall.EINTR) {
-				break
-			}
-		}
-		done <- err
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), LockTimeout)
-	defer cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			return nil, &os.PathError{Op: "lock", Path: path, Err: err}
-		}
-		return func() { _ = fl.Unlock() }, nil
-	case <-ctx.Done():
-		go func() {
-			if <-done == nil {
-				_ = fl.Unlock()
-			}
-		}()
-		return nil, &os.PathError{Op: "lock", Path: path, Err: ErrBusy}
-	}
-}
-
-// TryLock takes the exclusive flock on path only if no one holds it.
-func TryLock(path string) (unlock func(), ok bool, err error) {
-	fl := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC), flock.SetPermissions(0o600))
-	ok, err = fl.TryLock()
-	if err != nil {
-		return nil, false, &os.PathError{Op: "lock", Path: path, Err: err}
-	}
-	if !ok {
-		return nil, false, nil
-	}
-	return func() { _ = fl.Unlock() }, true, nil
-}
-
 // Path returns the path of name inside the transaction's directory.
 func (tx *Tx) Path(name string) string { return filepath.Join(tx.d.path, name) }
 
-// Read reads name inside the directory (see ReadFile).
+// Read reads name inside the directory (see ReadFileIn).
 func (tx *Tx) Read(name string) ([]byte, error) {
-	p, err := tx.resolve(name)
-	if err != nil {
-		return nil, err
+	return ReadFileIn(tx.d.root, filepath.Join(tx.d.rel, name))
+}
+
+// Check makes sure every name could be written, creating the
+// sub-directories they need and refusing any that is a symlink, so a
+// transaction can refuse before it changes anything rather than halfway.
+func (tx *Tx) Check(names ...string) error {
+	for _, n := range names {
+		if _, err := tx.resolve(n); err != nil {
+			return err
+		}
 	}
-	return ReadFile(p)
+	return nil
 }
 
 // Write atomically creates or replaces name with data.
@@ -315,6 +251,11 @@ func ReadFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return readOpen(f)
+}
+
+func readOpen(f *os.File) ([]byte, error) {
+	path := f.Name()
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -353,22 +294,13 @@ func openRegular(path string, flag int) (*os.File, error) {
 	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, FilePerm)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
-			return nil, &os.PathError{Op: "open", Path: path, Err: errors.New("is a symlink; refusing to follow it")}
+			return nil, &os.PathError{Op: "open", Path: path, Err: errSymlink}
 		}
 		return nil, err
 	}
-	fi, err := f.Stat()
-	if err != nil {
+	if err := checkRegular(f); err != nil {
 		f.Close()
 		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("is not a regular file (%s)", fi.Mode().Type())}
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
-		f.Close()
-		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("has %d hard links; refusing a file that may be shared with another place", st.Nlink)}
 	}
 	// Writers append through this descriptor, so undo O_NONBLOCK for them.
 	if flag&(os.O_WRONLY|os.O_RDWR) != 0 {
@@ -378,6 +310,22 @@ func openRegular(path string, flag int) (*os.File, error) {
 		}
 	}
 	return f, nil
+}
+
+// checkRegular refuses an open file that is not a regular file with one
+// link.
+func checkRegular(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return &os.PathError{Op: "open", Path: f.Name(), Err: fmt.Errorf("is not a regular file (%s)", fi.Mode().Type())}
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
+		return &os.PathError{Op: "open", Path: f.Name(), Err: fmt.Errorf("has %d hard links; refusing a file that may be shared with another place", st.Nlink)}
+	}
+	return nil
 }
 
 // IsNotExist reports whether err means the file is not there.

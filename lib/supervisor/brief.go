@@ -81,11 +81,16 @@ func (s *Supervisor) writeBrief(t *queue.Task, runID string) (string, error) {
 	return p, os.Chmod(p, 0o644)
 }
 
+// lastRunTime is when the imp's last run ended; the zero time (every
+// resolved gate is news) when unknown. A marker that cannot be read is
+// logged and replaced, so the next run's brief is right again.
 func (s *Supervisor) lastRunTime(imp string) time.Time {
-	b, err := store.ReadFile(s.Yard.Path("queue", imp, ".lastrun"))
+	at, ok, err := s.readMark(imp, lastRunMark)
 	if err != nil {
+		at, ok = s.recoverMark(imp, lastRunMark, err, s.now())
+	}
+	if !ok {
 		return time.Time{}
 	}
-	t, _ := time.Parse(time.RFC3339Nano, string(b))
-	return t
+	return at
 }

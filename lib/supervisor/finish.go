@@ -269,9 +269,7 @@ func (s *Supervisor) cancellations(ctx context.Context) {
 // lastRun remembers when an imp's last run ended, so the next briefing
 // can name the gates resolved since.
 func (s *Supervisor) lastRun(imp string, at time.Time) {
-	d, err := s.Yard.QueueDir(imp)
-	if err != nil {
-		return
+	if err := s.writeMark(imp, lastRunMark, at); err != nil {
+		s.logf("imp %s: %v", imp, err)
 	}
-	os.WriteFile(d.Path()+"/.lastrun", []byte(at.Format(time.RFC3339Nano)), 0o640)
 }

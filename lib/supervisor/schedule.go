@@ -1,14 +1,13 @@
 package supervisor
 
 import (
+	"errors"
 	"os"
-	"time"
 
 	"github.com/robfig/cron/v3"
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/queue"
-	"github.com/impyard/impyard/lib/store"
 )
 
 // ParseSchedule reads an imp.toml schedule: five cron fields or a
@@ -20,6 +19,9 @@ func ParseSchedule(spec string) (cron.Schedule, error) {
 // schedules files a proactive task for every imp whose schedule came due
 // since it last fired. It never stacks one on a task still waiting or
 // running, and after downtime it fires once, not once per missed time.
+// When it last fired is kept in queue/<imp>/.schedule; a marker that
+// cannot be read is logged and replaced (see recoverMark), never left to
+// keep the schedule from firing again.
 func (s *Supervisor) schedules() {
 	entries, err := os.ReadDir(s.Yard.Path("imps"))
 	if err != nil {
@@ -39,19 +41,16 @@ func (s *Supervisor) schedules() {
 			s.logf("imp %s: schedule %q: %v", cfg.Name, cfg.Schedule, err)
 			continue
 		}
-		d, err := s.Yard.QueueDir(cfg.Name)
+		last, ok, err := s.readMark(cfg.Name, scheduleMark)
 		if err != nil {
-			continue
-		}
-		mark := d.Path() + "/.schedule"
-		last := now
-		if b, err := store.ReadFile(mark); err == nil {
-			if t, err := time.Parse(time.RFC3339Nano, string(b)); err == nil {
-				last = t
+			if last, ok = s.recoverMark(cfg.Name, scheduleMark, err, now); !ok {
+				continue
 			}
-		} else {
+		} else if !ok {
 			// First sight of this schedule: start counting from now.
-			os.WriteFile(mark, []byte(now.UTC().Format(time.RFC3339Nano)), 0o640)
+			if err := s.writeMark(cfg.Name, scheduleMark, now); err != nil {
+				s.logOnce(s.Yard.Path("queue", cfg.Name, scheduleMark), "imp %s: schedule: %v", cfg.Name, err)
+			}
 			continue
 		}
 		if sched.Next(last).After(now) {
@@ -63,15 +62,19 @@ func (s *Supervisor) schedules() {
 		}
 		taskID, existed, err := queue.Add(s.Yard, queue.AddOptions{Imp: cfg.Name, Text: text, Proactive: true,
 			Labels: []string{"schedule"}, Unique: "schedule:" + cfg.Name, Repo: cfg.Repo, By: "schedule", Actor: Actor})
-		if err != nil {
+		switch {
+		case errors.Is(err, queue.ErrUnrecorded):
+			s.logf("imp %s: schedule fired task %s; warning: %v", cfg.Name, taskID, err)
+		case err != nil:
 			s.logf("imp %s: schedule: %v", cfg.Name, err)
 			continue
-		}
-		if existed {
+		case existed:
 			s.logf("imp %s: schedule due but task %s is still waiting or running; not stacking another", cfg.Name, taskID)
-		} else {
+		default:
 			s.logf("imp %s: schedule fired task %s", cfg.Name, taskID)
 		}
-		os.WriteFile(mark, []byte(now.UTC().Format(time.RFC3339Nano)), 0o640)
+		if err := s.writeMark(cfg.Name, scheduleMark, now); err != nil {
+			s.logf("imp %s: schedule: %v", cfg.Name, err)
+		}
 	}
 }

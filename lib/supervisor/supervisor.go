@@ -52,6 +52,8 @@ type Supervisor struct {
 	wg   sync.WaitGroup
 	// wake asks the loop for another pass, e.g. when a box ends.
 	wake chan struct{}
+	// logged is the last problem logged per file (see logOnce).
+	logged map[string]string
 }
 
 type liveRun struct {

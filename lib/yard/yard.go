@@ -5,8 +5,8 @@
 package yard
 
 import (
-	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -101,14 +101,38 @@ func (y *Yard) DecisionsPath() (string, error) {
 // PolicyPath is policies/gateway.json.
 func (y *Yard) PolicyPath() string { return y.Path("policies", "gateway.json") }
 
+// ReadFile reads the yard file at path, which must lie below the root,
+// refusing it when any directory on the way below the root is a symlink
+// (see store.ReadFileIn).
+func (y *Yard) ReadFile(path string) ([]byte, error) {
+	rel, err := store.Below(y.Root, path)
+	if err != nil {
+		return nil, err
+	}
+	return store.ReadFileIn(y.Root, rel)
+}
+
+// ReadDir lists the yard directory rel, refusing it when it or a directory
+// on the way is a symlink; a missing directory has no entries.
+func (y *Yard) ReadDir(rel ...string) ([]fs.DirEntry, error) {
+	return store.ReadDirIn(y.Root, filepath.Join(rel...))
+}
+
+// Exists reports whether path, below the root, names anything, refusing a
+// symlinked directory on the way.
+func (y *Yard) Exists(path string) (bool, error) {
+	rel, err := store.Below(y.Root, path)
+	if err != nil {
+		return false, err
+	}
+	return store.ExistsIn(y.Root, rel)
+}
+
 // Imps lists the names of the directories under a top-level yard directory
 // such as queue/ or journal/; a missing directory has none. Entries that are
 // not valid imp names or not plain directories are returned in bad.
 func (y *Yard) Imps(top string) (imps []string, bad []error) {
-	entries, err := os.ReadDir(y.Path(top))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	entries, err := y.ReadDir(top)
 	if err != nil {
 		return nil, []error{err}
 	}

@@ -1,0 +1,175 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// tryLockAttempts bounds how often TryLock follows a lock file that keeps
+// being replaced under it.
+const tryLockAttempts = 8
+
+// Lock takes the exclusive flock on path, creating it without following a
+// symlink, and returns the function that releases it. It waits at most
+// LockTimeout and then returns ErrBusy.
+//
+// A lock is only as good as the rendezvous: if the lock file is replaced
+// (renamed over, or removed and created again) while this process waits on
+// the old inode, the flock it then gets excludes no one who opened the new
+// file. So after the flock it checks that path still names the inode it
+// locked, and if not it lets go and locks the file the path names now,
+// within the same LockTimeout.
+func Lock(path string) (unlock func(), err error) {
+	unlock, _, err = acquire(path, func() (*os.File, error) { return openLock(unix.AT_FDCWD, path, path) }, true)
+	return unlock, err
+}
+
+// TryLock takes the exclusive flock on path only if no one holds it, with
+// the same check as Lock that the path still names the locked inode.
+func TryLock(path string) (unlock func(), ok bool, err error) {
+	return acquire(path, func() (*os.File, error) { return openLock(unix.AT_FDCWD, path, path) }, false)
+}
+
+// lock takes the directory's lock. The lock file is opened relative to
+// the directory as walked from the root, so a store directory replaced by
+// a symlink is refused before any lock file is created through it.
+func (d *Dir) lock() (func(), error) {
+	p := filepath.Join(d.path, lockName)
+	unlock, _, err := acquire(p, func() (*os.File, error) {
+		dir, err := openBelow(d.root, d.rel, false)
+		if err != nil {
+			return nil, err
+		}
+		defer dir.Close()
+		return openLock(int(dir.Fd()), lockName, p)
+	}, true)
+	return unlock, err
+}
+
+// openLock opens (creating) the lock file name relative to dirfd without
+// following a symlink; p is its path, for errors.
+func openLock(dirfd int, name, p string) (*os.File, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, unix.O_CREAT|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		switch {
+		case err == nil:
+			return os.NewFile(uintptr(fd), p), nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ELOOP):
+			return nil, &os.PathError{Op: "lock", Path: p, Err: errSymlink}
+		}
+		return nil, &os.PathError{Op: "lock", Path: p, Err: err}
+	}
+}
+
+// acquire opens the lock file with open, flocks it (waiting until
+// LockTimeout with wait) and keeps it only if path still names it.
+func acquire(path string, open func() (*os.File, error), wait bool) (unlock func(), ok bool, err error) {
+	deadline := time.Now().Add(LockTimeout)
+	for attempt := 1; ; attempt++ {
+		f, err := open()
+		if err != nil {
+			return nil, false, err
+		}
+		got, err := flockUntil(f, deadline, wait)
+		if err != nil || !got {
+			return nil, false, err
+		}
+		same, err := names(path, f)
+		if err != nil {
+			release(f)
+			return nil, false, &os.PathError{Op: "lock", Path: path, Err: err}
+		}
+		if same {
+			return func() { release(f) }, true, nil
+		}
+		// The lock file was replaced while we waited: what we hold
+		// excludes no one who opened the new one.
+		release(f)
+		if !wait && attempt >= tryLockAttempts {
+			return nil, false, nil
+		}
+		if wait && time.Now().After(deadline) {
+			return nil, false, &os.PathError{Op: "lock", Path: path, Err: ErrBusy}
+		}
+	}
+}
+
+// flockUntil takes the exclusive flock on f. Without wait it only tries;
+// with wait it blocks until deadline. Blocking flock queues fairly in the
+// kernel; the timer only decides when to stop waiting, and an abandoned
+// waiter releases the lock as soon as it gets it. When it returns without
+// the lock, f is closed (or will be, by the abandoned waiter).
+func flockUntil(f *os.File, deadline time.Time, wait bool) (bool, error) {
+	fd := int(f.Fd())
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return true, nil
+		}
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return false, &os.PathError{Op: "lock", Path: f.Name(), Err: err}
+		}
+		break
+	}
+	if !wait {
+		f.Close()
+		return false, nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for {
+			if err = unix.Flock(fd, unix.LOCK_EX); !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		done <- err
+	}()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			f.Close()
+			return false, &os.PathError{Op: "lock", Path: f.Name(), Err: err}
+		}
+		return true, nil
+	case <-timer.C:
+		go func() {
+			<-done
+			f.Close()
+		}()
+		return false, &os.PathError{Op: "lock", Path: f.Name(), Err: ErrBusy}
+	}
+}
+
+// names reports whether path (not followed) is the file f has open.
+func names(path string, f *os.File) (bool, error) {
+	var held, now unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &held); err != nil {
+		return false, err
+	}
+	err := unix.Lstat(path, &now)
+	if errors.Is(err, unix.ENOENT) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return held.Dev == now.Dev && held.Ino == now.Ino, nil
+}
+
+func release(f *os.File) {
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	f.Close()
+}

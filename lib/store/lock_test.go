@@ -1,0 +1,170 @@
+package store
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// blockedOn reports whether the kernel shows a flock request waiting on
+// inode ino (a "->" line of /proc/locks).
+func blockedOn(t *testing.T, ino uint64) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		t.Skipf("no /proc/locks: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 7 || f[1] != "->" || f[2] != "FLOCK" {
+			continue
+		}
+		dev := strings.Split(f[6], ":")
+		if n, err := strconv.ParseUint(dev[len(dev)-1], 10, 64); err == nil && n == ino {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLockReplacedWhileHeld: A holds the lock and B waits on the same
+// file, each with its own descriptor. The lock file is then replaced and C
+// locks the new one, which is free. When A lets go, B must not get in
+// beside C: it must notice the path names another inode and queue behind
+// C on the new file.
+func TestLockReplacedWhileHeld(t *testing.T) {
+	d := mustDir(t)
+	p := filepath.Join(d.Path(), lockName)
+	unlockA, err := Lock(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := inode(t, p)
+	got := make(chan func(), 1)
+	go func() {
+		unlock, err := Lock(p)
+		if err != nil {
+			t.Error(err)
+			unlock = func() {}
+		}
+		got <- unlock
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !blockedOn(t, old) {
+		if time.Now().After(deadline) {
+			t.Fatal("B never waited on the lock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	if err := os.WriteFile(p+".new", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".new", p); err != nil {
+		t.Fatal(err)
+	}
+	replaced := inode(t, p)
+	unlockC, ok, err := TryLock(p)
+	if err != nil || !ok {
+		t.Fatalf("C could not lock the new file: %v %v", ok, err)
+	}
+	unlockA()
+
+	for !blockedOn(t, replaced) {
+		select {
+		case unlock := <-got:
+			unlock()
+			unlockC()
+			t.Fatal("B got the lock while C held the file the path names now: two writers")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("B neither got in nor waited on the new lock file")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	unlockC()
+	unlockB := <-got
+	if _, ok, _ := TryLock(p); ok {
+		t.Fatal("B holds a lock the path does not name: a new locker got in beside it")
+	}
+	unlockB()
+}
+
+// TestUpdateRefusesSymlinkedStore: a store directory replaced by a symlink
+// after it was opened is refused by the next transaction, and no lock
+// file is created through the link.
+func TestUpdateRefusesSymlinkedStore(t *testing.T) {
+	root := t.TempDir()
+	elsewhere := t.TempDir()
+	d, err := OpenDir(root, "gates")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(d.Path())
+	if err := os.Symlink(elsewhere, d.Path()); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	err = d.Update(func(*Tx) error { ran = true; return nil })
+	if err == nil || ran || !strings.Contains(err.Error(), "symlink") || !strings.Contains(err.Error(), d.Path()) {
+		t.Fatalf("got %v (ran %v), want a refusal naming %s", err, ran, d.Path())
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+		t.Errorf("created through the symlink: %v", entries)
+	}
+}
+
+// TestLogLockReplaced: a Log keeps its lock file open between writes; once
+// that file is replaced, a flock on it excludes no one, so the Log must
+// wait for whoever holds the file the path names now.
+func TestLogLockReplaced(t *testing.T) {
+	dir := t.TempDir()
+	a := NewLog(filepath.Join(dir, "decisions.jsonl"), nil)
+	if err := a.Append([]byte("{\"n\":1}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, lockName)
+	if err := os.WriteFile(p+".new", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".new", p); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := Lock(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Append([]byte("{\"n\":2}\n"), true) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !blockedOn(t, inode(t, p)) {
+		select {
+		case err := <-done:
+			unlock()
+			t.Fatalf("the log wrote (%v) while another writer held its directory's lock", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the log neither wrote nor waited")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,213 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// errSymlink and errNotDir say why a path below the root was refused.
+var (
+	errSymlink = errors.New("is a symlink; refusing to follow it")
+	errNotDir  = errors.New("is not a directory")
+)
+
+// openBelow opens rel below root one component at a time, each with
+// openat(2) and O_NOFOLLOW|O_DIRECTORY relative to the one before, so no
+// symlink below root is followed, not even one swapped in during the walk.
+// With create, missing components are made. root itself is opened by path:
+// where the yard lives is the operator's choice, and a symlink there is
+// theirs. Every reader and writer of the yard walks this way; it is the
+// one place that decides what below the root may be followed (nothing).
+func openBelow(root, rel string, create bool) (*os.File, error) {
+	p := filepath.Clean(root)
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	if rel != "" && rel != "." {
+		for _, c := range strings.Split(filepath.ToSlash(filepath.Clean(rel)), "/") {
+			if err := checkComponent(c); err != nil {
+				unix.Close(fd)
+				return nil, fmt.Errorf("%s: %w", filepath.Join(p, c), err)
+			}
+			p = filepath.Join(p, c)
+			next, err := openDirAt(fd, c, p, create)
+			unix.Close(fd)
+			if err != nil {
+				return nil, err
+			}
+			fd = next
+		}
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// openDirAt opens the directory name inside dirfd without following a
+// symlink, creating it first with create; p is its path, for errors.
+func openDirAt(dirfd int, name, p string, create bool) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		switch {
+		case err == nil:
+			return fd, nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ENOENT) && create:
+			if err := unix.Mkdirat(dirfd, name, dirPerm); err != nil && !errors.Is(err, unix.EEXIST) {
+				return -1, &os.PathError{Op: "mkdir", Path: p, Err: err}
+			}
+			create = false
+			continue
+		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+			return -1, &os.PathError{Op: "open", Path: p, Err: whyNotDir(dirfd, name)}
+		}
+		return -1, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+}
+
+// whyNotDir tells a symlink from another kind of file where a directory
+// was wanted.
+func whyNotDir(dirfd int, name string) error {
+	var st unix.Stat_t
+	if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return errSymlink
+	}
+	return errNotDir
+}
+
+// ReadFileIn reads the yard file rel below root like ReadFile, and also
+// refuses it when any directory on the way below root is a symlink.
+func ReadFileIn(root, rel string) ([]byte, error) {
+	dir, base := filepath.Split(filepath.Clean(rel))
+	if err := checkComponent(base); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(root, rel), err)
+	}
+	d, err := OpenIn(root, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.ReadFile(base)
+}
+
+// Opened is a directory opened by walking from the root without following
+// a symlink; what is read through it stays inside it, so a listing reads
+// each of many files with one openat(2) instead of a walk each.
+type Opened struct {
+	f *os.File
+}
+
+// OpenIn opens the directory rel below root (see ReadDirIn).
+func OpenIn(root, rel string) (*Opened, error) {
+	f, err := openBelow(root, rel, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Opened{f: f}, nil
+}
+
+// Close releases the directory.
+func (o *Opened) Close() error { return o.f.Close() }
+
+// ReadDir lists the directory.
+func (o *Opened) ReadDir() ([]fs.DirEntry, error) {
+	entries, err := o.f.ReadDir(-1)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.f.Name(), err)
+	}
+	return entries, nil
+}
+
+// ReadFile reads the file name in the directory with ReadFile's checks.
+func (o *Opened) ReadFile(name string) ([]byte, error) {
+	if err := checkComponent(name); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(o.f.Name(), name), err)
+	}
+	f, err := openFileAt(int(o.f.Fd()), name, filepath.Join(o.f.Name(), name))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readOpen(f)
+}
+
+// openFileAt opens the regular file name in dirfd without following a
+// symlink; p is its path, for errors.
+func openFileAt(dirfd int, base, p string) (*os.File, error) {
+	for {
+		fd, err := unix.Openat(dirfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.ELOOP) {
+			return nil, &os.PathError{Op: "open", Path: p, Err: errSymlink}
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: p, Err: err}
+		}
+		f := os.NewFile(uintptr(fd), p)
+		if err := checkRegular(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return f, nil
+	}
+}
+
+// ReadDirIn lists the directory rel below root, refusing it when it or
+// any directory on the way is a symlink. A missing directory has no
+// entries.
+func ReadDirIn(root, rel string) ([]fs.DirEntry, error) {
+	d, err := OpenIn(root, rel)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.ReadDir()
+}
+
+// ExistsIn reports whether rel below root names anything (a symlink
+// included, which is not followed), refusing a symlinked directory on the
+// way.
+func ExistsIn(root, rel string) (bool, error) {
+	dir, base := filepath.Split(filepath.Clean(rel))
+	if err := checkComponent(base); err != nil {
+		return false, fmt.Errorf("%s: %w", filepath.Join(root, rel), err)
+	}
+	d, err := openBelow(root, dir, false)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	var st unix.Stat_t
+	err = unix.Fstatat(int(d.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) {
+		return false, nil
+	}
+	if err != nil {
+		return false, &os.PathError{Op: "stat", Path: filepath.Join(d.Name(), base), Err: err}
+	}
+	return true, nil
+}
+
+// Below returns path relative to root, or an error when path is not inside
+// root.
+func Below(root, path string) (string, error) {
+	rel, err := filepath.Rel(filepath.Clean(root), filepath.Clean(path))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return "", fmt.Errorf("%s: not inside %s", path, root)
+	}
+	return rel, nil
+}
