@@ -43,7 +43,7 @@ func TestSymlinkedGatesDirRefused(t *testing.T) {
 			other := newYard(t)
 			g := file(t, other, `{"to":"team@ourco.com"}`)
 			if where == resolved {
-				if _, err := Move(other, g.ID, Change{To: state.Approved, By: "alice"}); err != nil {
+				if _, err := Move(other, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice"}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -72,7 +72,7 @@ func TestSymlinkedGatesDirRefused(t *testing.T) {
 			if where == resolved {
 				to = state.Executing
 			}
-			if _, err := Move(y, g.ID, Change{To: to, By: "alice"}); err == nil || !strings.Contains(err.Error(), link) {
+			if _, err := Move(y, g.ID, Change{To: to, Signer: testKey, By: "alice"}); err == nil || !strings.Contains(err.Error(), link) {
 				t.Errorf("Move: %v, want a refusal naming %s", err, link)
 			}
 			if _, err := File(y, FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"n":2}`), By: "yuko", Actor: "test"}); err == nil || !strings.Contains(err.Error(), link) {
