@@ -203,6 +203,16 @@ func (s *spine) waitState(t testing.TB, gateID string, want ...string) *gate.Gat
 		if err == nil {
 			for _, w := range want {
 				if g.State == w {
+					// The transition appends its journal and audit records
+					// under the gates lock after it writes the gate file:
+					// taking that lock once waits for them.
+					d, err := s.y.GatesDir()
+					if err == nil {
+						err = d.Update(func(*store.Tx) error { return nil })
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
 					return g
 				}
 			}
