@@ -60,8 +60,7 @@ func newBoxYard(t testing.TB) *boxYard {
 	t.Cleanup(func() {
 		out, _ := exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "containers", "ls", "-q").Output()
 		for _, id := range strings.Fields(string(out)) {
-			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "tasks", "kill", "-s", "SIGKILL", id).Run()
-			time.Sleep(50 * time.Millisecond)
+			// rm -f kills a task still running and waits for it to go.
 			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "tasks", "rm", "-f", id).Run()
 			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "containers", "rm", id).Run()
 		}

@@ -8,7 +8,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -72,18 +71,9 @@ type spine struct {
 
 const secret = "re_live_5ecret_never_in_a_box"
 
-func freePort(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func newSpine(t testing.TB, idempotent bool, binDir string) *spine {
 	t.Helper()
-	s := &spine{y: newYard(t), home: t.TempDir(), mail: newMailAPI(t), listen: freePort(t), bin: binDir}
+	s := &spine{y: newYard(t), home: t.TempDir(), mail: newMailAPI(t), listen: "127.0.0.1:0", bin: binDir}
 	s.env = []string{"IMPYARD_ROOT=" + s.y.Root, "IMPYARD_HOME=" + s.home, "USER=alice"}
 	os.MkdirAll(filepath.Join(s.home, "secrets"), 0o700)
 	os.WriteFile(filepath.Join(s.home, "secrets", "resend"), []byte(secret+"\n"), 0o600)
@@ -114,19 +104,9 @@ kind = "egress-grant"
 	if out, err := s.run(t, "impgw", "ca", "init"); err != nil {
 		t.Fatalf("ca init: %v %s", err, out)
 	}
-	s.daemon(t, bin, "impgw", "serve", "--listen", s.listen)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get("http://" + s.listen + "/v1/health")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("impgw did not answer: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	s.listen = s.serveGateway(t)
+	org, _ := os.ReadFile(s.y.Path("org.toml"))
+	os.WriteFile(s.y.Path("org.toml"), []byte(strings.Replace(string(org), `listen = "127.0.0.1:0"`, fmt.Sprintf("listen = %q", s.listen), 1)), 0o640)
 	return s
 }
 

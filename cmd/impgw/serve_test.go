@@ -165,17 +165,26 @@ func (l *live) curl(args ...string) (string, string) {
 	return s[i+1:], s[:max(i, 0)]
 }
 
-func (l *live) records() []*gateway.Record {
-	var out []*gateway.Record
-	// An allowed request's record follows its response by a moment.
-	time.Sleep(50 * time.Millisecond)
-	store.ReadJSONL(filepath.Join(l.root, "runs", "decisions.jsonl"), func(line []byte) error {
-		if r, err := gateway.ParseRecord(line); err == nil {
-			out = append(out, r)
+// records reads the decision log until done says it holds what the test
+// waits for: an allowed request's record follows its response by a moment.
+func (l *live) records(done func([]*gateway.Record) bool) []*gateway.Record {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var out []*gateway.Record
+		store.ReadJSONL(filepath.Join(l.root, "runs", "decisions.jsonl"), func(line []byte) error {
+			if r, err := gateway.ParseRecord(line); err == nil {
+				out = append(out, r)
+			}
+			return nil
+		})
+		if done(out) || time.Now().After(deadline) {
+			return out
 		}
-		return nil
-	})
-	return out
+	}
+}
+
+// atLeast waits for n records.
+func atLeast(n int) func([]*gateway.Record) bool {
+	return func(r []*gateway.Record) bool { return len(r) >= n }
 }
 
 func TestCurlThroughImpgw(t *testing.T) {
@@ -207,7 +216,7 @@ func TestCurlThroughImpgw(t *testing.T) {
 	if code != "403" || !strings.Contains(body, "deny") {
 		t.Fatalf("GET: %s %q", code, body)
 	}
-	recs := l.records()
+	recs := l.records(atLeast(3))
 	if len(recs) != 3 {
 		t.Fatalf("%d records, want 3", len(recs))
 	}
@@ -254,7 +263,9 @@ func TestCurlThroughImpgw(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "CONNECT tunnel failed, response 403") {
 		t.Fatalf("after a garbage policy: %v %s", err, out)
 	}
-	recs = l.records()
+	recs = l.records(func(r []*gateway.Record) bool {
+		return len(r) > 0 && strings.Contains(r[len(r)-1].Reason, "policy unusable")
+	})
 	if r := recs[len(recs)-1]; r.Verdict != "deny" || !strings.Contains(r.Reason, "policy unusable") {
 		t.Fatalf("after a garbage policy: record %+v", r)
 	}
@@ -287,7 +298,7 @@ func TestSSLCertFile(t *testing.T) {
 	if code, _ := l.curl(l.upstreamURL + "/"); code != "502" {
 		t.Fatalf("with the upstream's CA trusted nowhere: %s, want 502", code)
 	}
-	if r := l.records(); len(r) != 1 || !strings.Contains(r[0].Error, "certificate") {
+	if r := l.records(atLeast(1)); len(r) != 1 || !strings.Contains(r[0].Error, "certificate") {
 		t.Fatalf("records %+v", r)
 	}
 }
