@@ -1,7 +1,7 @@
 package tests
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -60,8 +60,7 @@ func newBoxYard(t testing.TB) *boxYard {
 	t.Cleanup(func() {
 		out, _ := exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "containers", "ls", "-q").Output()
 		for _, id := range strings.Fields(string(out)) {
-			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "tasks", "kill", "-s", "SIGKILL", id).Run()
-			time.Sleep(50 * time.Millisecond)
+			// rm -f kills a task still running and waits for it to go.
 			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "tasks", "rm", "-f", id).Run()
 			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "containers", "rm", id).Run()
 		}
@@ -252,8 +251,10 @@ func TestBoxRefusals(t *testing.T) {
 	}
 }
 
-// TestSupervisorKilled SIGKILLs impsup mid-run again and again: every task
-// still ends exactly once, none is lost, none runs twice at once.
+// TestSupervisorKilled SIGKILLs impsup mid-run 20 times: every task still
+// ends exactly once, none is lost, none runs twice at once, some box runs
+// through a kill and is adopted by the next supervisor, and a task may
+// fail only the way a kill makes it fail, with a box that never ran.
 func TestSupervisorKilled(t *testing.T) {
 	b := newBoxYard(t)
 	b.daemon(t, bin, "impgw", "serve")
@@ -262,24 +263,38 @@ func TestSupervisorKilled(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		ids = append(ids, b.add(t, "worker", fmt.Sprintf("job %d", i)))
 	}
-	kills := 0
+	const want = 20
+	var kills []time.Time
 	deadline := time.Now().Add(90 * time.Second)
-	for kills < 20 && time.Now().Before(deadline) {
+	for len(kills) < want && time.Now().Before(deadline) {
 		cmd := exec.Command(filepath.Join(bin, "impsup"), "run", "--rescan", "500ms")
 		cmd.Env = append(os.Environ(), b.env...)
-		stderr, _ := cmd.StderrPipe()
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		go func() {
-			sc := bufio.NewScanner(stderr)
-			for sc.Scan() {
-			}
-		}()
-		time.Sleep(time.Duration(200+kills*37%400) * time.Millisecond)
+		// A moment that moves through the supervisor's work from kill to
+		// kill: starting boxes, watching them, settling their tasks.
+		time.Sleep(time.Duration(200+len(kills)*37%400) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-		kills++
+		at := time.Now()
+		if err := cmd.Wait(); !signalled(err) {
+			t.Fatalf("impsup %d ended before the kill: %v\n%s", len(kills)+1, err, stderr.String())
+		}
+		kills = append(kills, at)
+	}
+	if len(kills) != want {
+		t.Fatalf("%d kills before the deadline, want %d", len(kills), want)
+	}
+	// killedDuring reports whether a kill landed between from and to.
+	killedDuring := func(from, to time.Time) bool {
+		for _, k := range kills {
+			if k.After(from) && k.Before(to) {
+				return true
+			}
+		}
+		return false
 	}
 	// A last supervisor that is left to finish.
 	for i := 0; i < 20; i++ {
@@ -295,18 +310,12 @@ func TestSupervisorKilled(t *testing.T) {
 			break
 		}
 	}
-	done := 0
+	done, spanned := 0, 0
 	for _, id := range ids {
 		task := b.task(t, id)
-		switch {
-		case task.State == state.Done:
-			done++
-		case task.State == state.Failed && (strings.Contains(task.Reason, "is gone") || strings.Contains(task.Reason, "never started") || strings.Contains(task.Reason, "did not start")):
-		default:
-			t.Errorf("task %s ended %s: %q", id, task.State, task.Reason)
-		}
 		if len(task.Runs) == 0 {
 			t.Errorf("task %s never ran", id)
+			continue
 		}
 		ends := 0
 		for _, h := range task.History {
@@ -317,24 +326,47 @@ func TestSupervisorKilled(t *testing.T) {
 		if ends != 1 {
 			t.Errorf("task %s ended %d times: %+v", id, ends, task.History)
 		}
-		// At most one run did the work; a run whose box never started or
-		// was lost may fail the task, with the reason.
+		// At most one run did the work.
 		started := 0
 		for _, r := range task.Runs {
 			log, _ := os.ReadFile(runrec.Path(b.y, r, "box.log"))
 			started += strings.Count(string(log), "start "+id)
+			if rec, err := runrec.Read(b.y, r); err == nil && rec.Started != nil && rec.Ended != nil && killedDuring(*rec.Started, *rec.Ended) {
+				spanned++
+			}
 		}
 		if started > 1 {
 			t.Errorf("task %s ran %d times", id, started)
 		}
-		if task.State == state.Done && started != 1 {
-			t.Errorf("task %s is done but its box ran %d times", id, started)
+		last, err := runrec.Read(b.y, task.Runs[len(task.Runs)-1])
+		if err != nil {
+			t.Errorf("task %s: %v", id, err)
+			continue
+		}
+		switch {
+		case task.State == state.Done:
+			done++
+			if started != 1 {
+				t.Errorf("task %s is done but its box ran %d times", id, started)
+			}
+		// A kill between making a box and starting it, or between
+		// recording a run and making its box: the next supervisor fails
+		// the task, and its box never ran.
+		case task.State == state.Failed && (strings.Contains(task.Reason, "never started: the supervisor stopped") || strings.Contains(task.Reason, "is gone: the supervisor restarted")):
+			if started != 0 || !killedDuring(last.Created, task.Updated) {
+				t.Errorf("task %s failed (%q) but its box ran %d times, or no kill came after its run was made", id, task.Reason, started)
+			}
+		default:
+			t.Errorf("task %s ended %s: %q", id, task.State, task.Reason)
 		}
 	}
 	if done < len(ids)/2 {
 		t.Errorf("only %d of %d tasks done", done, len(ids))
 	}
-	t.Logf("%d kills; %d of %d tasks done", kills, done, len(ids))
+	if spanned == 0 {
+		t.Errorf("no kill landed while a box ran")
+	}
+	t.Logf("%d kills; %d of %d tasks done; %d runs outlived a supervisor", len(kills), done, len(ids), spanned)
 }
 
 // TestBoxIdentity: two imps' boxes run at once, and every decision record

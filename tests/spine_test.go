@@ -8,7 +8,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -20,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/impyard/impyard/internal/approvaltest"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/state"
@@ -28,29 +26,27 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-// mailAPI stands in for an email API on loopback: it logs every request,
-// applies each Idempotency-Key once, and answers like a mail service.
+// mailAPI stands in for an email API on loopback: it logs every request
+// and answers like a mail service.
 type mailAPI struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	effects map[string]int // idempotency key -> times applied
-	seen    map[string]int // idempotency key -> times received
-	auth    []string
-	bodies  []string
+	srv    *httptest.Server
+	mu     sync.Mutex
+	seen   map[string]int // idempotency key -> times received
+	auth   []string
+	bodies []string
+	keys   []string // the Idempotency-Key of each request, as bodies
 }
 
 func newMailAPI(t testing.TB) *mailAPI {
-	m := &mailAPI{effects: map[string]int{}, seen: map[string]int{}}
+	m := &mailAPI{seen: map[string]int{}}
 	m.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		key := r.Header.Get("Idempotency-Key")
 		m.mu.Lock()
 		m.seen[key]++
-		if m.effects[key] == 0 || key == "" {
-			m.effects[key]++
-		}
 		m.auth = append(m.auth, r.Header.Get("Authorization"))
 		m.bodies = append(m.bodies, string(b))
+		m.keys = append(m.keys, key)
 		m.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"msg-%s"}`, key)
@@ -75,18 +71,9 @@ type spine struct {
 
 const secret = "re_live_5ecret_never_in_a_box"
 
-func freePort(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func newSpine(t testing.TB, idempotent bool, binDir string) *spine {
 	t.Helper()
-	s := &spine{y: newYard(t), home: t.TempDir(), mail: newMailAPI(t), listen: freePort(t), bin: binDir}
+	s := &spine{y: newYard(t), home: t.TempDir(), mail: newMailAPI(t), listen: "127.0.0.1:0", bin: binDir}
 	s.env = []string{"IMPYARD_ROOT=" + s.y.Root, "IMPYARD_HOME=" + s.home, "USER=alice"}
 	os.MkdirAll(filepath.Join(s.home, "secrets"), 0o700)
 	os.WriteFile(filepath.Join(s.home, "secrets", "resend"), []byte(secret+"\n"), 0o600)
@@ -119,19 +106,9 @@ kind = "egress-grant"
 	if out, err := s.run(t, "impgw", "ca", "init"); err != nil {
 		t.Fatalf("ca init: %v %s", err, out)
 	}
-	s.daemon(t, bin, "impgw", "serve", "--listen", s.listen)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get("http://" + s.listen + "/v1/health")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("impgw did not answer: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	s.listen = s.serveGateway(t)
+	org, _ := os.ReadFile(s.y.Path("org.toml"))
+	os.WriteFile(s.y.Path("org.toml"), []byte(strings.Replace(string(org), `listen = "127.0.0.1:0"`, fmt.Sprintf("listen = %q", s.listen), 1)), 0o640)
 	return s
 }
 
@@ -377,13 +354,23 @@ func auditCounts(t *testing.T, y *yard.Yard) map[string]map[int]int {
 }
 
 // TestExecutorCrashPoints kills impexec at each named crash point many
-// times, restarts it, and checks at most one effect per gate, a terminal
-// state (or outcome unknown) for every gate, and exactly one audit record
-// per transition.
+// times, restarts it, and checks every request the upstream received: each
+// gate sent under its own id as the Idempotency-Key, as many times as the
+// point allows (an idempotent executor resends what it may have sent, a
+// non-idempotent one never sends a gate twice), a terminal state (or
+// outcome unknown) for every gate, and exactly one audit record per
+// transition.
 func TestExecutorCrashPoints(t *testing.T) {
 	rounds := 50
 	if testing.Short() {
 		rounds = 5
+	}
+	// Requests per gate that reach the upstream when impexec dies at the
+	// point and a second impexec takes the gate up. mid-audit-append is
+	// the first audit record, the move to executing.
+	sends := map[bool]map[string]int{
+		true:  {"after-mark-executing": 1, "after-send": 2, "before-mark-executed": 2, "mid-audit-append": 1},
+		false: {"after-mark-executing": 0, "after-send": 1, "before-mark-executed": 1, "mid-audit-append": 0},
 	}
 	for _, idem := range []bool{true, false} {
 		t.Run(fmt.Sprintf("idempotent=%v", idem), func(t *testing.T) {
@@ -393,14 +380,20 @@ func TestExecutorCrashPoints(t *testing.T) {
 				n = rounds / 5
 			}
 			var gates []string
+			pointOf := map[string]string{} // gate -> crash point
+			gateOf := map[string]string{}  // "point n" in the payload -> gate
 			for _, point := range []string{"after-mark-executing", "after-send", "before-mark-executed", "mid-audit-append"} {
 				for i := 0; i < n; i++ {
 					g, err := gate.File(s.y, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(fmt.Sprintf(`{"to":["x@elsewhere.com"],"n":%d,"p":%q}`, i, point)), By: "yuko", Actor: "test"})
 					if err != nil {
 						t.Fatal(err)
 					}
-					approvaltest.Approve(t, s.y, s.home, g.ID)
+					if out, err := s.run(t, "impgate", "approve", g.ID); err != nil {
+						t.Fatalf("approve: %v %s", err, out)
+					}
 					gates = append(gates, g.ID)
+					pointOf[g.ID] = point
+					gateOf[fmt.Sprintf("%s %d", point, i)] = g.ID
 					cmd := exec.Command(filepath.Join(crashBin, "impexec"), "once", g.ID)
 					cmd.Env = append(os.Environ(), append(s.env, "IMPYARD_CRASH="+point)...)
 					out, err := cmd.CombinedOutput()
@@ -421,13 +414,32 @@ func TestExecutorCrashPoints(t *testing.T) {
 					}
 				}
 			}
+			// Every request the upstream received, attributed to its gate by
+			// the payload it carried, not by the key it was sent under.
+			got := map[string]int{}
 			s.mail.mu.Lock()
-			for _, gid := range gates {
-				if s.mail.effects[gid] > 1 {
-					t.Errorf("gate %s took effect %d times", gid, s.mail.effects[gid])
+			for i, body := range s.mail.bodies {
+				var p struct {
+					N int    `json:"n"`
+					P string `json:"p"`
+				}
+				json.Unmarshal([]byte(body), &p)
+				gid := gateOf[fmt.Sprintf("%s %d", p.P, p.N)]
+				if gid == "" {
+					t.Errorf("the upstream received a request of no gate: %s", body)
+					continue
+				}
+				got[gid]++
+				if s.mail.keys[i] != gid {
+					t.Errorf("gate %s was sent under Idempotency-Key %q, not its id", gid, s.mail.keys[i])
 				}
 			}
 			s.mail.mu.Unlock()
+			for _, gid := range gates {
+				if want := sends[idem][pointOf[gid]]; got[gid] != want {
+					t.Errorf("gate %s (killed at %s) reached the upstream %d times, want %d", gid, pointOf[gid], got[gid], want)
+				}
+			}
 			counts := auditCounts(t, s.y)
 			for _, gid := range gates {
 				g, _ := gate.Get(s.y, gid)

@@ -178,11 +178,20 @@ func (l *live) curl(args ...string) (string, string) {
 	return s[i+1:], s[:max(i, 0)]
 }
 
-func (l *live) records() []*gateway.Record {
-	// An allowed request's record follows its response by a moment.
-	time.Sleep(50 * time.Millisecond)
-	out, _, _ := gateway.ReadRecords(filepath.Join(l.root, "runs", "decisions.jsonl"))
-	return out
+// records reads the decision log until done says it holds what the test
+// waits for: an allowed request's record follows its response by a moment.
+func (l *live) records(done func([]*gateway.Record) bool) []*gateway.Record {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		out, _, _ := gateway.ReadRecords(filepath.Join(l.root, "runs", "decisions.jsonl"))
+		if done(out) || time.Now().After(deadline) {
+			return out
+		}
+	}
+}
+
+// atLeast waits for n records.
+func atLeast(n int) func([]*gateway.Record) bool {
+	return func(r []*gateway.Record) bool { return len(r) >= n }
 }
 
 func TestCurlThroughImpgw(t *testing.T) {
@@ -214,7 +223,7 @@ func TestCurlThroughImpgw(t *testing.T) {
 	if code != "403" || !strings.Contains(body, "deny") {
 		t.Fatalf("GET: %s %q", code, body)
 	}
-	recs := l.records()
+	recs := l.records(atLeast(3))
 	if len(recs) != 3 {
 		t.Fatalf("%d records, want 3", len(recs))
 	}
@@ -261,7 +270,9 @@ func TestCurlThroughImpgw(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "CONNECT tunnel failed, response 403") {
 		t.Fatalf("after a garbage policy: %v %s", err, out)
 	}
-	recs = l.records()
+	recs = l.records(func(r []*gateway.Record) bool {
+		return len(r) > 0 && strings.Contains(r[len(r)-1].Reason, "policy unusable")
+	})
 	if r := recs[len(recs)-1]; r.Verdict != "deny" || !strings.Contains(r.Reason, "policy unusable") {
 		t.Fatalf("after a garbage policy: record %+v", r)
 	}
@@ -294,7 +305,7 @@ func TestSSLCertFile(t *testing.T) {
 	if code, _ := l.curl(l.upstreamURL + "/"); code != "502" {
 		t.Fatalf("with the upstream's CA trusted nowhere: %s, want 502", code)
 	}
-	if r := l.records(); len(r) != 1 || !strings.Contains(r[0].Error, "certificate") {
+	if r := l.records(atLeast(1)); len(r) != 1 || !strings.Contains(r[0].Error, "certificate") {
 		t.Fatalf("records %+v", r)
 	}
 }
@@ -323,7 +334,7 @@ func TestErrorsHideHostPaths(t *testing.T) {
 		t.Fatalf("missing secret: %s %q", code, body)
 	}
 	hidden("missing secret", body)
-	recs := l.records()
+	recs := l.records(atLeast(1))
 	if len(recs) != 1 || !strings.Contains(recs[0].Reason, filepath.Join(l.home, "secrets")) {
 		t.Fatalf("the record lost the detail: %+v", recs)
 	}

@@ -1,8 +1,9 @@
 // Package boxtest is the harness box tests share: one private containerd
 // (scripts/containerd-dev) and one busybox rootfs (scripts/mkrootfs) with
 // the Go programs a test binary needs, made on first use and torn down
-// once. On a host that cannot run boxes (not root, no containerd) tests
-// skip with the reason instead of failing.
+// once. Tests skip, saying why, only on a host that cannot run boxes at
+// all (not root, or containerd or runc not installed); on one that can, a
+// containerd that does not start fails them.
 package boxtest
 
 import (
@@ -38,7 +39,7 @@ type Env struct {
 }
 
 // Need makes the harness once, then skips tb when this host cannot run
-// boxes or fails it when the harness broke.
+// boxes at all or fails it when the harness broke.
 func (e *Env) Need(tb testing.TB) {
 	tb.Helper()
 	e.once.Do(e.start)
@@ -55,6 +56,12 @@ func (e *Env) start() {
 		e.skip = "box tests need root: containerd, runc, mounts and network namespaces"
 		return
 	}
+	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr"} {
+		if _, err := exec.LookPath(b); err != nil {
+			e.skip = fmt.Sprintf("box tests need %s, which is not installed (apt-get install containerd runc)", b)
+			return
+		}
+	}
 	if e.Dir, e.err = os.MkdirTemp("", "impyard-box-"); e.err != nil {
 		return
 	}
@@ -68,7 +75,7 @@ func (e *Env) start() {
 		if errors.As(err, &ee) {
 			stderr = string(ee.Stderr)
 		}
-		e.skip = fmt.Sprintf("containerd could not be started with scripts/containerd-dev: %v\n%s", err, stderr)
+		e.err = fmt.Errorf("containerd could not be started with scripts/containerd-dev: %v\n%s", err, stderr)
 		return
 	}
 	e.Sock = strings.TrimSpace(string(out))

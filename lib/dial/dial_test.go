@@ -144,10 +144,11 @@ func TestStaleConnectionIsRetriedOnce(t *testing.T) {
 	u := NewUpstream(s.roots, opts())
 	defer u.Close()
 	s.get(t, u, "api.test", "POST", "one")
-	// The server drops its idle connections, as servers do.
+	// The server drops its idle connections, as servers do; the pooled
+	// connection fails on its next use whether the close has reached the
+	// client yet (EOF) or not (reset).
 	s.Config.SetKeepAlivesEnabled(false)
 	s.CloseClientConnections()
-	time.Sleep(50 * time.Millisecond)
 	s.Config.SetKeepAlivesEnabled(true)
 	if _, body := s.get(t, u, "api.test", "POST", "two"); body != "two" {
 		t.Fatalf("retried body %q", body)
@@ -209,11 +210,14 @@ func TestResponsesRelayed(t *testing.T) {
 func TestResponseHeaderTimeout(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer ln.Close()
+	// The server reads the request and never answers while the test runs.
+	hold := make(chan struct{})
+	defer close(hold)
 	go func() {
 		c, err := ln.Accept()
 		if err == nil {
 			bufio.NewReader(c).ReadString('\n')
-			time.Sleep(2 * time.Second)
+			<-hold
 			c.Close()
 		}
 	}()

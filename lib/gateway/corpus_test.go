@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -26,6 +27,7 @@ const corpusPolicy = `{"schema": "impyard.policy/1", "redact": ["X-Session-Secre
    "network": ["127.0.0.0/8", "0.0.0.0/32", "::/128"]}, "verdict": "tunnel"},
   {"name": "loop-test", "match": {"host": ["loop.test", "*.loop.test", "127.0.0.1", "127.0.0.2", "0.0.0.0", "::", "::1"], "port": {{GWPORT}},
    "network": ["127.0.0.0/8", "0.0.0.0/32", "::/128", "::1/128"]}, "verdict": "allow"},
+  {"name": "open-tunnel", "match": {"host": "open.tunnel.test", "network": "127.0.0.0/8"}, "verdict": "tunnel"},
   {"name": "tunnels", "match": {"host": "*.tunnel.test"}, "verdict": "tunnel"},
   {"name": "any-http-get", "match": {"protocol": "http", "host": "*", "method": "GET"}, "verdict": "allow"},
   {"name": "example-https-get", "match": {"protocol": "https", "host": ["*.example", "93.184.216.34"], "method": "GET"}, "verdict": "allow"}
@@ -174,22 +176,7 @@ func TestHostileCorpus(t *testing.T) {
 	var plain, secure seen
 	_, sinkPort := newPlainUpstream(t, plain.handler("ok"))
 	tlsSink := newTLSUpstream(t, secure.handler("ok"))
-	var tcpHits int64
-	tcpSink, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tcpSink.Close()
-	go func() {
-		for {
-			c, err := tcpSink.Accept()
-			if err != nil {
-				return
-			}
-			tcpHits++
-			c.Close()
-		}
-	}()
+	tcpSink := newTCPSink(t)
 	h := startGateway(t, strings.ReplaceAll(corpusPolicy, "{{GWPORT}}", "1"), func(c *Config) {
 		c.UpstreamCA = tlsSink.bundle
 		c.Limits.MaxHeaderBytes = 8192
@@ -207,6 +194,7 @@ func TestHostileCorpus(t *testing.T) {
 		"nat64.example": {"64:ff9b::a00:1"}, "ula.example": {"fd12:3456::1"}, "mixed.example": {"10.0.0.1", "192.168.0.1", "127.0.0.1"},
 		"unspec.example": {"0.0.0.0"}, "zero.loop.test": {"0.0.0.0"}, "six.loop.test": {"::"}, "v6.loop.test": {"::1"},
 		"two.loop.test": {"127.0.0.2"}, "tunnel.loop.test": {"0.0.0.0"}, "rebind.tunnel.test": {"127.0.0.1"}, "private.tunnel.test": {"10.0.0.9"},
+		"open.tunnel.test": {"127.0.0.1"},
 	} {
 		h.resolve(name, addrs...)
 	}
@@ -224,12 +212,25 @@ func TestHostileCorpus(t *testing.T) {
 		t.Fatalf("control MCP request: %d", resp.StatusCode)
 	}
 	c.CloseIdleConnections()
-	h.waitRecords(3)
+	// A raw tunnel the policy allows reaches the TCP sink.
+	tc, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(tc, "CONNECT open.tunnel.test:%d HTTP/1.1\r\nHost: open.tunnel.test:%d\r\n\r\n", tcpSink.port, tcpSink.port)
+	if resp, err := http.ReadResponse(bufio.NewReader(tc), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("control tunnel: %v %v", resp, err)
+	}
+	tc.Close()
+	if n := tcpSink.hits(t); n != 1 {
+		t.Fatalf("the control tunnel reached the TCP sink %d times, want once", n)
+	}
+	h.waitRecords(4)
 	plain.n.Store(0)
 	secure.n.Store(0)
 
 	entries := parseCorpus(t, map[string]string{
-		"SINK": strconv.Itoa(sinkPort), "TLS": strconv.Itoa(tlsSink.port), "GW": h.addr, "GWPORT": gwPort,
+		"SINK": strconv.Itoa(sinkPort), "TLS": strconv.Itoa(tlsSink.port), "TCP": strconv.Itoa(tcpSink.port), "GW": h.addr, "GWPORT": gwPort,
 	})
 	if len(entries) < 100 {
 		t.Fatalf("the corpus has %d entries, want at least 100", len(entries))
@@ -270,12 +271,72 @@ func TestHostileCorpus(t *testing.T) {
 			}
 		})
 	}
-	if n := plain.n.Load() + secure.n.Load() + tcpHits; n != 0 {
+	if n := plain.n.Load() + secure.n.Load(); n != 0 {
 		t.Fatalf("fake upstreams saw %d requests from the corpus", n)
 	}
 	if raw, _ := os.ReadFile(h.decisions); strings.Contains(string(raw), "hunter2") {
 		t.Fatal("a credential from the corpus is in the decision log")
 	}
+	if n := tcpSink.hits(t); n != 1 {
+		t.Fatalf("the TCP sink saw %d connections from the corpus", n-1)
+	}
+}
+
+// tcpSink is a raw TCP upstream for tunnels: it logs the peer of every
+// connection it accepts and closes it.
+type tcpSink struct {
+	ln    net.Listener
+	port  int
+	mu    sync.Mutex
+	peers []string
+}
+
+func newTCPSink(t *testing.T) *tcpSink {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &tcpSink{ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.peers = append(s.peers, c.RemoteAddr().String())
+			s.mu.Unlock()
+			c.Close()
+		}
+	}()
+	return s
+}
+
+// hits returns how many connections the sink accepted. Connections are
+// accepted in the order they arrive, so once one the test makes itself
+// is accepted, every earlier one is counted; that one is not.
+func (s *tcpSink) hits(t *testing.T) int {
+	c, err := net.Dial("tcp", s.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	me := c.LocalAddr().String()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		for i, p := range s.peers {
+			if p == me {
+				s.peers = append(s.peers[:i], s.peers[i+1:]...)
+				n := len(s.peers)
+				s.mu.Unlock()
+				return n
+			}
+		}
+		s.mu.Unlock()
+	}
+	t.Fatal("the TCP sink did not accept the test's own connection")
+	return 0
 }
 
 // runEntry sends one corpus entry and returns the status the gateway

@@ -254,8 +254,10 @@ func (g *Gateway) accept(ctx context.Context, ln net.Listener, track func(c net.
 			g.wg.Add(1)
 			go func() {
 				defer g.wg.Done()
-				defer func() { <-slots }()
+				// The slot is free before the connection leaves the
+				// tracked set, so the set never counts one that holds none.
 				defer g.untrack(c)
+				defer func() { <-slots }()
 				if track != nil {
 					defer track(c, false)
 				}

@@ -123,6 +123,21 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// waitSlots waits until the gateway serves n client connections.
+func (h *harness) waitSlots(n int) {
+	h.t.Helper()
+	serving := func() int {
+		h.g.mu.Lock()
+		defer h.g.mu.Unlock()
+		return len(h.g.conns)
+	}
+	for deadline := time.Now().Add(5 * time.Second); serving() != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the gateway serves %d connections, want %d", serving(), n)
+		}
+	}
+}
+
 func TestConnectionCap(t *testing.T) {
 	h := startGateway(t, policy(), func(c *Config) { c.Limits.MaxConns = 2 })
 	var held []net.Conn
@@ -135,7 +150,7 @@ func TestConnectionCap(t *testing.T) {
 		held = append(held, c)
 	}
 	// The two held connections occupy both slots once accepted.
-	time.Sleep(100 * time.Millisecond)
+	h.waitSlots(2)
 	got := h.raw("GET http://x.test/ HTTP/1.1\r\nHost: x.test\r\n\r\n", 3*time.Second)
 	if !strings.HasPrefix(got, "HTTP/1.1 503 ") {
 		t.Fatalf("over the cap: %q", got)
@@ -144,7 +159,7 @@ func TestConnectionCap(t *testing.T) {
 		t.Fatalf("record %+v", r)
 	}
 	held[0].Close()
-	time.Sleep(100 * time.Millisecond)
+	h.waitSlots(1)
 	if got := h.raw("GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 3*time.Second); !strings.HasPrefix(got, "HTTP/1.1 200 ") {
 		t.Fatalf("after a slot freed: %q", got)
 	}

@@ -226,7 +226,6 @@ func WriteAtomic(path string, data []byte, tmpDir string) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	crash.Point("after-rename")
-	crash.Point("before-dir-fsync")
 	return syncDir(filepath.Dir(path))
 }
 

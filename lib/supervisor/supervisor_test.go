@@ -138,10 +138,14 @@ func TestSettleAndContinue(t *testing.T) {
 // journal's tail.
 func TestBrief(t *testing.T) {
 	s, _ := newSup(t)
+	// A clock that moves at every reading orders the resolutions and the
+	// last run, whatever the resolution of the host's clock.
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	defer func(now func() time.Time) { state.Now = now }(state.Now)
+	state.Now = func() time.Time { clock = clock.Add(time.Millisecond); return clock }
 	old, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"old":1}`), By: "yuko", Actor: "test"})
 	gate.Move(s.Yard, old.ID, gate.Change{To: state.Denied, By: "alice"})
-	s.lastRun("yuko", time.Now())
-	time.Sleep(10 * time.Millisecond)
+	s.lastRun("yuko", state.Now())
 	open, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"n":1}`), By: "yuko", Actor: "test"})
 	fresh, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"n":2}`), By: "yuko", Actor: "test"})
 	gate.Move(s.Yard, fresh.ID, gate.Change{To: state.Denied, By: "alice"})
