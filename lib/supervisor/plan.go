@@ -29,9 +29,11 @@ type Step struct {
 
 // Plan decides which waiting tasks start now, in order: tasks whose
 // not-before time is later than now wait; within an imp the oldest goes
-// first; imps take turns, one task each per round, in name order; a task
-// starts only while the running tasks leave room under the global limit
-// and under its imp's. It reads nothing and changes nothing: the
+// first; imps take turns: the next slot goes to the imp with the fewest
+// boxes running (counting those the plan starts), in name order among
+// equals, so an imp that frees a slot does not take it back from one
+// that waits; a task starts only while the running tasks leave room under
+// the global limit and under its imp's. It reads nothing and changes nothing: the
 // dispatcher starts what it returns.
 func Plan(waiting, running []*queue.Task, lim Limits, now time.Time) []Step {
 	perImp := map[string]int{}
@@ -52,30 +54,41 @@ func Plan(waiting, running []*queue.Task, lim Limits, now time.Time) []Step {
 	}
 	sort.Strings(imps)
 	var steps []Step
-	for progress := true; progress && total < lim.Global; {
-		progress = false
-		for _, imp := range imps {
-			if total >= lim.Global || len(byImp[imp]) == 0 {
-				continue
-			}
-			t := byImp[imp][0]
-			if why, broken := lim.Broken[imp]; broken {
-				byImp[imp] = byImp[imp][1:]
-				steps = append(steps, Step{Task: t, Fail: why})
-				progress = true
-				continue
-			}
-			if perImp[imp] >= max(lim.PerImp[imp], 1) {
-				continue
-			}
-			byImp[imp] = byImp[imp][1:]
-			steps = append(steps, Step{Task: t})
-			total++
-			perImp[imp]++
-			progress = true
+	for total < lim.Global {
+		imp := next(imps, byImp, perImp, lim)
+		if imp == "" {
+			break
 		}
+		t := byImp[imp][0]
+		byImp[imp] = byImp[imp][1:]
+		if why, broken := lim.Broken[imp]; broken {
+			steps = append(steps, Step{Task: t, Fail: why})
+			continue
+		}
+		steps = append(steps, Step{Task: t})
+		total++
+		perImp[imp]++
 	}
 	return steps
+}
+
+// next is the imp whose turn it is: of those with a task due and room
+// under their own limit, the one with the fewest boxes running, the first
+// in name order among equals; "" when none may start one.
+func next(imps []string, byImp map[string][]*queue.Task, perImp map[string]int, lim Limits) string {
+	best := ""
+	for _, imp := range imps {
+		if len(byImp[imp]) == 0 {
+			continue
+		}
+		if _, broken := lim.Broken[imp]; !broken && perImp[imp] >= max(lim.PerImp[imp], 1) {
+			continue
+		}
+		if best == "" || perImp[imp] < perImp[best] {
+			best = imp
+		}
+	}
+	return best
 }
 
 // oldestFirst sorts a copy of tasks by id, which is creation order.

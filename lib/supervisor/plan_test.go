@@ -50,6 +50,22 @@ func TestPlan(t *testing.T) {
 			want:    "t-03 t-02 t-01",
 		},
 		{
+			// An imp under its own limit used to take back every slot it
+			// freed, and the imp after it in name order never ran.
+			name:    "a freed slot goes to the imp with fewer boxes",
+			waiting: []*queue.Task{tk("t-01", "a"), tk("t-02", "a"), tk("t-03", "b")},
+			running: []*queue.Task{tk("t-00", "a")},
+			lim:     Limits{Global: 2, PerImp: map[string]int{"a": 2, "b": 1}},
+			want:    "t-03",
+		},
+		{
+			name:    "turns by boxes running, then name",
+			waiting: []*queue.Task{tk("t-01", "a"), tk("t-02", "a"), tk("t-03", "b"), tk("t-04", "b"), tk("t-05", "c")},
+			running: []*queue.Task{tk("t-00", "a"), tk("t-09", "c")},
+			lim:     Limits{Global: 6, PerImp: both},
+			want:    "t-03 t-01 t-04 t-05",
+		},
+		{
 			name:    "per-imp limit",
 			waiting: []*queue.Task{tk("t-01", "a"), tk("t-02", "a"), tk("t-03", "a")},
 			lim:     Limits{Global: 10, PerImp: map[string]int{"a": 2}},
@@ -60,7 +76,7 @@ func TestPlan(t *testing.T) {
 			waiting: []*queue.Task{tk("t-01", "a"), tk("t-02", "a"), tk("t-03", "b")},
 			running: []*queue.Task{tk("t-00", "a")},
 			lim:     Limits{Global: 10, PerImp: map[string]int{"a": 2}},
-			want:    "t-01 t-03",
+			want:    "t-03 t-01",
 		},
 		{
 			name:    "an imp without a limit runs one box",
@@ -110,7 +126,7 @@ func TestPlan(t *testing.T) {
 			name:    "an imp with no configuration has its tasks failed without a slot",
 			waiting: []*queue.Task{tk("t-01", "a"), tk("t-02", "b"), tk("t-03", "b"), tk("t-04", "a")},
 			lim:     Limits{Global: 2, PerImp: both, Broken: map[string]string{"b": "no imps/b/imp.toml"}},
-			want:    "t-01 !t-02 t-04",
+			want:    "t-01 !t-02 !t-03 t-04",
 		},
 		{
 			name:    "a full yard fails nothing",
