@@ -1,11 +1,17 @@
 package supervisor
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
 )
 
 // tk is a task of imp; ids sort by creation, so "t-01" is older than "t-02".
@@ -129,6 +135,13 @@ func TestPlan(t *testing.T) {
 			want:    "t-01 !t-02 !t-03 t-04",
 		},
 		{
+			name:    "an imp whose configuration broke while its box runs",
+			waiting: []*queue.Task{tk("t-01", "b"), tk("t-02", "b")},
+			running: []*queue.Task{tk("t-00", "b")},
+			lim:     Limits{Global: 2, Broken: map[string]string{"b": "imps/b/imp.toml: bad"}},
+			want:    "!t-01 !t-02",
+		},
+		{
 			name:    "a full yard fails nothing",
 			waiting: []*queue.Task{tk("t-02", "b")},
 			running: []*queue.Task{tk("t-00", "a")},
@@ -156,5 +169,36 @@ func TestPlanLeavesItsInputs(t *testing.T) {
 	Plan(waiting, nil, Limits{Global: 2, PerImp: map[string]int{"a": 2}}, time.Now())
 	if waiting[0].ID != "t-02" || waiting[1].ID != "t-01" {
 		t.Errorf("waiting reordered: %s %s", waiting[0].ID, waiting[1].ID)
+	}
+}
+
+// TestDispatchStartsWhatThePlanSays: dispatch fails the tasks of an imp
+// with no configuration without a slot, and a task that fails for a reason
+// of its own frees its slot for the next in turn, whose start then meets
+// the infrastructure (no gateway CA here), which ends the pass and leaves
+// it waiting.
+func TestDispatchStartsWhatThePlanSays(t *testing.T) {
+	s, _ := newSup(t)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer gw.Close()
+	writeImp(t, s.Yard, "yuko", "rootfs = \"/\"\ncommand = [\"x\"]\n")
+	ghost1, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "ghost", Text: "one", By: "alice", Actor: "test"})
+	ghost2, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "ghost", Text: "two", By: "alice", Actor: "test"})
+	norepo, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "yuko", Kind: queue.Code, Text: "code without a repository", By: "alice", Actor: "test"})
+	next, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "yuko", Text: "digest", By: "alice", Actor: "test"})
+	org := &config.Org{}
+	org.Supervisor.Concurrency = 1
+	org.Gateway.Listen = strings.TrimPrefix(gw.URL, "http://")
+	n, err := s.dispatch(context.Background(), org)
+	if n != 0 || err == nil || !strings.Contains(err.Error(), filepath.Join(s.Home, "ca", "ca.crt")) {
+		t.Fatalf("dispatch: %d started, %v; want the missing CA", n, err)
+	}
+	for id, want := range map[string]string{ghost1: state.Failed, ghost2: state.Failed, norepo: state.Failed, next: state.Waiting} {
+		if task, _ := queue.Get(s.Yard, id); task.State != want {
+			t.Errorf("task %s (%s) is %s (%s), want %s", id, task.Text, task.State, task.Reason, want)
+		}
+	}
+	if task, _ := queue.Get(s.Yard, ghost1); !strings.Contains(task.Reason, "ghost") {
+		t.Errorf("an imp with no configuration: %q", task.Reason)
 	}
 }
