@@ -12,6 +12,9 @@
 //     that still runs, takes the exit of every box that ended meanwhile,
 //     fails (with the reason) a running task whose box is gone, and
 //     removes containers no task owns.
+//   - Every decided gate and every mailbox message reaches exactly one
+//     box's brief: a brief is recorded as told only once its box started
+//     (see Brief).
 //   - Infrastructure trouble (containerd or the gateway down) leaves
 //     tasks waiting; only a task's own trouble (its imp's configuration)
 //     fails it.
