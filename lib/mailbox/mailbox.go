@@ -1,6 +1,8 @@
 // Package mailbox holds the owner's messages to an imp:
-// mailbox/<imp>/<msg-id>.json. A message waits until the imp's next run,
-// whose briefing carries it; then it is marked delivered to that run, once.
+// mailbox/<imp>/<msg-id>.json. A message waits until a brief carries it to
+// a box that starts; only then is it marked delivered to that run, and a
+// message delivered to a run is never marked delivered to another, so a
+// box that fails to start leaves its messages for the next brief.
 // Messages are content for the imp to read, never commands to the system.
 package mailbox
 
@@ -59,10 +61,9 @@ func Send(y *yard.Yard, imp, from, text string) (string, error) {
 	return m.ID, d.Update(func(tx *store.Tx) error { return tx.Write(m.ID+".json", b) })
 }
 
-// Deliver returns imp's undelivered messages, oldest first, and marks
-// them delivered to runID in the same transaction: a message reaches
-// exactly one run.
-func Deliver(y *yard.Yard, imp, runID string) ([]Message, error) {
+// Undelivered returns imp's messages not yet delivered to any run, oldest
+// first. It marks nothing: see MarkDelivered.
+func Undelivered(y *yard.Yard, imp string) ([]Message, error) {
 	d, err := dir(y, imp)
 	if err != nil {
 		return nil, err
@@ -73,35 +74,77 @@ func Deliver(y *yard.Yard, imp, runID string) ([]Message, error) {
 		if err != nil {
 			return err
 		}
-		now := time.Now().UTC()
 		for _, e := range entries {
-			name, ok := strings.CutSuffix(e.Name(), ".json")
-			if !ok || id.Check(id.Message, name) != nil {
+			msgID, ok := strings.CutSuffix(e.Name(), ".json")
+			if !ok || id.Check(id.Message, msgID) != nil {
 				continue
 			}
-			b, err := tx.Read(e.Name())
+			m, err := read(tx, msgID)
 			if err != nil {
 				return err
 			}
-			var m Message
-			if err := store.Decode(tx.Path(e.Name()), b, "message", 1, &m); err != nil {
+			if m.DeliveredTo == "" {
+				out = append(out, *m)
+			}
+		}
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, err
+}
+
+// MarkDelivered records that the box of runID got the messages ids, in one
+// transaction. A message already delivered, to this run or another, keeps
+// its first delivery; one removed meanwhile is skipped.
+func MarkDelivered(y *yard.Yard, imp, runID string, ids []string) error {
+	if err := id.Check(id.Run, runID); err != nil {
+		return err
+	}
+	d, err := dir(y, imp)
+	if err != nil {
+		return err
+	}
+	return d.Update(func(tx *store.Tx) error {
+		now := time.Now().UTC()
+		for _, msgID := range ids {
+			if err := id.Check(id.Message, msgID); err != nil {
+				return err
+			}
+			m, err := read(tx, msgID)
+			if store.IsNotExist(err) {
+				continue
+			}
+			if err != nil {
 				return err
 			}
 			if m.DeliveredTo != "" {
 				continue
 			}
 			m.DeliveredTo, m.Delivered = runID, &now
-			nb, err := store.Encode(m)
+			b, err := store.Encode(m)
 			if err != nil {
 				return err
 			}
-			if err := tx.Write(e.Name(), nb); err != nil {
+			if err := tx.Write(msgID+".json", b); err != nil {
 				return err
 			}
-			out = append(out, m)
 		}
 		return nil
 	})
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, err
+}
+
+func read(tx *store.Tx, msgID string) (*Message, error) {
+	name := msgID + ".json"
+	b, err := tx.Read(name)
+	if err != nil {
+		return nil, err
+	}
+	var m Message
+	if err := store.Decode(tx.Path(name), b, "message", 1, &m); err != nil {
+		return nil, err
+	}
+	if m.ID != msgID {
+		return nil, fmt.Errorf("%s: id %q does not match its file name", tx.Path(name), m.ID)
+	}
+	return &m, nil
 }

@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -17,6 +19,12 @@ import (
 const JournalSlice = 50
 
 // Brief is brief.json: everything a fresh box knows of its imp's past.
+//
+// Every decided gate and every message reaches exactly one box: a brief
+// carries the imp's decided gates no earlier box was told of and its
+// undelivered messages, and only once the box runs does delivered record
+// them as told to its run. A box that fails to start tells nobody, so its
+// brief's news waits for the next.
 type Brief struct {
 	Schema    string            `json:"schema"`
 	Run       string            `json:"run"`
@@ -28,20 +36,26 @@ type Brief struct {
 	Journal   []json.RawMessage `json:"journal"`
 }
 
-// writeBrief writes runs/<run-id>/brief.json, readable by the box's user,
-// and marks the mailbox messages it carries delivered.
+// Kind and major of brief.json.
+const (
+	briefKind  = "brief"
+	briefMajor = 1
+)
+
+// writeBrief writes runs/<run-id>/brief.json, readable by the box's user.
+// It marks nothing: see delivered.
 func (s *Supervisor) writeBrief(t *queue.Task, runID string) (string, error) {
-	b := Brief{Schema: store.Schema("brief", 1), Run: runID, Task: t, Open: []*gate.Gate{}, Resolved: []*gate.Gate{}, Journal: []json.RawMessage{}}
+	b := Brief{Schema: store.Schema(briefKind, briefMajor), Run: runID, Task: t, Open: []*gate.Gate{}, Resolved: []*gate.Gate{}, Journal: []json.RawMessage{}}
 	if t.Continues != "" {
 		b.Continues, _ = queue.Get(s.Yard, t.Continues)
 	}
-	since := s.lastRunTime(t.Imp)
+	told := s.toldGates(t.Imp)
 	gates, _ := gate.List(s.Yard, gate.Filter{All: true, Imp: t.Imp})
 	for _, g := range gates {
 		switch {
 		case !state.GateMachine.Terminal(g.State):
 			b.Open = append(b.Open, g)
-		case g.Updated.After(since):
+		case !told.has(g):
 			b.Resolved = append(b.Resolved, g)
 		}
 	}
@@ -59,7 +73,7 @@ func (s *Supervisor) writeBrief(t *queue.Task, runID string) (string, error) {
 	for i := len(lines) - 1; i >= 0; i-- {
 		b.Journal = append(b.Journal, lines[i])
 	}
-	if b.Mailbox, err = mailbox.Deliver(s.Yard, t.Imp, runID); err != nil {
+	if b.Mailbox, err = mailbox.Undelivered(s.Yard, t.Imp); err != nil {
 		return "", err
 	}
 	if b.Mailbox == nil {
@@ -81,9 +95,152 @@ func (s *Supervisor) writeBrief(t *queue.Task, runID string) (string, error) {
 	return p, os.Chmod(p, 0o644)
 }
 
-// lastRunTime is when the imp's last run ended; the zero time (every
-// resolved gate is news) when unknown. A marker that cannot be read is
-// logged and replaced, so the next run's brief is right again.
+// delivered records that the box of runID runs with its brief: the
+// brief's messages are delivered to the run and its decided gates told.
+// It is called once the box started, and again for every box a restart
+// adopts, in case the supervisor stopped in between; a second call
+// changes nothing.
+func (s *Supervisor) delivered(imp, runID string) error {
+	p := run.Path(s.Yard, runID, "brief.json")
+	raw, err := store.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	var b Brief
+	if err := store.Decode(p, raw, briefKind, briefMajor, &b); err != nil {
+		return err
+	}
+	if b.Run != runID {
+		return fmt.Errorf("%s: run %q does not match its directory", p, b.Run)
+	}
+	var msgs []string
+	for _, m := range b.Mailbox {
+		msgs = append(msgs, m.ID)
+	}
+	if err := mailbox.MarkDelivered(s.Yard, imp, runID, msgs); err != nil {
+		return err
+	}
+	var gates []string
+	for _, g := range b.Resolved {
+		gates = append(gates, g.ID)
+	}
+	return s.tell(imp, runID, gates)
+}
+
+// toldMark, in queue/<imp>/, holds the decided gates of the imp some box
+// was told of, each with the run that was.
+const toldMark = ".told"
+
+// Kind and major of the .told marker.
+const (
+	toldKind  = "told"
+	toldMajor = 1
+)
+
+// told is the .told marker's content.
+type told struct {
+	Schema string `json:"schema"`
+	// Before stands for the runs of a yard from before .told: gates
+	// decided at or before it were told by the old rule, when the imp's
+	// last run ended then.
+	Before *time.Time `json:"before,omitempty"`
+	// Gates maps a gate id to the run whose brief told it.
+	Gates map[string]string `json:"gates"`
+}
+
+func (t *told) has(g *gate.Gate) bool {
+	if t.Before != nil && !g.Updated.After(*t.Before) {
+		return true
+	}
+	return t.Gates[g.ID] != ""
+}
+
+// toldGates reads the imp's .told marker. Without one, the gates decided
+// before the imp's last run ended (the old .lastrun marker) count as told.
+// A marker that cannot be read is logged once, naming it, and counts as
+// empty: a decision is told again rather than never; the next box's start
+// rewrites it.
+func (s *Supervisor) toldGates(imp string) *told {
+	p := s.Yard.Path("queue", imp, toldMark)
+	before := s.toldBefore(imp)
+	b, err := s.Yard.ReadFile(p)
+	t, err := decodeTold(p, b, err, before)
+	if err != nil {
+		s.logOnce(p, "imp %s: %v", imp, err)
+		return &told{Gates: map[string]string{}}
+	}
+	return t
+}
+
+// toldBefore is, for an imp without a .told marker, the time its last run
+// ended by the .lastrun marker, if any. It reads (and, if damaged,
+// replaces) .lastrun under the queue's lock, so it is called outside it.
+func (s *Supervisor) toldBefore(imp string) *time.Time {
+	if _, err := os.Lstat(s.Yard.Path("queue", imp, toldMark)); !store.IsNotExist(err) {
+		return nil
+	}
+	if at := s.lastRunTime(imp); !at.IsZero() {
+		return &at
+	}
+	return nil
+}
+
+// decodeTold makes the marker at p from its content b, read with readErr;
+// a missing marker is empty but for before.
+func decodeTold(p string, b []byte, readErr error, before *time.Time) (*told, error) {
+	if store.IsNotExist(readErr) {
+		return &told{Before: before, Gates: map[string]string{}}, nil
+	}
+	if readErr != nil {
+		return nil, readErr
+	}
+	var t told
+	if err := store.Decode(p, b, toldKind, toldMajor, &t); err != nil {
+		return nil, err
+	}
+	if t.Gates == nil {
+		t.Gates = map[string]string{}
+	}
+	return &t, nil
+}
+
+// tell adds gates, told to runID, to the imp's .told marker, under the
+// queue's lock. A gate already told keeps its first run. A marker that
+// cannot be read is replaced; one from a newer impyard is left alone.
+func (s *Supervisor) tell(imp, runID string, gates []string) error {
+	d, err := s.Yard.QueueDir(imp)
+	if err != nil {
+		return err
+	}
+	p := s.Yard.Path("queue", imp, toldMark)
+	before := s.toldBefore(imp)
+	return d.Update(func(tx *store.Tx) error {
+		b, err := tx.Read(toldMark)
+		t, err := decodeTold(p, b, err, before)
+		if errors.Is(err, store.ErrUnknownMajor) {
+			return err
+		}
+		if err != nil {
+			s.logf("imp %s: %v; replacing it", imp, err)
+			t = &told{Gates: map[string]string{}}
+		}
+		for _, g := range gates {
+			if t.Gates[g] == "" {
+				t.Gates[g] = runID
+			}
+		}
+		t.Schema = store.Schema(toldKind, toldMajor)
+		nb, err := store.Encode(t)
+		if err != nil {
+			return err
+		}
+		return tx.Write(toldMark, nb)
+	})
+}
+
+// lastRunTime is when the imp's last run ended by the .lastrun marker of a
+// yard from before .told; the zero time when unknown. A marker that
+// cannot be read is logged and replaced.
 func (s *Supervisor) lastRunTime(imp string) time.Time {
 	at, ok, err := s.readMark(imp, lastRunMark)
 	if err != nil {

@@ -78,7 +78,6 @@ func (s *Supervisor) finish(l *liveRun, r *run.Run, exit box.Exit, waitErr error
 		s.logf("task %s: %v", l.task, err)
 	}
 	s.logf("task %s: run %s ended (%s)", l.task, r.ID, why)
-	s.lastRun(l.imp, now)
 	// Cleanup is off the critical path: the task is settled already.
 	if err := saveWorkspace(run.Path(s.Yard, r.ID, "work")); err != nil {
 		s.logf("run %s: %v", r.ID, err)
@@ -263,13 +262,5 @@ func (s *Supervisor) cancellations(ctx context.Context) {
 				s.logf("run %s: %v", l.runID, err)
 			}
 		}
-	}
-}
-
-// lastRun remembers when an imp's last run ended, so the next briefing
-// can name the gates resolved since.
-func (s *Supervisor) lastRun(imp string, at time.Time) {
-	if err := s.writeMark(imp, lastRunMark, at); err != nil {
-		s.logf("imp %s: %v", imp, err)
 	}
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // The supervisor's markers in queue/<imp>/: when the imp's schedule last
-// fired, and when its last run ended.
+// fired, and when its last run ended (written before .told took its place,
+// and read only while an imp has no .told).
 const (
 	scheduleMark = ".schedule"
 	lastRunMark  = ".lastrun"

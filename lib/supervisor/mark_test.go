@@ -110,7 +110,9 @@ func TestScheduleMarkerFromNewerImpyard(t *testing.T) {
 func TestLastRunDamagedMarker(t *testing.T) {
 	s, now := newSup(t)
 	logs := logTo(s)
-	s.lastRun("yuko", *now)
+	if err := s.writeMark("yuko", lastRunMark, *now); err != nil {
+		t.Fatal(err)
+	}
 	p := s.Yard.Path("queue", "yuko", lastRunMark)
 	os.WriteFile(p, []byte(`{"schema":"impyard.mark/1","at":"20`), 0o640)
 	ended := now.Add(-time.Hour)

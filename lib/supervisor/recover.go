@@ -62,6 +62,11 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 			continue
 		}
 		adopted[runID] = true
+		// The box ran: its brief told what it carries, even if the
+		// supervisor stopped before recording so.
+		if err := s.delivered(t.Imp, runID); err != nil {
+			s.logf("run %s: recording what its brief told: %v", runID, err)
+		}
 		s.logf("task %s: adopted box %s", t.ID, runID)
 		s.watch(&liveRun{runID: runID, task: t.ID, imp: t.Imp, box: b}, r)
 	}

@@ -119,6 +119,9 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 			if werr := run.Write(s.Yard, r); werr != nil {
 				s.logf("run %s: %v", runID, werr)
 			}
+			if derr := s.delivered(t.Imp, runID); derr != nil {
+				s.logf("run %s: recording what its brief told: %v", runID, derr)
+			}
 			s.watch(&liveRun{runID: runID, task: t.ID, imp: t.Imp, box: b}, r)
 			s.logf("task %s: box %s started for %s", t.ID, runID, t.Imp)
 			return true, nil

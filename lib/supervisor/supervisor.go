@@ -12,6 +12,9 @@
 //     that still runs, takes the exit of every box that ended meanwhile,
 //     fails (with the reason) a running task whose box is gone, and
 //     removes containers no task owns.
+//   - Every decided gate and every mailbox message reaches exactly one
+//     box's brief: a brief is recorded as told only once its box started
+//     (see Brief).
 //   - Infrastructure trouble (containerd or the gateway down) leaves
 //     tasks waiting; only a task's own trouble (its imp's configuration)
 //     fails it.
@@ -19,9 +22,7 @@ package supervisor
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -134,82 +135,62 @@ func (s *Supervisor) Running() int {
 	return len(s.live)
 }
 
-// dispatch starts waiting tasks, oldest first within an imp and taking
-// imps in turn, within the global and per-imp limits.
+// dispatch starts what Plan says may start now. A task that does not
+// start for a reason of its own frees its slot, so the plan is made again
+// over what is left until it has nothing more to start.
 func (s *Supervisor) dispatch(ctx context.Context, org *config.Org) (int, error) {
 	waiting, bad := queue.List(s.Yard, queue.Filter{State: state.Waiting})
 	for _, err := range bad {
 		s.logf("%v", err)
 	}
 	running, _ := queue.List(s.Yard, queue.Filter{State: state.Running})
-	perImp := map[string]int{}
-	for _, t := range running {
-		perImp[t.Imp]++
-	}
-	total := len(running)
-	byImp := map[string][]*queue.Task{}
-	var imps []string
-	now := s.now()
+	// Each imp's configuration is read once a pass.
+	cfgs := map[string]*config.Imp{}
+	lim := Limits{Global: org.Supervisor.Concurrency, PerImp: map[string]int{}, Broken: map[string]string{}}
 	for _, t := range waiting {
-		if t.NotBefore != nil && t.NotBefore.After(now) {
+		if _, seen := cfgs[t.Imp]; seen {
 			continue
 		}
-		if byImp[t.Imp] == nil {
-			imps = append(imps, t.Imp)
+		cfg, err := config.LoadImp(s.Yard, t.Imp)
+		cfgs[t.Imp] = cfg
+		if err != nil {
+			lim.Broken[t.Imp] = err.Error()
+			continue
 		}
-		byImp[t.Imp] = append(byImp[t.Imp], t)
+		lim.PerImp[t.Imp] = cfg.Concurrency
 	}
-	sort.Strings(imps)
-	// Each imp's configuration is read once a pass, however many of its
-	// tasks are looked at.
-	cfgs := map[string]*config.Imp{}
-	cfgErrs := map[string]error{}
-	limit := org.Supervisor.Concurrency
 	started := 0
-	var errs []error
-	for progress := true; progress && total < limit; {
-		progress = false
-		for _, imp := range imps {
-			if total >= limit || len(byImp[imp]) == 0 {
-				continue
-			}
-			cfg, err := cfgs[imp], cfgErrs[imp]
-			if cfg == nil && err == nil {
-				cfg, err = config.LoadImp(s.Yard, imp)
-				cfgs[imp], cfgErrs[imp] = cfg, err
-			}
-			if err != nil {
+	for {
+		steps := Plan(waiting, running, lim, s.now())
+		if len(steps) == 0 {
+			return started, nil
+		}
+		done := map[string]bool{}
+		for _, st := range steps {
+			done[st.Task.ID] = true
+			if st.Fail != "" {
 				// The task cannot start: fail it, visibly, with the reason.
-				t := byImp[imp][0]
-				byImp[imp] = byImp[imp][1:]
-				s.failWaiting(t, err.Error())
-				progress = true
+				s.failWaiting(st.Task, st.Fail)
 				continue
 			}
-			per := cfg.Concurrency
-			if per == 0 {
-				per = 1
-			}
-			if perImp[imp] >= per {
-				continue
-			}
-			t := byImp[imp][0]
-			byImp[imp] = byImp[imp][1:]
-			ok, err := s.start(ctx, org, cfg, t)
+			ok, err := s.start(ctx, org, cfgs[st.Task.Imp], st.Task)
 			if err != nil {
 				// Infrastructure: the task stays waiting and the pass ends.
-				errs = append(errs, err)
-				return started, errors.Join(errs...)
+				return started, err
 			}
 			if ok {
 				started++
-				total++
-				perImp[imp]++
+				running = append(running, st.Task)
 			}
-			progress = true
 		}
+		var left []*queue.Task
+		for _, t := range waiting {
+			if !done[t.ID] {
+				left = append(left, t)
+			}
+		}
+		waiting = left
 	}
-	return started, errors.Join(errs...)
 }
 
 func (s *Supervisor) failWaiting(t *queue.Task, why string) {

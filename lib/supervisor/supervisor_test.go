@@ -133,9 +133,10 @@ func TestSettleAndContinue(t *testing.T) {
 	}
 }
 
-// TestBrief: the brief carries the task, open gates, gates resolved since
-// the last run, undelivered messages (then delivered, once) and the
-// journal's tail.
+// TestBrief: the brief carries the task, open gates, gates decided that no
+// box was told of (in a yard from before .told, those decided after the
+// last run ended), undelivered messages (delivered, once, when the box
+// runs) and the journal's tail.
 func TestBrief(t *testing.T) {
 	s, _ := newSup(t)
 	// A clock that moves at every reading orders the resolutions and the
@@ -145,7 +146,9 @@ func TestBrief(t *testing.T) {
 	state.Now = func() time.Time { clock = clock.Add(time.Millisecond); return clock }
 	old, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"old":1}`), By: "yuko", Actor: "test"})
 	gate.Move(s.Yard, old.ID, gate.Change{To: state.Denied, By: "alice"})
-	s.lastRun("yuko", state.Now())
+	if err := s.writeMark("yuko", lastRunMark, state.Now()); err != nil {
+		t.Fatal(err)
+	}
 	open, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"n":1}`), By: "yuko", Actor: "test"})
 	fresh, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"n":2}`), By: "yuko", Actor: "test"})
 	gate.Move(s.Yard, fresh.ID, gate.Change{To: state.Denied, By: "alice"})
@@ -172,12 +175,19 @@ func TestBrief(t *testing.T) {
 	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o644 {
 		t.Errorf("brief mode %v: the box's user must read it", fi.Mode().Perm())
 	}
-	again, _ := mailbox.Deliver(s.Yard, "yuko", "r-0000000000000002")
-	if len(again) != 0 {
-		t.Errorf("a message was delivered twice")
+	if err := s.delivered("yuko", "r-0000000000000001"); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(s.Yard.Path("mailbox", "yuko"))); err != nil {
-		t.Error(err)
+	if again, err := mailbox.Undelivered(s.Yard, "yuko"); err != nil || len(again) != 0 {
+		t.Errorf("after the box ran, still undelivered: %+v %v", again, err)
+	}
+	raw, _ = os.ReadFile(filepath.Join(s.Yard.Path("mailbox", "yuko"), b.Mailbox[0].ID+".json"))
+	if !strings.Contains(string(raw), `"delivered_to": "r-0000000000000001"`) {
+		t.Errorf("message file after delivery:\n%s", raw)
+	}
+	raw, _ = os.ReadFile(s.Yard.Path("queue", "yuko", toldMark))
+	if !strings.Contains(string(raw), `"`+fresh.ID+`": "r-0000000000000001"`) || strings.Contains(string(raw), open.ID) {
+		t.Errorf(".told after the box ran:\n%s", raw)
 	}
 }
 

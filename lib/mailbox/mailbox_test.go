@@ -1,0 +1,82 @@
+package mailbox
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/impyard/impyard/lib/yard"
+)
+
+func file(t *testing.T, y *yard.Yard, imp, msgID string) string {
+	t.Helper()
+	b, err := os.ReadFile(y.Path("mailbox", imp, msgID+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestDelivery: reading the undelivered messages marks nothing; a message
+// is delivered to the first run marked and to no other; a message removed
+// meanwhile is skipped.
+func TestDelivery(t *testing.T) {
+	y, err := yard.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := Send(y, "yuko", "alice", "skip sports")
+	second, _ := Send(y, "yuko", "alice", "and weather")
+	Send(y, "rex", "alice", "not for yuko")
+	for range 2 {
+		got, err := Undelivered(y, "yuko")
+		if err != nil || len(got) != 2 || got[0].ID != first || got[1].ID != second {
+			t.Fatalf("undelivered: %+v %v", got, err)
+		}
+	}
+	if strings.Contains(file(t, y, "yuko", first), "delivered") {
+		t.Fatalf("reading marked it:\n%s", file(t, y, "yuko", first))
+	}
+	if err := MarkDelivered(y, "yuko", "r-0000000000000001", []string{first}); err != nil {
+		t.Fatal(err)
+	}
+	if err := MarkDelivered(y, "yuko", "r-0000000000000002", []string{first, second}); err != nil {
+		t.Fatal(err)
+	}
+	if f := file(t, y, "yuko", first); !strings.Contains(f, `"delivered_to": "r-0000000000000001"`) {
+		t.Errorf("delivered twice:\n%s", f)
+	}
+	if f := file(t, y, "yuko", second); !strings.Contains(f, `"delivered_to": "r-0000000000000002"`) {
+		t.Errorf("not delivered:\n%s", f)
+	}
+	if got, _ := Undelivered(y, "yuko"); len(got) != 0 {
+		t.Errorf("still undelivered: %+v", got)
+	}
+	if got, _ := Undelivered(y, "rex"); len(got) != 1 {
+		t.Errorf("another imp's message: %+v", got)
+	}
+	gone, _ := Send(y, "yuko", "alice", "withdrawn")
+	os.Remove(y.Path("mailbox", "yuko", gone+".json"))
+	if err := MarkDelivered(y, "yuko", "r-0000000000000003", []string{gone}); err != nil {
+		t.Errorf("a removed message: %v", err)
+	}
+	for _, bad := range []struct{ run, msg string }{{"../x", first}, {"r-0000000000000003", "../m"}} {
+		if err := MarkDelivered(y, "yuko", bad.run, []string{bad.msg}); err == nil {
+			t.Errorf("MarkDelivered(%q, %q) accepted", bad.run, bad.msg)
+		}
+	}
+}
+
+// TestDeliveryRefusesAMisnamedMessage: a message file whose id is not its
+// name is refused, naming the file, so marking one id cannot leave
+// another message undelivered for ever.
+func TestDeliveryRefusesAMisnamedMessage(t *testing.T) {
+	y, _ := yard.Open(t.TempDir())
+	a, _ := Send(y, "yuko", "alice", "one")
+	b, _ := Send(y, "yuko", "alice", "two")
+	data, _ := os.ReadFile(y.Path("mailbox", "yuko", a+".json"))
+	os.WriteFile(y.Path("mailbox", "yuko", b+".json"), data, 0o640)
+	if _, err := Undelivered(y, "yuko"); err == nil || !strings.Contains(err.Error(), b+".json") {
+		t.Errorf("Undelivered: %v", err)
+	}
+}
