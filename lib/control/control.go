@@ -293,7 +293,7 @@ func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
 		}
 	}
 	impCfg, err := config.LoadImp(a.Yard, imp)
-	if err != nil && !strings.Contains(err.Error(), "has no configuration") {
+	if err != nil && !errors.Is(err, config.ErrNoImpConfig) {
 		return nil, fail(http.StatusForbidden, "every action of %s is denied while its configuration does not load: %v", imp, err)
 	}
 	proactive := false
