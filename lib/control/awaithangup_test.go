@@ -74,7 +74,7 @@ func TestHangupEndsAwait(t *testing.T) {
 			t.Fatal("the handler returned before the client hung up")
 		case <-time.After(5 * time.Millisecond):
 		}
-		if recs := proposals(t, f); len(recs) == 1 {
+		if recs := proposalRecords(t, f); len(recs) == 1 {
 			gateID, _ = recs[0]["gate_id"].(string)
 			if gateID == "" {
 				t.Fatalf("record %v", recs[0])

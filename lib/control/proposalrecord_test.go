@@ -13,8 +13,8 @@ import (
 	"github.com/impyard/impyard/lib/store"
 )
 
-// proposals returns the proposal records of the audit log, decoded.
-func proposals(t *testing.T, f *fixture) []map[string]any {
+// proposalRecords returns the proposal records of the audit log, decoded.
+func proposalRecords(t *testing.T, f *fixture) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	if _, err := store.ReadJSONL(f.y.Path("runs", "decisions.jsonl"), func(line []byte) error {
@@ -58,7 +58,7 @@ func TestEveryProposalRecorded(t *testing.T) {
 		{proTok, `{"intent":"email-send","payload":{"to":["a@ourco.com"],"subject":"first"}}`, 200, "done", "auto-approved", ""},
 		{proTok, `{"intent":"email-send","payload":{"to":["a@ourco.com"],"subject":"second"}}`, 429, "wait for tomorrow", "refused", "over-budget"},
 	} {
-		before := len(proposals(t, f))
+		before := len(proposalRecords(t, f))
 		code, out := f.do(t, tc.tok, "POST", "/v1/actions", tc.body)
 		said, _ := out["error"].(string)
 		if said == "" {
@@ -67,7 +67,7 @@ func TestEveryProposalRecorded(t *testing.T) {
 		if code != tc.code || !strings.Contains(said, tc.want) {
 			t.Errorf("%.60s: got %d %v, want %d %q", tc.body, code, out, tc.code, tc.want)
 		}
-		recs := proposals(t, f)
+		recs := proposalRecords(t, f)
 		if len(recs) != before+1 {
 			t.Errorf("%.60s: %d records, want exactly one more than %d", tc.body, len(recs), before)
 			continue
@@ -107,7 +107,7 @@ func TestProposalRefusalFlood(t *testing.T) {
 	if codes[http.StatusForbidden] != sent {
 		t.Fatalf("statuses %v, want %d refusals", codes, sent)
 	}
-	if got := len(proposals(t, f)); got != proposal.DefaultRefusalsPerRun {
+	if got := len(proposalRecords(t, f)); got != proposal.DefaultRefusalsPerRun {
 		t.Errorf("%d proposal records, want %d", got, proposal.DefaultRefusalsPerRun)
 	}
 	for name, path := range map[string]string{"audit log": f.y.Path("runs", "decisions.jsonl"), "journal": f.y.Path("journal", "yuko", "events.jsonl")} {
