@@ -1,15 +1,17 @@
 // Package proposal decides what becomes of an action a box proposes, and
 // records the decision. It owns the whole verdict on a proposal: the
-// envelope's shape, the intent's name, the configuration, the payload's
-// fields, the proactive budget and the trust ladder, each in that order,
-// and the gate it files when the verdict is to gate or to auto-approve.
+// envelope's shape, the configuration, the intent's name, the payload's
+// fields, the proactive budget and the trust ladder, checked in that
+// order, and the gate it files when the verdict is to gate or to
+// auto-approve.
 //
 // A Decision is a value whose zero value is a refusal: every path that
 // does not end in a filed gate refuses, with a fixed kind and a reason.
 // Every proposal a Decider sees leaves exactly one record line
 // (RecordSchema) in the audit log, refused or not, so a trust-ladder deny,
 // an unknown intent or a proposal over budget is on record like a gate;
-// refusals also enter the imp's journal. Refusals of one run are recorded
+// refusals also enter the imp's journal, without their reason, which may
+// name host files a box is not to learn. Refusals of one run are recorded
 // up to a cap (RefusalsPerRun), then once more as a proposal-quota event,
 // then answered without a record, so a box cannot grow the logs without
 // bound by being refused. What the HTTP answer to a decision is belongs to

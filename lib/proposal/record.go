@@ -137,8 +137,9 @@ type refusals struct {
 }
 
 // Decide decides p (see Decide) and records the decision: a line of
-// RecordSchema in the audit log, and for a refusal the same line in the
-// imp's journal too, where the owner and the imp's next brief see it.
+// RecordSchema in the audit log, and for a refusal the same line, less
+// its reason and trust entry, in the imp's journal too, where the owner
+// and the imp's next brief see it.
 // Refusals past the run's cap are not recorded; the first of them is
 // recorded as a proposal-quota event instead. The error is the record's:
 // the decision stands either way (a gate it filed is filed), but it is not
@@ -212,16 +213,18 @@ func (dc *Decider) admit(p Proposal) (record, quota bool, undo func()) {
 }
 
 // writeRecord appends r to the audit log and, when journal is set, to the
-// imp's journal, in that order, as event.Record does: a line in the
-// journal is in the audit log too.
+// imp's journal, in that order, as event.Record does: a record in the
+// journal is in the audit log too. The journal's copy has no reason and
+// no trust entry: they may name host files (org.toml, imp.toml), and the
+// journal goes into the imp's brief, inside the box, which learns no host
+// path; the audit log's line has them.
 func writeRecord(y *yard.Yard, r *Record, journal bool) error {
 	b, _ := r.MarshalJSON()
-	line := append(b, '\n')
 	ap, err := y.DecisionsPath()
 	if err != nil {
 		return err
 	}
-	if err := store.AppendLine(ap, line); err != nil {
+	if err := store.AppendLine(ap, append(b, '\n')); err != nil {
 		return err
 	}
 	if !journal {
@@ -231,5 +234,8 @@ func writeRecord(y *yard.Yard, r *Record, journal bool) error {
 	if err != nil {
 		return err
 	}
-	return store.AppendLine(jp, line)
+	told := *r
+	told.Reason, told.Entry = "", ""
+	b, _ = told.MarshalJSON()
+	return store.AppendLine(jp, append(b, '\n'))
 }

@@ -67,6 +67,19 @@ func TestDeciderRecordsEach(t *testing.T) {
 			t.Errorf("%s's journal: %d proposal records, want its %d refusals", imp, got, want)
 		}
 	}
+	// The journal goes into the box's brief: its copy of the trust deny
+	// names no host file, as the audit log's does.
+	jp, _ := y.JournalPath("rex")
+	j := lines(t, jp, RecordSchema)[0]
+	if j[FieldRefusal] != "trust-deny" || j[FieldReason] != "" || j[FieldEntry] != nil {
+		t.Errorf("rex's journal: %v", j)
+	}
+	if b, _ := os.ReadFile(jp); strings.Contains(string(b), y.Root) {
+		t.Errorf("rex's journal names the yard: %s", b)
+	}
+	if b, _ := os.ReadFile(audit); !strings.Contains(string(b), y.Root+"/org.toml [[trust]] #2") {
+		t.Errorf("the audit log lost the trust entry: %s", b)
+	}
 }
 
 // A run's refusals are recorded up to the cap, then the cap once, then
