@@ -69,6 +69,11 @@ func TestZeroDecisionRefuses(t *testing.T) {
 	if d.Verdict != Refused || d.Verdict.String() != "refused" || d.Refusal.String() != "unexplained" || d.Gate != nil {
 		t.Fatalf("zero decision: %+v", d)
 	}
+	for _, r := range []Refusal{-1, Failed + 1} {
+		if r.String() != "unexplained" {
+			t.Errorf("Refusal(%d) is %q", r, r.String())
+		}
+	}
 	r := recordOf(t, NewRecord(Proposal{Imp: "yuko"}, Envelope{}, d))
 	if r[FieldVerdict] != "refused" || r[FieldRefusal] != "unexplained" {
 		t.Errorf("zero decision's record: %v", r)
@@ -93,6 +98,7 @@ func TestDecide(t *testing.T) {
 		{name: "claims an imp", body: `{"intent":"email-send","payload":{},"imp":"rex"}`, refusal: BadEnvelope, reason: `unknown field "imp"`},
 		{name: "no intent", body: `{"payload":{}}`, refusal: BadEnvelope, reason: "envelope has no intent"},
 		{name: "no payload", body: `{"intent":"email-send"}`, refusal: BadEnvelope, reason: "envelope has no payload"},
+		{name: "exactly the limit", body: `{"intent":"launch-missiles","payload":{}}` + strings.Repeat(" ", MaxEnvelope-len(`{"intent":"launch-missiles","payload":{}}`)), refusal: UnknownIntent, reason: "names no rule"},
 		{name: "too large", body: `{"intent":"email-send","payload":"` + strings.Repeat("x", MaxEnvelope) + `"}`, refusal: TooLarge, reason: "body over the 1048576 byte limit"},
 		{name: "another run", body: `{"intent":"email-send","payload":{},"run_id":"r-0000000000000009"}`, refusal: NotOwn, reason: "not this token's run"},
 		{name: "another task", body: `{"intent":"email-send","payload":{},"task_id":"t-0000000000000009"}`, refusal: NotOwn, reason: "not this token's task"},

@@ -111,13 +111,23 @@ func TestDeciderRefusalCap(t *testing.T) {
 	if got := len(lines(t, ap, RecordSchema)); got != 6 {
 		t.Errorf("another run's refusal: %d records, want 6", got)
 	}
+	// Tokens issued without a run are counted by imp and task.
+	for range 6 {
+		refuse("")
+	}
+	if d, err := dc.Decide(y, Proposal{Imp: "yuko", Task: "t-0000000000000001", Body: strings.NewReader(`{}`), Rules: rules}); err != nil || d.Refusal != BadEnvelope {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if got := len(lines(t, ap, RecordSchema)); got != 12 {
+		t.Errorf("without a run: %d records, want 12", got)
+	}
 	// Gated proposals are not refusals: the cap does not hold them back.
 	d, err := dc.Decide(y, Proposal{Imp: "yuko", Run: run, Body: strings.NewReader(`{"intent":"email-send","payload":{"to":["x@elsewhere.com"]}}`), Rules: rules})
 	if err != nil || d.Verdict != Gated {
 		t.Fatalf("%+v %v", d, err)
 	}
-	if got := len(lines(t, ap, RecordSchema)); got != 7 {
-		t.Errorf("a gated proposal past the cap: %d records, want 7", got)
+	if got := len(lines(t, ap, RecordSchema)); got != 13 {
+		t.Errorf("a gated proposal past the cap: %d records, want 13", got)
 	}
 }
 
@@ -142,5 +152,41 @@ func TestDeciderRecordFails(t *testing.T) {
 	}
 	if got := len(lines(t, ap, RecordSchema)); got != 1 {
 		t.Errorf("%d records, want the one the cap still allowed", got)
+	}
+}
+
+// A quota event that cannot be written is an error too, and is written
+// with the next refusal instead.
+func TestDeciderQuotaEventFails(t *testing.T) {
+	y := newYard(t)
+	dc := Decider{RefusalsPerRun: 1}
+	refuse := func() error {
+		_, err := dc.Decide(y, Proposal{Imp: "yuko", Run: run, Body: strings.NewReader(`{"intent":"launch-missiles","payload":{}}`), Rules: rules})
+		return err
+	}
+	if err := refuse(); err != nil {
+		t.Fatal(err)
+	}
+	ap, _ := y.DecisionsPath()
+	if err := os.Rename(ap, ap+".kept"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(ap, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := refuse(); err == nil {
+		t.Fatal("an unwritable audit log: no error")
+	}
+	if err := os.Remove(ap); err != nil {
+		t.Fatal(err)
+	}
+	if err := refuse(); err != nil {
+		t.Fatal(err)
+	}
+	if err := refuse(); err != nil {
+		t.Fatal(err)
+	}
+	if got := lines(t, ap, QuotaEvent); len(got) != 1 {
+		t.Errorf("%d quota events, want the one written after the failure", len(got))
 	}
 }
