@@ -116,3 +116,26 @@ func TestProposalRefusalFlood(t *testing.T) {
 		}
 	}
 }
+
+// The refusals that come from the yard rather than the box: an
+// auto-approval the gateway cannot sign (400, as before) and a ledger it
+// cannot read (500); each leaves its one record too.
+func TestYardRefusalsRecorded(t *testing.T) {
+	f := newFixture(t)
+	f.api.Signer = nil
+	code, out := f.do(t, f.token(t, "yuko", ""), "POST", "/v1/actions", `{"intent":"email-send","payload":{"to":["a@ourco.com"]}}`)
+	if code != http.StatusBadRequest || !strings.Contains(out["error"].(string), "signed") {
+		t.Errorf("unsigned auto: %d %v", code, out)
+	}
+	pro, _, _ := queue.Add(f.y, queue.AddOptions{Imp: "yuko", Text: "digest", Proactive: true, By: "cron", Actor: "test"})
+	if err := os.MkdirAll(f.y.Path("ledger", "yuko.jsonl"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := f.do(t, f.token(t, "yuko", pro), "POST", "/v1/actions", `{"intent":"email-send","payload":{"to":["x@elsewhere.com"]}}`); code != http.StatusInternalServerError {
+		t.Errorf("unreadable ledger: %d %v", code, out)
+	}
+	recs := proposalRecords(t, f)
+	if len(recs) != 2 || recs[0][proposal.FieldRefusal] != "not-filed" || recs[1][proposal.FieldRefusal] != "failed" {
+		t.Errorf("records %v", recs)
+	}
+}
