@@ -249,8 +249,12 @@ func (o *Org) CheckIntents(rules []string, builtin ...string) error {
 	return nil
 }
 
-// LoadImp reads imps/<name>/imp.toml. A missing file is an error: an imp
-// without configuration cannot run.
+// ErrNoImpConfig is LoadImp's error for an imp whose imp.toml does not
+// exist, as opposed to one that does not load.
+var ErrNoImpConfig = errors.New("has no configuration")
+
+// LoadImp reads imps/<name>/imp.toml. A missing file is an error wrapping
+// ErrNoImpConfig: an imp without configuration cannot run.
 func LoadImp(y *yard.Yard, name string) (*Imp, error) {
 	if err := id.CheckName(name); err != nil {
 		return nil, err
@@ -259,7 +263,7 @@ func LoadImp(y *yard.Yard, name string) (*Imp, error) {
 	p := filepath.Join(dir, "imp.toml")
 	b, err := store.ReadFile(p)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("imp %s has no configuration: %s does not exist", name, p)
+		return nil, fmt.Errorf("imp %s %w: %s does not exist", name, ErrNoImpConfig, p)
 	}
 	if err != nil {
 		return nil, err

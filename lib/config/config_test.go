@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -211,7 +212,7 @@ level = "auto"
 	if im.Rootfs != filepath.Join(dir, "rootfs") || im.Ceiling.Duration != 10*time.Minute || im.Trust[0].Level != Auto {
 		t.Errorf("%+v", im)
 	}
-	if _, err := LoadImp(y, "rex"); err == nil || !strings.Contains(err.Error(), "has no configuration") {
+	if _, err := LoadImp(y, "rex"); !errors.Is(err, ErrNoImpConfig) || !strings.Contains(err.Error(), "imp rex has no configuration") {
 		t.Errorf("missing imp: %v", err)
 	}
 	os.WriteFile(filepath.Join(dir, "imp.toml"), []byte("[[trust]]\nintent = \"x\"\nimp = \"rex\"\nlevel = \"auto\"\n"), 0o640)

@@ -16,6 +16,9 @@
 //
 // An imp never sees another imp's gates or tasks: a gate of another imp
 // answers 404 as if it did not exist.
+//
+// What becomes of a proposal, and its record, is lib/proposal's decision;
+// this package only answers it over HTTP.
 package control
 
 import (
@@ -28,30 +31,27 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/approval"
-	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/gate"
-	"github.com/impyard/impyard/lib/grant"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/judge"
-	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/proposal"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/strictjson"
 	"github.com/impyard/impyard/lib/token"
-	"github.com/impyard/impyard/lib/trust"
 	"github.com/impyard/impyard/lib/yard"
 )
 
 // Limits on what a box may send.
 const (
-	MaxEnvelope = 1 << 20
+	MaxEnvelope = proposal.MaxEnvelope
 	MaxNote     = 16 << 10
 )
 
 // EgressGrant is the built-in intent by which an imp proposes the egress
 // rule it needs; it names no policy rule.
-const EgressGrant = "egress-grant"
+const EgressGrant = proposal.EgressGrant
 
 // API serves the control endpoints of one yard.
 type API struct {
@@ -70,17 +70,12 @@ type API struct {
 	// without it an auto-approval is refused.
 	Signer *approval.Key
 
-	notes noteQuota
+	notes   noteQuota
+	decider proposal.Decider
 }
 
 // Envelope is what a box proposes.
-type Envelope struct {
-	Intent    string          `json:"intent"`
-	Payload   json.RawMessage `json:"payload"`
-	Rationale string          `json:"rationale"`
-	RunID     string          `json:"run_id"`
-	TaskID    string          `json:"task_id"`
-}
+type Envelope = proposal.Envelope
 
 type apiError struct {
 	status int
@@ -251,80 +246,34 @@ type actionResult struct {
 }
 
 func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
-	b, err := readBody(r, MaxEnvelope)
+	d, err := a.decider.Decide(a.Yard, proposal.Proposal{Imp: sub.Imp(), Run: sub.Run, Task: sub.Task,
+		Body: r.Body, Rules: a.ruleNames(), Signer: a.Signer})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("recording the proposal: %w", err)
 	}
-	var env Envelope
-	if err := strictjson.Unmarshal(b, &env); err != nil {
-		return nil, fail(http.StatusBadRequest, "envelope: %v (the imp comes from the token; the envelope holds intent, payload, rationale, run_id, task_id)", err)
+	switch d.Verdict {
+	case proposal.Gated:
+		return &actionResult{status: http.StatusAccepted, Status: "pending", GateID: d.Gate.ID, Reason: d.Reason}, nil
+	case proposal.AutoApproved:
+		return a.await(r, d.Gate.ID, d.Wait)
 	}
-	if env.Intent == "" {
-		return nil, fail(http.StatusBadRequest, "envelope has no intent")
-	}
-	if len(env.Payload) == 0 {
-		return nil, fail(http.StatusBadRequest, "envelope has no payload")
-	}
-	if env.RunID != "" && env.RunID != sub.Run {
-		return nil, fail(http.StatusForbidden, "run_id %q is not this token's run", env.RunID)
-	}
-	if env.TaskID != "" && env.TaskID != sub.Task {
-		return nil, fail(http.StatusForbidden, "task_id %q is not this token's task", env.TaskID)
-	}
-	imp := sub.Imp()
-	org, err := config.LoadOrg(a.Yard)
-	rules := a.ruleNames()
-	if err == nil {
-		err = org.CheckIntents(rules, EgressGrant)
-	}
-	if err != nil {
-		return nil, fail(http.StatusForbidden, "every action is denied while the configuration does not load: %v", err)
-	}
-	if !org.Intent(env.Intent, rules, EgressGrant) {
-		return nil, fail(http.StatusForbidden, "intent %q names no rule in the gateway policy and no trusted-side executor", env.Intent)
-	}
-	payload := []byte(env.Payload)
-	if err := trust.Admit(org, env.Intent, payload); err != nil {
-		return nil, fail(http.StatusBadRequest, "%v", err)
-	}
-	if env.Intent == EgressGrant {
-		if payload, err = grant.Rule(imp, payload); err != nil {
-			return nil, fail(http.StatusBadRequest, "%v", err)
-		}
-	}
-	impCfg, err := config.LoadImp(a.Yard, imp)
-	if err != nil && !strings.Contains(err.Error(), "has no configuration") {
-		return nil, fail(http.StatusForbidden, "every action of %s is denied while its configuration does not load: %v", imp, err)
-	}
-	proactive := false
-	if sub.Task != "" {
-		if t, err := queue.Get(a.Yard, sub.Task); err == nil {
-			proactive = t.Proactive
-		}
-	}
-	if err := ledger.Check(a.Yard, org, imp, proactive, time.Now()); err != nil {
-		if errors.Is(err, ledger.ErrOverBudget) {
-			return nil, fail(http.StatusTooManyRequests, "%v; proposals of proactive tasks wait for tomorrow or the owner", err)
-		}
-		return nil, err
-	}
-	d := trust.Decide(org, impCfg, imp, env.Intent, payload)
-	if d.Level == config.Deny {
-		return nil, fail(http.StatusForbidden, "intent %q is refused for %s by %s", env.Intent, imp, d.Entry)
-	}
-	fo := gate.FileOptions{Imp: imp, Intent: env.Intent, Payload: payload, Rationale: env.Rationale,
-		Task: sub.Task, Run: sub.Run, By: imp, Actor: "impgw"}
-	if d.Level == config.Auto {
-		fo.Approved, fo.By, fo.Signer = true, "trust: "+d.Entry, a.Signer
-	}
-	g, err := gate.File(a.Yard, fo)
-	if err != nil {
-		return nil, fail(http.StatusBadRequest, "%v", err)
-	}
-	if d.Level != config.Auto {
-		return &actionResult{status: http.StatusAccepted, Status: "pending", GateID: g.ID, Reason: d.Why}, nil
-	}
-	return a.await(r, g.ID, org.Gateway.Wait.Duration)
+	return nil, fail(refusalStatus[d.Refusal], "%s", d.Reason)
+}
+
+// refusalStatus answers each kind of refused proposal; a kind not listed
+// (the zero Decision's) is a plain 403.
+var refusalStatus = map[proposal.Refusal]int{
+	proposal.Unexplained:    http.StatusForbidden,
+	proposal.BadEnvelope:    http.StatusBadRequest,
+	proposal.TooLarge:       http.StatusRequestEntityTooLarge,
+	proposal.NotOwn:         http.StatusForbidden,
+	proposal.ConfigBroken:   http.StatusForbidden,
+	proposal.UnknownIntent:  http.StatusForbidden,
+	proposal.PayloadRefused: http.StatusBadRequest,
+	proposal.OverBudget:     http.StatusTooManyRequests,
+	proposal.TrustDeny:      http.StatusForbidden,
+	proposal.NotFiled:       http.StatusBadRequest,
+	proposal.Failed:         http.StatusInternalServerError,
 }
 
 // await waits a bounded time for an auto-approved gate's execution; the

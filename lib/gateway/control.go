@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/impyard/impyard/lib/http1"
 )
@@ -49,20 +51,25 @@ func (s *session) control(rec *Record, req *http1.Request) bool {
 
 // serveControl runs the control handler on one request. The handler may
 // wait (an auto-approved action waits for its execution), which holds
-// only this connection.
+// only this connection, and only while the client is there: the
+// request's context ends when the client hangs up.
 func (s *session) serveControl(req *http1.Request, body []byte) (int, http.Header, string) {
 	u, err := url.ParseRequestURI(req.Target)
 	if err != nil {
 		return http.StatusBadRequest, http.Header{"Content-Type": {"application/json"}}, `{"error":"bad request target"}`
 	}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), connKey{}, s.raw))
+	defer cancel()
 	hr := (&http.Request{Method: req.Method, URL: u, RequestURI: req.Target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: req.Minor,
 		Header: req.Header, Body: http.NoBody, ContentLength: int64(len(body)), Host: req.Header.Get("Host"),
-		RemoteAddr: s.client}).WithContext(context.WithValue(context.Background(), connKey{}, s.raw))
+		RemoteAddr: s.client}).WithContext(ctx)
 	if len(body) > 0 {
 		hr.Body = readCloser{bytes.NewReader(body)}
 	}
 	w := &recorder{header: http.Header{}, status: http.StatusOK}
+	stop := s.watchHangup(cancel)
 	s.g.cfg.Control.ServeHTTP(w, hr)
+	stop()
 	body = w.body.Bytes()
 	if w.status >= 500 {
 		// An internal failure's text is for the owner (it names files
@@ -71,6 +78,34 @@ func (s *session) serveControl(req *http1.Request, body []byte) (int, http.Heade
 		return w.status, http.Header{"Content-Type": {"application/json"}}, `{"error":"internal error; the gateway's log has the detail"}`
 	}
 	return w.status, w.header, s.g.conceal(string(body))
+}
+
+// watchHangup calls hangup if the client hangs up (its connection reads
+// EOF or fails) before stop is called, as net/http's background read
+// does. Bytes that arrive meanwhile (the next request, pipelined) stay
+// buffered for the next request, and end the watch: a client still
+// sending is still there. With such bytes buffered already there is
+// nothing to watch. stop returns once the watch is over, so the session
+// alone reads the connection again.
+func (s *session) watchHangup(hangup func()) (stop func()) {
+	if s.br.Buffered() > 0 {
+		return func() {}
+	}
+	s.conn.SetReadDeadline(time.Time{})
+	done := make(chan struct{})
+	var stopped atomic.Bool
+	go func() {
+		defer close(done)
+		if _, err := s.br.Peek(1); err != nil && !stopped.Load() {
+			hangup()
+		}
+	}()
+	return func() {
+		stopped.Store(true)
+		// A deadline in the past ends a pending read at once.
+		s.conn.SetReadDeadline(time.Unix(1, 0))
+		<-done
+	}
 }
 
 type connKey struct{}

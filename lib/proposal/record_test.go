@@ -1,0 +1,192 @@
+package proposal
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Every proposal leaves exactly one record in the audit log, whatever its
+// verdict, with the decision's fields and the payload's hash and size but
+// never the payload; a refusal's record is in the imp's journal too.
+func TestDeciderRecordsEach(t *testing.T) {
+	y := newYard(t)
+	var dc Decider
+	key := signer(t)
+	const secret = "the-payload-itself"
+	for _, tc := range []struct {
+		imp, body, payload, verdict, refusal string
+		entry, gate                          bool
+	}{
+		{"yuko", `{"intent":"launch-missiles","payload":{"x":"` + secret + `"}}`, `{"x":"` + secret + `"}`, "refused", "unknown-intent", false, false},
+		{"yuko", `not json ` + secret, ``, "refused", "bad-envelope", false, false},
+		{"rex", `{"intent":"message-user","payload":{"text":"` + secret + `"}}`, `{"text":"` + secret + `"}`, "refused", "trust-deny", true, false},
+		{"yuko", `{"intent":"email-send","payload":{"to":["x@elsewhere.com"],"subject":"` + secret + `"}}`, `{"to":["x@elsewhere.com"],"subject":"` + secret + `"}`, "gated", "", false, true},
+		{"yuko", `{"intent":"email-send","payload":{"to":["a@ourco.com"],"subject":"` + secret + `"}}`, `{"to":["a@ourco.com"],"subject":"` + secret + `"}`, "auto-approved", "", true, true},
+	} {
+		ap, _ := y.DecisionsPath()
+		before := len(lines(t, ap, RecordSchema))
+		d, err := dc.Decide(y, Proposal{Imp: tc.imp, Run: run, Body: strings.NewReader(tc.body), Rules: rules, Signer: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := lines(t, ap, RecordSchema)
+		if len(recs) != before+1 {
+			t.Fatalf("%s: %d records after the proposal, want %d", tc.body, len(recs), before+1)
+		}
+		r := recs[len(recs)-1]
+		wantSum, wantSize := "", 0
+		if tc.payload != "" {
+			s := sha256.Sum256([]byte(tc.payload))
+			wantSum, wantSize = hex.EncodeToString(s[:]), len(tc.payload)
+		}
+		if r[FieldImp] != tc.imp || r[FieldRun] != run || r[FieldVerdict] != tc.verdict || r[FieldReason] != d.Reason ||
+			r[FieldSHA256] != wantSum || r[FieldSize] != float64(wantSize) || r[FieldTime] == nil {
+			t.Errorf("%s: record %v", tc.body, r)
+		}
+		if got, _ := r[FieldRefusal].(string); got != tc.refusal {
+			t.Errorf("%s: refusal %q, want %q", tc.body, got, tc.refusal)
+		}
+		if _, ok := r[FieldEntry]; ok != tc.entry {
+			t.Errorf("%s: trust entry %v, want one: %v", tc.body, r[FieldEntry], tc.entry)
+		}
+		if tc.gate && (d.Gate == nil || r[FieldGate] != d.Gate.ID) || !tc.gate && r[FieldGate] != nil {
+			t.Errorf("%s: gate_id %v, decision's gate %v", tc.body, r[FieldGate], d.Gate)
+		}
+	}
+	audit, _ := y.DecisionsPath()
+	if b, _ := os.ReadFile(audit); strings.Contains(string(b), secret) {
+		t.Errorf("the audit log holds a payload: %s", b)
+	}
+	for imp, want := range map[string]int{"yuko": 2, "rex": 1} {
+		jp, _ := y.JournalPath(imp)
+		if got := len(lines(t, jp, RecordSchema)); got != want {
+			t.Errorf("%s's journal: %d proposal records, want its %d refusals", imp, got, want)
+		}
+	}
+	// The journal goes into the box's brief: its copy of the trust deny
+	// names no host file, as the audit log's does.
+	jp, _ := y.JournalPath("rex")
+	j := lines(t, jp, RecordSchema)[0]
+	if j[FieldRefusal] != "trust-deny" || j[FieldReason] != "" || j[FieldEntry] != nil {
+		t.Errorf("rex's journal: %v", j)
+	}
+	if b, _ := os.ReadFile(jp); strings.Contains(string(b), y.Root) {
+		t.Errorf("rex's journal names the yard: %s", b)
+	}
+	if b, _ := os.ReadFile(audit); !strings.Contains(string(b), y.Root+"/org.toml [[trust]] #2") {
+		t.Errorf("the audit log lost the trust entry: %s", b)
+	}
+}
+
+// A run's refusals are recorded up to the cap, then the cap once, then
+// no more; another run is counted apart. Concurrent refusals do not
+// overshoot.
+func TestDeciderRefusalCap(t *testing.T) {
+	y := newYard(t)
+	dc := Decider{RefusalsPerRun: 5}
+	refuse := func(runID string) {
+		d, err := dc.Decide(y, Proposal{Imp: "yuko", Run: runID, Body: strings.NewReader(`{"intent":"launch-missiles","payload":{}}`), Rules: rules})
+		if err != nil || d.Verdict != Refused {
+			t.Errorf("%+v %v", d, err)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() { defer wg.Done(); refuse(run) }()
+	}
+	wg.Wait()
+	ap, _ := y.DecisionsPath()
+	jp, _ := y.JournalPath("yuko")
+	for _, p := range []string{ap, jp} {
+		if got, quota := len(lines(t, p, RecordSchema)), lines(t, p, QuotaEvent); got != 5 || len(quota) != 1 || !strings.Contains(quota[0]["why"].(string), "cap of 5 records") {
+			t.Errorf("%s: %d records and quota events %v, want 5 and one", p, got, quota)
+		}
+	}
+	refuse("r-0000000000000002")
+	if got := len(lines(t, ap, RecordSchema)); got != 6 {
+		t.Errorf("another run's refusal: %d records, want 6", got)
+	}
+	// Tokens issued without a run are counted by imp and task.
+	for range 6 {
+		refuse("")
+	}
+	if d, err := dc.Decide(y, Proposal{Imp: "yuko", Task: "t-0000000000000001", Body: strings.NewReader(`{}`), Rules: rules}); err != nil || d.Refusal != BadEnvelope {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if got := len(lines(t, ap, RecordSchema)); got != 12 {
+		t.Errorf("without a run: %d records, want 12", got)
+	}
+	// Gated proposals are not refusals: the cap does not hold them back.
+	d, err := dc.Decide(y, Proposal{Imp: "yuko", Run: run, Body: strings.NewReader(`{"intent":"email-send","payload":{"to":["x@elsewhere.com"]}}`), Rules: rules})
+	if err != nil || d.Verdict != Gated {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if got := len(lines(t, ap, RecordSchema)); got != 13 {
+		t.Errorf("a gated proposal past the cap: %d records, want 13", got)
+	}
+}
+
+// A record that cannot be written is an error; the refusal it would have
+// recorded is given back to the quota.
+func TestDeciderRecordFails(t *testing.T) {
+	y := newYard(t)
+	dc := Decider{RefusalsPerRun: 1}
+	ap, _ := y.DecisionsPath()
+	if err := os.Mkdir(ap, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"intent":"launch-missiles","payload":{}}`
+	if d, err := dc.Decide(y, Proposal{Imp: "yuko", Run: run, Body: strings.NewReader(body), Rules: rules}); err == nil || d.Refusal != UnknownIntent {
+		t.Fatalf("%+v %v, want the refusal and the record's error", d, err)
+	}
+	if err := os.Remove(ap); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dc.Decide(y, Proposal{Imp: "yuko", Run: run, Body: strings.NewReader(body), Rules: rules}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(lines(t, ap, RecordSchema)); got != 1 {
+		t.Errorf("%d records, want the one the cap still allowed", got)
+	}
+}
+
+// A quota event that cannot be written is an error too, and is written
+// with the next refusal instead.
+func TestDeciderQuotaEventFails(t *testing.T) {
+	y := newYard(t)
+	dc := Decider{RefusalsPerRun: 1}
+	refuse := func() error {
+		_, err := dc.Decide(y, Proposal{Imp: "yuko", Run: run, Body: strings.NewReader(`{"intent":"launch-missiles","payload":{}}`), Rules: rules})
+		return err
+	}
+	if err := refuse(); err != nil {
+		t.Fatal(err)
+	}
+	ap, _ := y.DecisionsPath()
+	if err := os.Rename(ap, ap+".kept"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(ap, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := refuse(); err == nil {
+		t.Fatal("an unwritable audit log: no error")
+	}
+	if err := os.Remove(ap); err != nil {
+		t.Fatal(err)
+	}
+	if err := refuse(); err != nil {
+		t.Fatal(err)
+	}
+	if err := refuse(); err != nil {
+		t.Fatal(err)
+	}
+	if got := lines(t, ap, QuotaEvent); len(got) != 1 {
+		t.Errorf("%d quota events, want the one written after the failure", len(got))
+	}
+}
