@@ -38,6 +38,7 @@ import (
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/temporary"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -45,7 +46,7 @@ import (
 const Actor = "impexec"
 
 // ErrBusy means another live executor holds the gate.
-var ErrBusy = errors.New("another executor is working on this gate")
+var ErrBusy = temporary.New("another executor is working on this gate")
 
 // Runner executes gates of one yard.
 type Runner struct {
