@@ -1,7 +1,8 @@
 // Package scripttest is what the commands' testscript files share: the
 // yard and IMPYARD_HOME inside the script's work directory, and the script
-// commands capture (as $(...) in a shell) and hold/release (a lock in the
-// yard kept by another process, as a live impyard process would keep it).
+// commands capture (as $(...) in a shell), exits (a command's exact exit
+// status) and hold/release (a lock in the yard kept by another process,
+// as a live impyard process would keep it).
 package scripttest
 
 import (
