@@ -1,6 +1,7 @@
 // Package tests drives the built impyard binaries as separate processes:
 // concurrency, races and crashes that only real processes, real flock and
-// real SIGKILL can show, and the command-line behaviour as testscript files.
+// real SIGKILL can show, and testscript files that drive several binaries
+// together (a script that tests one binary lives in cmd/<bin>/testdata).
 package tests
 
 import (
@@ -8,10 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/impyard/impyard/internal/scripttest"
 )
 
 // bin holds the normal binaries, crashBin the same built with crash points.
@@ -43,20 +45,8 @@ func TestScripts(t *testing.T) {
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-			env.Setenv("USER", "alice")
-			env.Setenv("IMPYARD_ROOT", env.WorkDir)
-			env.Setenv("IMPYARD_HOME", filepath.Join(env.WorkDir, ".home"))
-			return nil
+			return scripttest.Setup(env)
 		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			// capture VAR sets VAR to the trimmed stdout of the last command,
-			// as id=$(impq add ...) would in a shell.
-			"capture": func(ts *testscript.TestScript, neg bool, args []string) {
-				if neg || len(args) != 1 {
-					ts.Fatalf("usage: capture VAR")
-				}
-				ts.Setenv(args[0], strings.TrimSpace(ts.ReadFile("stdout")))
-			},
-		},
+		Cmds: scripttest.Cmds(nil),
 	})
 }

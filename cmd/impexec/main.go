@@ -92,7 +92,8 @@ const onceUsage = `usage: impexec once GATE
 
 Execute one gate now and print its final state. A gate that is already
 executed, failed or denied is left alone. Exits 1 when the gate ends
-failed.
+failed; 111, leaving the gate as it was, when another executor is working
+on it or impgw does not answer for an http executor: try again later.
 
 Examples:
   impexec once g-01m8nfx70pjmyn2n

@@ -9,30 +9,20 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/impyard/impyard/internal/scripttest"
 )
 
 // TestMain makes this test binary double as impq, on PATH for the scripts.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"impq": main})
+	testscript.Main(m, map[string]func(){"impq": scripttest.Main(main)})
 }
 
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script",
-		Setup: func(env *testscript.Env) error {
-			env.Setenv("USER", "alice")
-			env.Setenv("IMPYARD_ROOT", env.WorkDir)
-			env.Setenv("IMPYARD_HOME", filepath.Join(env.WorkDir, ".home"))
-			return nil
-		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			// capture VAR sets VAR to the trimmed stdout of the last command.
-			"capture": func(ts *testscript.TestScript, neg bool, args []string) {
-				if neg || len(args) != 1 {
-					ts.Fatalf("usage: capture VAR")
-				}
-				ts.Setenv(args[0], strings.TrimSpace(ts.ReadFile("stdout")))
-			},
+		Dir:   "testdata/script",
+		Setup: scripttest.Setup,
+		Cmds: scripttest.Cmds(map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// snapshot VAR keeps a listing of every path below the work
 			// directory with its mode and contents; unchanged VAR fails if
 			// the tree is no longer byte-for-byte the same.
@@ -50,7 +40,7 @@ func TestScripts(t *testing.T) {
 					ts.Fatalf("the tree changed:\nbefore:\n%s\nafter:\n%s", ts.Getenv(args[0]), now)
 				}
 			},
-		},
+		}),
 	})
 }
 

@@ -112,7 +112,8 @@ const onceUsage = `usage: impsup once
 One pass: adopt or settle what a previous impsup left, fire due
 schedules, start the waiting tasks that may start now, wait for those
 boxes to end, and settle the tasks they leave. Prints how many boxes it
-started.
+started. Exits 111 when another impsup holds the yard or containerd or
+impgw does not answer: the tasks stay waiting; try again later.
 
 Examples:
   impsup once

@@ -55,6 +55,7 @@ import (
 	"github.com/containerd/containerd/namespaces"
 
 	"github.com/impyard/impyard/lib/netns"
+	"github.com/impyard/impyard/lib/temporary"
 )
 
 // Defaults for the zero values of Spec and New.
@@ -88,19 +89,24 @@ type Runner struct {
 	address string
 }
 
+// ErrUnreachable means containerd does not answer at its socket: not
+// running, or not yet. Trying again once it runs can succeed.
+var ErrUnreachable = temporary.New("containerd unreachable")
+
 // New connects to containerd at address (its socket) and checks that it
-// answers. namespace "" means DefaultNamespace.
+// answers. namespace "" means DefaultNamespace. Not reaching it is
+// ErrUnreachable.
 func New(ctx context.Context, address, namespace string) (*Runner, error) {
 	if namespace == "" {
 		namespace = DefaultNamespace
 	}
 	// Dialling a missing socket would retry until the timeout; say so now.
 	if _, err := os.Stat(address); err != nil {
-		return nil, fmt.Errorf("box: no containerd socket: %w", err)
+		return nil, fmt.Errorf("box: %w: no containerd socket: %w", ErrUnreachable, err)
 	}
 	c, err := containerd.New(address, containerd.WithDefaultNamespace(namespace), containerd.WithTimeout(5*time.Second))
 	if err != nil {
-		return nil, fmt.Errorf("box: connect to containerd at %s: %w", address, err)
+		return nil, fmt.Errorf("box: %w: connect to containerd at %s: %w", ErrUnreachable, address, err)
 	}
 	r := &Runner{client: c, ns: namespace, address: address}
 	if _, err := r.Version(ctx); err != nil {
@@ -118,7 +124,7 @@ func (r *Runner) Close() error { return r.client.Close() }
 func (r *Runner) Version(ctx context.Context) (string, error) {
 	v, err := r.client.Version(r.ctx(ctx))
 	if err != nil {
-		return "", fmt.Errorf("box: containerd at %s does not answer: %w", r.address, err)
+		return "", fmt.Errorf("box: %w: containerd at %s does not answer: %w", ErrUnreachable, r.address, err)
 	}
 	return v.Version, nil
 }

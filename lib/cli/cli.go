@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/temporary"
 )
 
 // Exit codes, the same for every command and man page.
@@ -19,8 +20,9 @@ const (
 	OK    = 0
 	Fail  = 1
 	Usage = 2
-	// Temp is a temporary failure worth retrying: a lock held too long, a
-	// daemon not answering.
+	// Temp is a temporary failure worth retrying: any error that wraps a
+	// sentinel of lib/temporary (a lock held too long, a daemon not
+	// answering, another supervisor running).
 	Temp = 111
 )
 
@@ -69,7 +71,7 @@ func (e *Env) Report(err error) int {
 	switch {
 	case errors.As(err, &u):
 		return Usage
-	case errors.Is(err, store.ErrBusy):
+	case temporary.Is(err):
 		return Temp
 	}
 	return Fail

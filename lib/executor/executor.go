@@ -38,6 +38,7 @@ import (
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/temporary"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -45,7 +46,11 @@ import (
 const Actor = "impexec"
 
 // ErrBusy means another live executor holds the gate.
-var ErrBusy = errors.New("another executor is working on this gate")
+var ErrBusy = temporary.New("another executor is working on this gate")
+
+// ErrGatewayDown means impgw does not answer, so an HTTP action is not
+// begun: the gate stays as it was, to be executed once impgw is back.
+var ErrGatewayDown = temporary.New("gateway unreachable")
 
 // Runner executes gates of one yard.
 type Runner struct {
@@ -133,6 +138,9 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		if exe == nil {
 			return r.fail(g, fmt.Sprintf("no executor is configured for intent %q in %s; nothing was sent", g.Intent, org.Path()))
 		}
+		if err := gatewayUp(org, exe); err != nil {
+			return g, fmt.Errorf("gate %s not executed: %w", gateID, err)
+		}
 		// Verified again under the gates lock, over the very file moved.
 		g, err = gate.Move(r.Yard, gateID, gate.Change{To: state.Executing, By: Actor, Actor: Actor, Why: "executor " + exe.Kind,
 			Edit: func(g *gate.Gate) error { return r.verifyOnly(g) }})
@@ -146,6 +154,9 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 	case state.Executing:
 		if exe == nil || !idempotent(exe) {
 			return r.fail(g, "outcome unknown: an executor stopped while this gate was executing and its executor is not idempotent; not retried without a new approval")
+		}
+		if err := gatewayUp(org, exe); err != nil {
+			return g, fmt.Errorf("gate %s not resumed: %w", gateID, err)
 		}
 		r.logf("gate %s: resuming an interrupted execution (idempotent)", gateID)
 		if err := r.markStarted(gateID); err != nil {

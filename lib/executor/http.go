@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"text/template"
+	"time"
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
@@ -72,6 +73,22 @@ func (r *Runner) sendHTTP(ctx context.Context, g *gate.Gate, listen string, exe 
 	}
 	transient := resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
 	return nil, &outcome{err: fmt.Errorf("%s %s answered %d: %s", exe.Method, exe.URL, resp.StatusCode, trim(string(rb), 300)), sent: transient, transient: transient}
+}
+
+// gatewayUp checks, for an executor that sends through impgw, that impgw
+// answers, so that a gateway that is down leaves the gate to a later
+// attempt instead of failing it.
+func gatewayUp(org *config.Org, exe *config.Executor) error {
+	if exe.Kind != config.HTTP {
+		return nil
+	}
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + org.Gateway.Listen + "/v1/health")
+	if err != nil {
+		return fmt.Errorf("%w: impgw at %s does not answer (is impgw serve running?): %w", ErrGatewayDown, org.Gateway.Listen, err)
+	}
+	resp.Body.Close()
+	return nil
 }
 
 // client builds an HTTP client whose every request goes through the

@@ -43,6 +43,7 @@ import (
 	"github.com/google/renameio/v2"
 
 	"github.com/impyard/impyard/lib/crash"
+	"github.com/impyard/impyard/lib/temporary"
 )
 
 const (
@@ -62,7 +63,7 @@ var LockTimeout = 30 * time.Second
 
 // ErrBusy means another process held a store's lock for longer than
 // LockTimeout; the operation is worth retrying.
-var ErrBusy = errors.New("lock busy")
+var ErrBusy = temporary.New("lock busy")
 
 // Dir is a store directory: one lock domain with its own .lock and .tmp.
 type Dir struct {

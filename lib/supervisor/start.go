@@ -223,7 +223,7 @@ func gatewayUp(listen string) error {
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get("http://" + listen + "/v1/health")
 	if err != nil {
-		return fmt.Errorf("the gateway at %s does not answer (is impgw serve running?): %w", listen, err)
+		return fmt.Errorf("%w: impgw at %s does not answer (is impgw serve running?): %w", ErrGatewayDown, listen, err)
 	}
 	resp.Body.Close()
 	return nil

@@ -88,7 +88,7 @@ func Lock(y *yard.Yard) (unlock func(), err error) {
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("another impsup is running on %s", y.Root)
+		return nil, fmt.Errorf("%w on %s", ErrRunning, y.Root)
 	}
 	return unlock, nil
 }

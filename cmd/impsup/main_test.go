@@ -1,0 +1,22 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/impyard/impyard/internal/scripttest"
+)
+
+// TestMain makes this test binary double as impsup, on PATH for the scripts.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){"impsup": scripttest.Main(main)})
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:   "testdata/script",
+		Setup: scripttest.Setup,
+		Cmds:  scripttest.Cmds(nil),
+	})
+}

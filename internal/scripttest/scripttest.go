@@ -1,0 +1,121 @@
+// Package scripttest is what the commands' testscript files share: the
+// yard and IMPYARD_HOME inside the script's work directory, and the script
+// commands capture (as $(...) in a shell), exits (a command's exact exit
+// status) and hold/release (a lock in the yard kept by another process,
+// as a live impyard process would keep it).
+package scripttest
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/impyard/impyard/lib/store"
+)
+
+// LockTimeoutEnv, set in a script (env LOCK_TIMEOUT=200ms), shortens how
+// long a command run through Main waits for a held lock, so a script can
+// see it give up without waiting the real 30 seconds.
+const LockTimeoutEnv = "LOCK_TIMEOUT"
+
+// Main returns main wrapped for testscript.Main: the command as built,
+// except that LockTimeoutEnv, when set, replaces store.LockTimeout.
+func Main(main func()) func() {
+	return func() {
+		if v := os.Getenv(LockTimeoutEnv); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				panic(LockTimeoutEnv + ": " + err.Error())
+			}
+			store.LockTimeout = d
+		}
+		main()
+	}
+}
+
+// Setup points IMPYARD_ROOT at the work directory, IMPYARD_HOME below it,
+// and USER at alice.
+func Setup(env *testscript.Env) error {
+	env.Setenv("USER", "alice")
+	env.Setenv("IMPYARD_ROOT", env.WorkDir)
+	env.Setenv("IMPYARD_HOME", filepath.Join(env.WorkDir, ".home"))
+	return nil
+}
+
+// Cmds returns the shared script commands, with more added.
+func Cmds(more map[string]func(ts *testscript.TestScript, neg bool, args []string)) map[string]func(ts *testscript.TestScript, neg bool, args []string) {
+	// Scripts run in parallel: held is keyed by absolute path, which is
+	// unique to a script's work directory.
+	var mu sync.Mutex
+	held := map[string]func(){}
+	release := func(p string) bool {
+		mu.Lock()
+		unlock := held[p]
+		delete(held, p)
+		mu.Unlock()
+		if unlock != nil {
+			unlock()
+		}
+		return unlock != nil
+	}
+	cmds := map[string]func(ts *testscript.TestScript, neg bool, args []string){
+		// capture VAR sets VAR to the trimmed stdout of the last command.
+		"capture": func(ts *testscript.TestScript, neg bool, args []string) {
+			if neg || len(args) != 1 {
+				ts.Fatalf("usage: capture VAR")
+			}
+			ts.Setenv(args[0], strings.TrimSpace(ts.ReadFile("stdout")))
+		},
+		// hold FILE takes the flock on FILE (creating it) the way the
+		// store does, and keeps it until release FILE or the script ends.
+		"hold": func(ts *testscript.TestScript, neg bool, args []string) {
+			if neg || len(args) != 1 {
+				ts.Fatalf("usage: hold FILE")
+			}
+			p := ts.MkAbs(args[0])
+			unlock, err := store.Lock(p)
+			ts.Check(err)
+			mu.Lock()
+			held[p] = unlock
+			mu.Unlock()
+			ts.Defer(func() { release(p) })
+		},
+		// exits N PROG ARGS... runs PROG as exec does and fails unless it
+		// exits with status N; its stdout and stderr are kept for the
+		// next stdout and stderr commands.
+		"exits": func(ts *testscript.TestScript, neg bool, args []string) {
+			if neg || len(args) < 2 {
+				ts.Fatalf("usage: exits N PROG [ARGS...]")
+			}
+			want, err := strconv.Atoi(args[0])
+			ts.Check(err)
+			got := 0
+			if err := ts.Exec(args[1], args[2:]...); err != nil {
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) {
+					ts.Fatalf("%s: %v", args[1], err)
+				}
+				got = ee.ExitCode()
+			}
+			if got != want {
+				ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+			}
+		},
+		"release": func(ts *testscript.TestScript, neg bool, args []string) {
+			if neg || len(args) != 1 || !release(ts.MkAbs(args[0])) {
+				ts.Fatalf("usage: release FILE (a file held by hold)")
+			}
+		},
+	}
+	for k, v := range more {
+		cmds[k] = v
+	}
+	return cmds
+}
