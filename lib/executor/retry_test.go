@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -30,6 +31,11 @@ type upstream struct {
 func newUpstream(t *testing.T, refuse bool, statuses ...int) *upstream {
 	u := &upstream{statuses: statuses, refuse: refuse}
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The gateway's own health check, asked in origin form before a
+		// send begins, is not a request to the mail API.
+		if r.URL.Host == "" && r.URL.Path == "/v1/health" {
+			return
+		}
 		u.mu.Lock()
 		n := len(u.at)
 		u.at = append(u.at, time.Now())
@@ -60,7 +66,8 @@ func (u *upstream) log() ([]time.Time, []string) {
 // executors, and checks every request that arrived, the backoff between
 // them, and how the gate ends: retried until the attempts run out only
 // when the executor is idempotent and the failure transient, "outcome
-// unknown" only when a non-idempotent request may have taken effect.
+// unknown" only when a non-idempotent request may have taken effect, and
+// left approved, nothing begun, while the gateway does not answer.
 func TestRetries(t *testing.T) {
 	const backoff = 20 * time.Millisecond
 	for _, tc := range []struct {
@@ -100,7 +107,14 @@ func TestRetries(t *testing.T) {
 			r.Logf = func(format string, a ...any) { logged = append(logged, fmt.Sprintf(format, a...)) }
 			g := approved(t, r, "email-send", `{"to":["a@b.c"]}`)
 			out, err := r.Execute(context.Background(), g.ID)
-			if err != nil {
+			if tc.down {
+				// Nothing begins while the gateway does not answer: the
+				// gate stays approved for a later try, and the error is
+				// the temporary one.
+				if !errors.Is(err, ErrGatewayDown) || out == nil || out.State != state.Approved {
+					t.Fatalf("with the gateway down: %v, gate %v; want ErrGatewayDown and the gate still approved", err, out)
+				}
+			} else if err != nil {
 				t.Fatal(err)
 			}
 			at, keys := u.log()
@@ -119,15 +133,12 @@ func TestRetries(t *testing.T) {
 				}
 			}
 			if tc.down {
-				retried := 0
 				for _, l := range logged {
 					if strings.Contains(l, "retrying in") {
-						retried++
+						t.Errorf("with the gateway down, a send was retried:\n%s", strings.Join(logged, "\n"))
 					}
 				}
-				if want := map[bool]int{true: 3, false: 0}[tc.idempotent]; retried != want {
-					t.Errorf("with the gateway down: %d retries, want %d\n%s", retried, want, strings.Join(logged, "\n"))
-				}
+				return
 			}
 			why := out.History[len(out.History)-1].Why
 			switch {
