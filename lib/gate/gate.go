@@ -234,7 +234,9 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 			g.Apply(state.Transition{From: state.Filed, To: state.Approved, By: o.By, Actor: o.Actor, At: now, Why: "approved by trust rule"})
 			g.Approval = o.Signer.Sign(g.ID, g.SHA256, o.By, now)
 		}
-		return g, false, tx.Check(name(pending, g.ID), name(resolved, g.ID))
+		return g, false, nil
+	}, func(tx *store.Tx, g *Gate) error {
+		return tx.Check(name(pending, g.ID), name(resolved, g.ID))
 	})
 	if err != nil {
 		return nil, err
@@ -242,8 +244,10 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 	return g, nil
 }
 
-// Timeline returns the gate's id, state and history.
-func (g *Gate) Timeline() (string, string, []state.Transition) { return g.ID, g.State, g.History }
+// Timeline returns who the gate is and where it stands.
+func (g *Gate) Timeline() transition.Timeline {
+	return transition.Timeline{ID: g.ID, Imp: g.Imp, State: g.State, History: g.History}
+}
 
 // Apply makes h the gate's latest transition.
 func (g *Gate) Apply(h state.Transition) {
@@ -269,7 +273,8 @@ func gates(y *yard.Yard) (transition.Store[*Gate], error) {
 			}
 			return g, err
 		},
-		Write: write, Event: eventOf,
+		Write: write, First: "gate-filed",
+		Detail: func(g *Gate, e *event.Event) { e.Task, e.SHA256, e.Intent = g.Task, g.SHA256, g.Intent },
 	}, nil
 }
 
@@ -298,17 +303,6 @@ func write(tx *store.Tx, g *Gate) error {
 		return tx.Remove(name(pending, g.ID))
 	}
 	return nil
-}
-
-// eventOf is the journal and audit record of the gate's seq-th transition.
-func eventOf(g *Gate, seq int) event.Event {
-	h := g.History[seq-1]
-	ev := "gate-" + h.To
-	if h.From == "" {
-		ev = "gate-filed"
-	}
-	return event.Event{TS: h.At, Event: ev, Imp: g.Imp, Actor: h.Actor, By: h.By, ID: g.ID, Seq: seq, Task: g.Task,
-		From: h.From, To: h.To, Why: h.Why, SHA256: g.SHA256, Intent: g.Intent}
 }
 
 // Repair records the last transition of a gate whose writer died between

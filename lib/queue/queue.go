@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/transition"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -142,7 +142,7 @@ func (o *AddOptions) check() error {
 // written yet. The store's .recording mark stays, so the next change to
 // that queue writes the record; the task itself exists, and a caller that
 // retried the add would file it twice.
-var ErrUnrecorded = errors.New("its record is not written yet")
+var ErrUnrecorded = transition.ErrUnrecorded
 
 // Add files a new waiting task and returns its id. With a unique key, when
 // the latest task filed with that key is still waiting or running, nothing
@@ -160,13 +160,11 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 			return "", false, err
 		}
 	}
-	d, err := y.QueueDir(o.Imp)
+	s, err := tasks(y, o.Imp)
 	if err != nil {
 		return "", false, err
 	}
-	var t *Task
-	var unrecorded error
-	err = d.Update(func(tx *store.Tx) error {
+	t, existed, err := transition.Create(s, func(tx *store.Tx) (*Task, bool, error) {
 		if o.Once != "" {
 			if prev, err := tx.Read(onceName(o.Once)); err == nil {
 				pid := strings.TrimSpace(string(prev))
@@ -175,29 +173,27 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 				if id.Check(id.Task, pid) == nil {
 					found, err := y.Exists(tx.Path(fileName(pid)))
 					if err != nil {
-						return err
+						return nil, false, err
 					}
 					if found {
-						taskID, existed = pid, true
-						return nil
+						return &Task{ID: pid}, true, nil
 					}
 				}
 			} else if !store.IsNotExist(err) {
-				return err
+				return nil, false, err
 			}
 		}
 		if o.Unique != "" {
 			old, err := uniqueHolder(y, o.Imp, o.Unique)
 			if err != nil {
-				return err
+				return nil, false, err
 			}
 			if old != nil && old.Active() {
-				taskID, existed = old.ID, true
-				return nil
+				return old, true, nil
 			}
 		}
 		now := state.Now()
-		t = &Task{
+		t := &Task{
 			Schema: store.Schema(Kind, Major), Imp: o.Imp, State: state.Waiting,
 			Kind: o.Kind, Text: o.Text, Proactive: o.Proactive, Labels: o.Labels,
 			Repo: o.Repo, Base: o.Base, Continues: o.Continues, Unique: o.Unique, Continue: o.Continue,
@@ -214,13 +210,8 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 				break
 			}
 		}
-		if err := recoverInterrupted(y, d); err != nil {
-			return err
-		}
-		b, err := store.Encode(t)
-		if err != nil {
-			return err
-		}
+		return t, false, nil
+	}, func(tx *store.Tx, t *Task) error {
 		// The markers go first: one naming a task that is not there holds
 		// nothing, while a task without its marker would let a retried add
 		// file a duplicate.
@@ -230,32 +221,57 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 			}
 		}
 		if o.Once != "" {
-			if err := tx.Write(onceName(o.Once), []byte(t.ID+"\n")); err != nil {
-				return err
-			}
-		}
-		if err := event.Begin(d.Path(), t.ID); err != nil {
-			return err
-		}
-		if err := tx.Write(fileName(t.ID), b); err != nil {
-			return err
-		}
-		taskID = t.ID
-		// From here the task exists: a failed record is left to the
-		// repair the .recording mark asks for, not reported as a failed add.
-		if err := event.Record(y, eventOf(t, 1)); err != nil {
-			unrecorded = err
-			return nil
-		}
-		if err := event.End(d.Path()); err != nil {
-			unrecorded = err
+			return tx.Write(onceName(o.Once), []byte(t.ID+"\n"))
 		}
 		return nil
 	})
-	if err == nil && unrecorded != nil {
-		err = fmt.Errorf("task %s filed, but %w (the next change to %s writes it): %w", taskID, ErrUnrecorded, d.Path(), unrecorded)
+	if t == nil {
+		return "", false, err
 	}
-	return taskID, existed, err
+	return t.ID, existed, err
+}
+
+// tasks is the store of imp's queue.
+func tasks(y *yard.Yard, imp string) (transition.Store[*Task], error) {
+	d, err := y.QueueDir(imp)
+	if err != nil {
+		return transition.Store[*Task]{}, err
+	}
+	return transition.Store[*Task]{
+		Yard: y, Dir: d, Kind: Kind, IDKind: id.Task, Machine: state.TaskMachine,
+		Read: func(_ *store.Tx, taskID string) (*Task, error) {
+			return readTask(y, filepath.Join(d.Path(), fileName(taskID)), imp)
+		},
+		Write: func(tx *store.Tx, t *Task) error {
+			b, err := store.Encode(t)
+			if err != nil {
+				return err
+			}
+			return tx.Write(fileName(t.ID), b)
+		},
+		First: "task-added",
+		// The first record carries a summary of the text.
+		Detail: func(t *Task, e *event.Event) {
+			if e.Seq == 1 {
+				e.Why = summary(t.Text)
+			}
+		},
+	}, nil
+}
+
+// Timeline returns who the task is and where it stands.
+func (t *Task) Timeline() transition.Timeline {
+	return transition.Timeline{ID: t.ID, Imp: t.Imp, State: t.State, History: t.History}
+}
+
+// Apply makes h the task's latest transition; its why, if any, becomes
+// the task's reason.
+func (t *Task) Apply(h state.Transition) {
+	t.History = append(t.History, h)
+	t.State, t.Updated = h.To, h.At
+	if h.Why != "" {
+		t.Reason = h.Why
+	}
 }
 
 // uniqueHolder returns the latest task filed with the unique key, or nil
@@ -282,35 +298,6 @@ func uniqueHolder(y *yard.Yard, imp, key string) (*Task, error) {
 		return nil, nil
 	}
 	return t, nil
-}
-
-// recoverInterrupted records the last transition of a task whose writer
-// died between its state write and its records. Callers hold d's lock.
-func recoverInterrupted(y *yard.Yard, d *store.Dir) error {
-	return event.Recover(y, d.Path(), func(taskID string) (event.Event, bool, error) {
-		if id.Check(id.Task, taskID) != nil {
-			return event.Event{}, false, nil
-		}
-		t, err := readTask(y, filepath.Join(d.Path(), fileName(taskID)), filepath.Base(d.Path()))
-		if store.IsNotExist(err) {
-			return event.Event{}, false, nil
-		}
-		if err != nil {
-			return event.Event{}, false, err
-		}
-		return eventOf(t, len(t.History)), true, nil
-	})
-}
-
-// eventOf is the journal and audit record of the task's seq-th
-// transition; the first carries a summary of the text.
-func eventOf(t *Task, seq int) event.Event {
-	h := t.History[seq-1]
-	e := event.Event{TS: h.At, Event: "task-" + h.To, Imp: t.Imp, Actor: h.Actor, By: h.By, ID: t.ID, Seq: seq, From: h.From, To: h.To, Why: h.Why}
-	if seq == 1 {
-		e.Event, e.Why = "task-added", summary(t.Text)
-	}
-	return e
 }
 
 func summary(s string) string {
@@ -389,61 +376,23 @@ type Change struct {
 }
 
 // Move applies one transition to a task under its queue's lock: read,
-// check the state machine, write, record the event. Of two processes moving
-// the same task out of a state, exactly one succeeds.
+// check the state machine, write, record the event (see transition.Move
+// for the sequence and its invariant). Of two processes moving the same
+// task out of a state, exactly one succeeds.
 func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 	imp, err := Locate(y, taskID)
 	if err != nil {
 		return nil, err
 	}
-	// Refuse a task from a newer impyard before taking the lock, so the
-	// refusal writes nothing, not even the lock file.
-	if _, err := readTask(y, y.Path("queue", imp, fileName(taskID)), imp); errors.Is(err, store.ErrUnknownMajor) {
-		return nil, err
-	}
-	d, err := y.QueueDir(imp)
+	s, err := tasks(y, imp)
 	if err != nil {
 		return nil, err
 	}
-	var t *Task
-	err = d.Update(func(tx *store.Tx) error {
-		if err := recoverInterrupted(y, d); err != nil {
-			return err
-		}
-		t, err = readTask(y, tx.Path(fileName(taskID)), imp)
-		if err != nil {
-			return err
-		}
-		if err := state.TaskMachine.Check(taskID, t.State, c.To); err != nil {
-			return err
-		}
-		if c.Edit != nil {
-			if err := c.Edit(t); err != nil {
-				return err
-			}
-		}
-		now := state.Now()
-		from := t.State
-		t.History = append(t.History, state.Transition{From: from, To: c.To, By: c.By, Actor: c.Actor, At: now, Why: c.Why})
-		t.State, t.Updated = c.To, now
-		if c.Why != "" {
-			t.Reason = c.Why
-		}
-		b, err := store.Encode(t)
-		if err != nil {
-			return err
-		}
-		if err := event.Begin(d.Path(), taskID); err != nil {
-			return err
-		}
-		if err := tx.Write(fileName(taskID), b); err != nil {
-			return err
-		}
-		if err := event.Record(y, eventOf(t, len(t.History))); err != nil {
-			return err
-		}
-		return event.End(d.Path())
-	})
+	tc := transition.Change[*Task]{To: c.To, By: c.By, Actor: c.Actor, Why: c.Why}
+	if c.Edit != nil {
+		tc.Edit = func(t *Task, _ *state.Transition) error { return c.Edit(t) }
+	}
+	t, err := transition.Move(s, taskID, tc)
 	if err != nil {
 		return nil, err
 	}
@@ -475,52 +424,15 @@ func List(y *yard.Yard, f Filter) (tasks []*Task, bad []error) {
 		return nil, []error{err}
 	}
 	for _, imp := range imps {
-		ts, errs := listQueue(y, imp, f.State)
-		tasks, bad = append(tasks, ts...), append(bad, errs...)
-	}
-	sort.Slice(tasks, func(i, j int) bool { return tasks[i].ID < tasks[j].ID })
-	return tasks, bad
-}
-
-// listQueue reads the tasks of one imp in state want (any when empty). The
-// queue directory is opened once, refusing it if it or a directory on the
-// way is a symlink, and every task is read relative to it.
-func listQueue(y *yard.Yard, imp, want string) (tasks []*Task, bad []error) {
-	dir, err := store.OpenIn(y.Root, filepath.Join("queue", imp))
-	if store.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, []error{err}
-	}
-	defer dir.Close()
-	entries, err := dir.ReadDir()
-	if err != nil {
-		return nil, []error{err}
-	}
-	for _, e := range entries {
-		n := e.Name()
-		if strings.HasPrefix(n, ".") {
-			continue // .lock, .tmp, .unique and the markers
-		}
-		p := y.Path("queue", imp, n)
-		if !strings.HasSuffix(n, ".json") || id.Check(id.Task, strings.TrimSuffix(n, ".json")) != nil {
-			bad = append(bad, fmt.Errorf("%s: not a task file name; skipped", p))
-			continue
-		}
-		b, err := dir.ReadFile(n)
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		t, err := parseTask(p, imp, b)
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		if want == "" || t.State == want {
-			tasks = append(tasks, t)
+		ts, errs := transition.Scan(y, filepath.Join("queue", imp), Kind, id.Task, nil,
+			func(path string, b []byte) (*Task, error) { return parseTask(path, imp, b) })
+		bad = append(bad, errs...)
+		for _, t := range ts {
+			if f.State == "" || t.State == f.State {
+				tasks = append(tasks, t)
+			}
 		}
 	}
+	transition.Sort(tasks)
 	return tasks, bad
 }

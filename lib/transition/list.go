@@ -63,8 +63,6 @@ func Scan[R any](y *yard.Yard, rel, kind, idKind string, want func(id string) bo
 // Sort orders records by id, which is creation order.
 func Sort[R Record](recs []R) {
 	sort.Slice(recs, func(i, j int) bool {
-		a, _, _ := recs[i].Timeline()
-		b, _, _ := recs[j].Timeline()
-		return a < b
+		return recs[i].Timeline().ID < recs[j].Timeline().ID
 	})
 }

@@ -23,11 +23,17 @@ import (
 // Record is what the engine needs of a record type: its timeline, and a
 // way to make a transition its latest.
 type Record interface {
-	// Timeline returns the record's id, current state and history.
-	Timeline() (id, current string, history []state.Transition)
+	Timeline() Timeline
 	// Apply appends h to the history and takes on its state, with any
 	// field the record keeps beside them (its update time, its reason).
 	Apply(h state.Transition)
+}
+
+// Timeline is who a record is, whose journal tells its story, and where
+// it stands.
+type Timeline struct {
+	ID, Imp, State string
+	History        []state.Transition
 }
 
 // Store describes where and how one kind of record is kept.
@@ -48,8 +54,12 @@ type Store[R Record] struct {
 	Read func(tx *store.Tx, id string) (R, error)
 	// Write writes the record as it now is, under the lock.
 	Write func(tx *store.Tx, r R) error
-	// Event is the journal and audit record of r's seq-th transition.
-	Event func(r R, seq int) event.Event
+	// First names the event of a record's first transition; empty, it is
+	// Kind-state like every other ("task-added" against "task-waiting").
+	First string
+	// Detail, when set, adds what the record's kind tells beside the
+	// common fields to the record of its seq-th transition (e.Seq).
+	Detail func(r R, e *event.Event)
 }
 
 // Change is one requested transition.
@@ -105,7 +115,7 @@ func Move[R Record](s Store[R], id string, c Change[R]) (R, error) {
 		if r, err = s.Read(tx, id); err != nil {
 			return err
 		}
-		_, from, _ := r.Timeline()
+		from := r.Timeline().State
 		if c.Allow == nil || !c.Allow(r) {
 			if err := s.Machine.Check(id, from, c.To); err != nil {
 				return err
@@ -126,28 +136,35 @@ func Move[R Record](s Store[R], id string, c Change[R]) (R, error) {
 	return r, err
 }
 
-// Create writes a new record under the store's lock, after recovering an
-// interrupted transition. fresh makes the record (its id chosen under the
-// lock) and writes whatever must precede it; with existing set, the record
-// it returns is already there and nothing is written. The new record's
-// history must follow the machine from a known first state; every one of
-// its transitions is recorded, in order, as Move records one. Once the
-// record is written a failed record is returned wrapping ErrUnrecorded,
-// with the record: it exists, and the marker has the record written later.
-func Create[R Record](s Store[R], fresh func(tx *store.Tx) (r R, existing bool, err error)) (r R, existing bool, err error) {
+// Create writes a new record under the store's lock. fresh makes the
+// record, its id chosen under the lock; with existing set, the record it
+// returns is already there and Create returns it at once, so a retried
+// create answers even while an interrupted transition cannot be recovered.
+// Otherwise Create recovers an interrupted transition, checks that the new
+// history follows the machine from a known first state, lets before (when
+// set) write what must precede the record, and commits the record with
+// one record per transition, in order, as Move does. Once the record is
+// written a failed record is returned wrapping ErrUnrecorded, with the
+// record: it exists, and the marker has its record written later.
+func Create[R Record](s Store[R], fresh func(tx *store.Tx) (r R, existing bool, err error), before func(tx *store.Tx, r R) error) (r R, existing bool, err error) {
 	err = s.Dir.Update(func(tx *store.Tx) error {
-		if err := s.recoverInterrupted(tx); err != nil {
-			return err
-		}
 		var err error
 		if r, existing, err = fresh(tx); err != nil || existing {
 			return err
 		}
-		id, _, history := r.Timeline()
-		if err := s.checkHistory(id, history); err != nil {
+		if err := s.recoverInterrupted(tx); err != nil {
 			return err
 		}
-		return s.commit(tx, r, len(history))
+		tl := r.Timeline()
+		if err := s.checkHistory(tl.ID, tl.History); err != nil {
+			return err
+		}
+		if before != nil {
+			if err := before(tx, r); err != nil {
+				return err
+			}
+		}
+		return s.commit(tx, r, len(tl.History))
 	})
 	if err != nil && !errors.Is(err, ErrUnrecorded) {
 		var zero R
@@ -177,27 +194,42 @@ func (s Store[R]) checkHistory(id string, history []state.Transition) error {
 // transaction's recovery; so does a failed record, returned wrapping
 // ErrUnrecorded.
 func (s Store[R]) commit(tx *store.Tx, r R, n int) error {
-	id, _, history := r.Timeline()
-	if err := event.Begin(s.Dir.Path(), id); err != nil {
+	tl := r.Timeline()
+	if err := event.Begin(s.Dir.Path(), tl.ID); err != nil {
 		return err
 	}
 	if err := s.Write(tx, r); err != nil {
 		return err
 	}
 	crash.Point("before-record")
-	for seq := len(history) - n + 1; seq <= len(history); seq++ {
-		if err := event.Record(s.Yard, s.Event(r, seq)); err != nil {
-			return s.unrecorded(id, err)
+	for seq := len(tl.History) - n + 1; seq <= len(tl.History); seq++ {
+		if err := event.Record(s.Yard, s.eventOf(r, seq)); err != nil {
+			return s.unrecorded(tl.ID, err)
 		}
 	}
 	if err := event.End(s.Dir.Path()); err != nil {
-		return s.unrecorded(id, err)
+		return s.unrecorded(tl.ID, err)
 	}
 	return nil
 }
 
+// eventOf is the journal and audit record of r's seq-th transition.
+func (s Store[R]) eventOf(r R, seq int) event.Event {
+	tl := r.Timeline()
+	h := tl.History[seq-1]
+	e := event.Event{TS: h.At, Event: s.Kind + "-" + h.To, Imp: tl.Imp, Actor: h.Actor, By: h.By, ID: tl.ID, Seq: seq,
+		From: h.From, To: h.To, Why: h.Why}
+	if seq == 1 && s.First != "" {
+		e.Event = s.First
+	}
+	if s.Detail != nil {
+		s.Detail(r, &e)
+	}
+	return e
+}
+
 func (s Store[R]) unrecorded(id string, err error) error {
-	return fmt.Errorf("%s %s is written, but %w (the next change to %s writes it): %w", s.Kind, id, ErrUnrecorded, s.Dir.Path(), err)
+	return fmt.Errorf("%s %s filed, but %w (the next change to %s writes it): %w", s.Kind, id, ErrUnrecorded, s.Dir.Path(), err)
 }
 
 // Repair records the last transition of a record whose writer died between
@@ -221,10 +253,10 @@ func (s Store[R]) recoverInterrupted(tx *store.Tx) error {
 		if err != nil {
 			return event.Event{}, false, err
 		}
-		_, _, history := r.Timeline()
-		if len(history) == 0 {
+		n := len(r.Timeline().History)
+		if n == 0 {
 			return event.Event{}, false, nil
 		}
-		return s.Event(r, len(history)), true, nil
+		return s.eventOf(r, n), true, nil
 	})
 }
