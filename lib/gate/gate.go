@@ -227,8 +227,8 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 			}
 			g.ID = o.ID
 		}
-		for g.ID == "" || exists(tx, pending, g.ID) || exists(tx, resolved, g.ID) {
-			g.ID = id.New(id.Gate)
+		if g.ID == "" {
+			g.ID = s.NewID(tx, func(gateID string) []string { return []string{name(pending, gateID), name(resolved, gateID)} })
 		}
 		if o.Approved {
 			g.Apply(state.Transition{From: state.Filed, To: state.Approved, By: o.By, Actor: o.Actor, At: now, Why: "approved by trust rule"})

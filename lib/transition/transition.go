@@ -11,6 +11,7 @@ package transition
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/impyard/impyard/lib/crash"
 	"github.com/impyard/impyard/lib/event"
@@ -259,4 +260,22 @@ func (s Store[R]) recoverInterrupted(tx *store.Tx) error {
 		}
 		return s.eventOf(r, n), true, nil
 	})
+}
+
+// NewID returns a new id of the store's kind for which none of the files
+// names gives exists. Callers hold the store's lock, so the id stays free
+// until they write.
+func (s Store[R]) NewID(tx *store.Tx, names func(id string) []string) string {
+	for {
+		fresh := idpkg.New(s.IDKind)
+		free := true
+		for _, n := range names(fresh) {
+			if _, err := os.Lstat(tx.Path(n)); !store.IsNotExist(err) {
+				free = false
+			}
+		}
+		if free {
+			return fresh
+		}
+	}
 }
