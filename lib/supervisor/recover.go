@@ -50,9 +50,7 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 			why := fmt.Sprintf("box of run %s is gone: the supervisor restarted and containerd has no such container", runID)
 			s.failRunning(t.ID, why)
 			if rerr == nil && r.Live() {
-				now := time.Now().UTC()
-				r.State, r.Error, r.Ended = run.Failed, why, &now
-				run.Write(s.Yard, r)
+				s.moveRun(runID, run.Failed, why, nil)
 			}
 			continue
 		}
@@ -105,11 +103,7 @@ func (s *Supervisor) sweepRuns(adopted map[string]bool) {
 			}
 		}
 		if r.Live() {
-			now := time.Now().UTC()
-			r.State, r.Error, r.Ended = run.Failed, "the supervisor stopped before the box ran", &now
-			if err := run.Write(s.Yard, r); err != nil {
-				s.logf("run %s: %v", runID, err)
-			}
+			s.moveRun(runID, run.Failed, "the supervisor stopped before the box ran", nil)
 		}
 	}
 }
