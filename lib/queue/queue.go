@@ -77,13 +77,7 @@ func tasks(y *yard.Yard, imp string) (transition.Store[*Task], error) {
 		Read: func(_ *store.Tx, taskID string) (*Task, error) {
 			return readTask(y, filepath.Join(d.Path(), fileName(taskID)), imp)
 		},
-		Write: func(tx *store.Tx, t *Task) error {
-			b, err := store.Encode(t)
-			if err != nil {
-				return err
-			}
-			return tx.Write(fileName(t.ID), b)
-		},
+		Write: transition.WriteJSON(func(t *Task) string { return fileName(t.ID) }),
 		First: "task-added",
 		// The first record carries a summary of the text.
 		Detail: func(t *Task, e *event.Event) {
@@ -197,11 +191,7 @@ func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc := transition.Change[*Task]{To: c.To, By: c.By, Actor: c.Actor, Why: c.Why}
-	if c.Edit != nil {
-		tc.Edit = func(t *Task, _ *state.Transition) error { return c.Edit(t) }
-	}
-	t, err := transition.Move(s, taskID, tc)
+	t, err := transition.Move(s, taskID, transition.Change[*Task]{To: c.To, By: c.By, Actor: c.Actor, Why: c.Why, Edit: transition.RecordOnly(c.Edit)})
 	if err != nil {
 		return nil, err
 	}

@@ -133,11 +133,7 @@ func Move(y *yard.Yard, runID string, c Change) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc := transition.Change[*Run]{To: c.To, By: c.By, Actor: c.Actor, Why: c.Why}
-	if c.Edit != nil {
-		tc.Edit = func(r *Run, _ *state.Transition) error { return c.Edit(r) }
-	}
-	r, err := transition.Move(s, runID, tc)
+	r, err := transition.Move(s, runID, transition.Change[*Run]{To: c.To, By: c.By, Actor: c.Actor, Why: c.Why, Edit: transition.RecordOnly(c.Edit)})
 	if err != nil {
 		return nil, err
 	}
@@ -176,14 +172,8 @@ func runs(y *yard.Yard, runID string) (transition.Store[*Run], error) {
 	}
 	return transition.Store[*Run]{
 		Yard: y, Dir: d, Kind: Kind, IDKind: id.Run, Machine: state.RunMachine,
-		Read: func(_ *store.Tx, runID string) (*Run, error) { return Read(y, runID) },
-		Write: func(tx *store.Tx, r *Run) error {
-			b, err := store.Encode(r)
-			if err != nil {
-				return err
-			}
-			return tx.Write(fileName, b)
-		},
+		Read:   func(_ *store.Tx, runID string) (*Run, error) { return Read(y, runID) },
+		Write:  transition.WriteJSON(func(*Run) string { return fileName }),
 		Detail: func(r *Run, e *event.Event) { e.Task = r.Task },
 	}, nil
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
-	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/transition"
 	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/lib/yard/yardtest"
 )
@@ -119,46 +119,35 @@ type crashCase struct {
 	move       []string
 	fixedID    string // the id the crasher files, when chosen by the test
 	find       func(y *yard.Yard) string
-	history    func(y *yard.Yard, id string) []state.Transition
+	get        func(y *yard.Yard, id string) (transition.Record, error)
 	repair     func(y *yard.Yard, id string) error
 	repairAdds int // transitions the repair itself adds
 	dir        func(y *yard.Yard, id string) string
 }
 
+// only is the id of the one record listed, "" unless there is one.
+func only[R transition.Record](rs []R, _ []error) string {
+	if len(rs) != 1 {
+		return ""
+	}
+	return rs[0].Timeline().ID
+}
+
+// getter turns a typed read into a crashCase's get.
+func getter[R transition.Record](read func(*yard.Yard, string) (R, error)) func(*yard.Yard, string) (transition.Record, error) {
+	return func(y *yard.Yard, id string) (transition.Record, error) { return read(y, id) }
+}
+
 var crashCases = []crashCase{{
 	name: "gate", create: []string{"gate-file"}, move: []string{"gate-deny"},
-	find: func(y *yard.Yard) string {
-		gs, _ := gate.List(y, gate.Filter{All: true})
-		if len(gs) != 1 {
-			return ""
-		}
-		return gs[0].ID
-	},
-	history: func(y *yard.Yard, id string) []state.Transition {
-		g, err := gate.Get(y, id)
-		if err != nil {
-			return nil
-		}
-		return g.History
-	},
+	find:   func(y *yard.Yard) string { return only(gate.List(y, gate.Filter{All: true})) },
+	get:    getter(gate.Get),
 	repair: func(y *yard.Yard, _ string) error { return gate.Repair(y) },
 	dir:    func(y *yard.Yard, _ string) string { return y.Path("gates") },
 }, {
 	name: "task", create: []string{"task-add"}, move: []string{"task-cancel"},
-	find: func(y *yard.Yard) string {
-		ts, _ := queue.List(y, queue.Filter{})
-		if len(ts) != 1 {
-			return ""
-		}
-		return ts[0].ID
-	},
-	history: func(y *yard.Yard, id string) []state.Transition {
-		task, err := queue.Get(y, id)
-		if err != nil {
-			return nil
-		}
-		return task.History
-	},
+	find: func(y *yard.Yard) string { return only(queue.List(y, queue.Filter{})) },
+	get:  getter(queue.Get),
 	// The next change to the queue repairs: another task's add.
 	repair: func(y *yard.Yard, _ string) error {
 		_, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "next", By: "yuko", Actor: "test"})
@@ -167,13 +156,7 @@ var crashCases = []crashCase{{
 	dir: func(y *yard.Yard, _ string) string { return y.Path("queue", "yuko") },
 }, {
 	name: "run", create: []string{"run-create"}, move: []string{"run-start"}, fixedID: "r-0000000000000001",
-	history: func(y *yard.Yard, id string) []state.Transition {
-		r, err := run.Read(y, id)
-		if err != nil {
-			return nil
-		}
-		return r.History
-	},
+	get: getter(run.Read),
 	// The run's next transition repairs before it moves.
 	repair: func(y *yard.Yard, id string) error {
 		_, err := run.Move(y, id, run.Change{To: run.Failed, By: "impsup", Actor: "test", Why: "after the crash"})
@@ -219,7 +202,11 @@ func TestCrashBetweenWriteAndRecord(t *testing.T) {
 				if id == "" {
 					id = c.find(y)
 				}
-				if h := c.history(y, id); len(h) != want {
+				r, err := c.get(y, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h := r.Timeline().History; len(h) != want {
 					t.Fatalf("after the kill %q has %d transitions on disk, want %d", id, len(h), want)
 				}
 				if b, err := os.ReadFile(filepath.Join(c.dir(y, id), ".recording")); err != nil || string(b) != id {

@@ -279,3 +279,24 @@ func (s Store[R]) NewID(tx *store.Tx, names func(id string) []string) string {
 		}
 	}
 }
+
+// RecordOnly is the Edit of a change that edits the record alone; nil
+// stays nil.
+func RecordOnly[R Record](edit func(r R) error) func(r R, h *state.Transition) error {
+	if edit == nil {
+		return nil
+	}
+	return func(r R, _ *state.Transition) error { return edit(r) }
+}
+
+// WriteJSON is the Write of a store that keeps each record as one JSON
+// file, named by name.
+func WriteJSON[R Record](name func(r R) string) func(tx *store.Tx, r R) error {
+	return func(tx *store.Tx, r R) error {
+		b, err := store.Encode(r)
+		if err != nil {
+			return err
+		}
+		return tx.Write(name(r), b)
+	}
+}

@@ -56,13 +56,7 @@ func notes(t *testing.T, y *yard.Yard) transition.Store[*note] {
 			var n note
 			return &n, store.Decode(p, b, "note", 1, &n)
 		},
-		Write: func(tx *store.Tx, n *note) error {
-			b, err := store.Encode(n)
-			if err != nil {
-				return err
-			}
-			return tx.Write(n.ID+".json", b)
-		},
+		Write:  transition.WriteJSON(func(n *note) string { return n.ID + ".json" }),
 		Detail: func(n *note, e *event.Event) { e.Intent = "note" },
 	}
 }
