@@ -334,6 +334,7 @@ func TestSupervisorKilled(t *testing.T) {
 	if done < len(ids)/2 {
 		t.Errorf("only %d of %d tasks done", done, len(ids))
 	}
+	checkRunsSettled(t, b.y, "worker")
 	t.Logf("%d kills; %d of %d tasks done", kills, done, len(ids))
 }
 

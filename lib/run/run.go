@@ -162,6 +162,24 @@ func Write(y *yard.Yard, r *Run) error {
 	return err
 }
 
+// Repair records the last transition of a run whose writer died between
+// its state write and its records. A run's next transition does this
+// first; a run that will not move again (it ended) needs this call, which
+// the supervisor makes when it starts. Without a marker it takes no lock.
+func Repair(y *yard.Yard, runID string) error {
+	if err := id.Check(id.Run, runID); err != nil {
+		return err
+	}
+	if _, marked := event.Interrupted(y.Path("runs", runID)); !marked {
+		return nil
+	}
+	s, err := runs(y, runID)
+	if err != nil {
+		return err
+	}
+	return transition.Repair(s)
+}
+
 const fileName = "run.json"
 
 // runs is the store of one run: runs/<run-id>/ and its lock.

@@ -108,3 +108,31 @@ func TestWriteIsChecked(t *testing.T) {
 		t.Errorf("run.json: %+v", got)
 	}
 }
+
+// TestRepairRecordsAnEndedRun: a run whose last transition could not be
+// recorded, and that will not move again, is recorded by Repair, once.
+func TestRepairRecordsAnEndedRun(t *testing.T) {
+	y := yardtest.New(t)
+	create(t, y)
+	jp := y.Path("journal", "yuko", "events.jsonl")
+	b, _ := os.ReadFile(jp)
+	os.Remove(jp)
+	os.Mkdir(jp, 0o750)
+	if _, err := Move(y, testRun, Change{To: Exited, By: "impsup"}); err == nil {
+		t.Fatal("moved with the journal unwritable and no error")
+	}
+	os.Remove(jp)
+	os.WriteFile(jp, b, 0o640)
+	for i := 0; i < 2; i++ {
+		if err := Repair(y, testRun); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, _ := os.ReadFile(jp)
+	if n := bytes.Count(after, []byte(`"event":"run-exited"`)); n != 1 {
+		t.Errorf("journal holds %d run-exited records, want 1:\n%s", n, after)
+	}
+	if _, err := os.Stat(y.Path("runs", testRun, ".recording")); !os.IsNotExist(err) {
+		t.Errorf("marker left: %v", err)
+	}
+}

@@ -75,9 +75,10 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 	return nil
 }
 
-// sweepRuns closes the records of runs no box carries on: a run the
-// supervisor died while starting is marked failed, and a namespace or
-// workspace left behind is removed or saved.
+// sweepRuns closes the records of runs no box carries on: a transition a
+// killed supervisor left unrecorded is recorded, a run it died while
+// starting is marked failed, and a namespace or workspace left behind is
+// removed or saved.
 func (s *Supervisor) sweepRuns(adopted map[string]bool) {
 	ids, err := run.List(s.Yard)
 	if err != nil {
@@ -87,6 +88,9 @@ func (s *Supervisor) sweepRuns(adopted map[string]bool) {
 	for _, runID := range ids {
 		if adopted[runID] {
 			continue
+		}
+		if err := run.Repair(s.Yard, runID); err != nil {
+			s.logf("run %s: %v", runID, err)
 		}
 		r, err := run.Read(s.Yard, runID)
 		if err != nil {
