@@ -12,10 +12,9 @@
 // Gates are filed and moved through lib/transition, which owns the
 // transaction; this package supplies the two directories, the payload's
 // freezing and the approval's signature. It is the only writer of gate
-// files, and it signs an approval
-// (see lib/approval) inside the transaction that writes it, over the gate
-// id, payload sha256, decider and time written: no approval is written
-// unsigned. VerifyApproval is what an executor checks before it sends.
+// files, and it signs an approval (see lib/approval) inside the
+// transaction that writes it, over the gate id, payload sha256, decider
+// and time written: no approval is written unsigned. VerifyApproval is what an executor checks before it sends.
 package gate
 
 import (
