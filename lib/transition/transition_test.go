@@ -267,3 +267,56 @@ func TestUnknownMajorWritesNothing(t *testing.T) {
 	}
 	yardtest.Unchanged(t, y.Root, before, "a refusal wrote")
 }
+
+// TestCreateWalksTheWholeHistory: a new record may be filed already moved
+// on (a gate approved by a trust rule); each transition gets its record.
+func TestCreateWalksTheWholeHistory(t *testing.T) {
+	y := yardtest.New(t)
+	s := notes(t, y)
+	now := state.Now()
+	n, _, err := transition.Create(s, func(tx *store.Tx) (*note, bool, error) {
+		n := &note{Schema: store.Schema("note", 1), ID: "t-0000000000000001", Imp: "yuko"}
+		n.Apply(state.Transition{To: state.Waiting, By: "yuko", At: now})
+		n.Apply(state.Transition{From: state.Waiting, To: state.Running, By: "rule", At: now})
+		n.Apply(state.Transition{From: state.Running, To: state.Done, By: "rule", At: now})
+		return n, false, nil
+	}, nil)
+	if err != nil || n.State != state.Done {
+		t.Fatalf("%v %+v", err, n)
+	}
+	exactlyOnce(t, y, n.ID, 3)
+}
+
+// TestScan lists the records of a directory sorted by id, passing over
+// dot-files and reporting, by name, files it cannot take.
+func TestScan(t *testing.T) {
+	y := yardtest.New(t)
+	s := notes(t, y)
+	a, b := add(t, s), add(t, s, state.Running)
+	os.WriteFile(y.Path("notes", "stray.txt"), []byte("x"), 0o640)
+	os.WriteFile(y.Path("notes", "t-0000000000000009.json"), []byte("{"), 0o640)
+	parse := func(path string, data []byte) (*note, error) {
+		var n note
+		return &n, store.Decode(path, data, "note", 1, &n)
+	}
+	got, bad := transition.Scan(y, "notes", "note", id.Task, nil, parse)
+	transition.Sort(got)
+	if len(got) != 2 || got[0].ID > got[1].ID || (got[0].ID != a.ID && got[0].ID != b.ID) {
+		t.Errorf("listed %+v", got)
+	}
+	if len(bad) != 2 {
+		t.Errorf("bad %v, want the stray file and the damaged note", bad)
+	}
+	for _, e := range bad {
+		if !bytes.Contains([]byte(e.Error()), []byte(y.Path("notes"))) {
+			t.Errorf("%v does not name the file", e)
+		}
+	}
+	only, _ := transition.Scan(y, "notes", "note", id.Task, func(nid string) bool { return nid == b.ID }, parse)
+	if len(only) != 1 || only[0].ID != b.ID {
+		t.Errorf("want declined the others: %+v", only)
+	}
+	if none, bad := transition.Scan(y, "missing", "note", id.Task, nil, parse); none != nil || bad != nil {
+		t.Errorf("a missing directory: %v %v", none, bad)
+	}
+}
