@@ -366,6 +366,7 @@ func TestSupervisorKilled(t *testing.T) {
 	if spanned == 0 {
 		t.Errorf("no kill landed while a box ran")
 	}
+	checkRunsSettled(t, b.y, "worker")
 	t.Logf("%d kills; %d of %d tasks done; %d runs outlived a supervisor", len(kills), done, len(ids), spanned)
 }
 

@@ -296,12 +296,23 @@ func TestAdopt(t *testing.T) {
 // grace it was started with.
 func TestAdoptPastCeiling(t *testing.T) {
 	r := runner(t)
-	s := spec(t, "/bin/sleep", "30")
+	s := spec(t, "/bin/sh", "-c", "echo ready; exec sleep 30")
 	s.Grace = 200 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := r.Start(ctx, s); err != nil {
 		t.Fatal(err)
+	}
+	// Adopt only once the box's own process runs: a SIGTERM that reached
+	// the runtime's init before its exec ended the box with code 2
+	// instead of being ignored by sleep as PID 1.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if log, _ := os.ReadFile(s.Log); strings.Contains(string(log), "ready") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the box never got ready")
+		}
 	}
 	start := time.Now()
 	b, err := r.Adopt(ctx, s.ID, -time.Second)

@@ -9,10 +9,12 @@
 // edited on disk after filing is never approved or sent. Of two processes
 // deciding the same gate, exactly one succeeds.
 //
-// This package is the only writer of gate files, and it signs an approval
-// (see lib/approval) inside the transaction that writes it, over the gate
-// id, payload sha256, decider and time written: no approval is written
-// unsigned. VerifyApproval is what an executor checks before it sends.
+// Gates are filed and moved through lib/transition, which owns the
+// transaction; this package supplies the two directories, the payload's
+// freezing and the approval's signature. It is the only writer of gate
+// files, and it signs an approval (see lib/approval) inside the
+// transaction that writes it, over the gate id, payload sha256, decider
+// and time written: no approval is written unsigned. VerifyApproval is what an executor checks before it sends.
 package gate
 
 import (
@@ -24,7 +26,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ import (
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/strictjson"
+	"github.com/impyard/impyard/lib/transition"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -202,7 +204,7 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := y.GatesDir()
+	s, err := gates(y)
 	if err != nil {
 		return nil, err
 	}
@@ -213,57 +215,69 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 		Created: now, Updated: now,
 		History: []state.Transition{{To: state.Filed, By: o.By, Actor: o.Actor, At: now, Why: o.Rationale}},
 	}
-	var existing *Gate
-	err = d.Update(func(tx *store.Tx) error {
+	g, _, err = transition.Create(s, func(tx *store.Tx) (*Gate, bool, error) {
 		if o.ID != "" {
 			prev, err := Get(y, o.ID)
 			if err == nil {
 				if prev.SHA256 != g.SHA256 || prev.Intent != g.Intent || prev.Imp != g.Imp {
-					return fmt.Errorf("gate %s: %w: already filed for %s %s with payload sha256 %s; refusing a different one (%s)", o.ID, ErrConflict, prev.Imp, prev.Intent, prev.SHA256, g.SHA256)
+					return nil, false, fmt.Errorf("gate %s: %w: already filed for %s %s with payload sha256 %s; refusing a different one (%s)", o.ID, ErrConflict, prev.Imp, prev.Intent, prev.SHA256, g.SHA256)
 				}
-				existing = prev
-				return nil
+				return prev, true, nil
 			}
 			if !errors.Is(err, errNoGate) {
-				return err
+				return nil, false, err
 			}
 			g.ID = o.ID
 		}
-		for g.ID == "" || exists(tx, pending, g.ID) || exists(tx, resolved, g.ID) {
-			g.ID = id.New(id.Gate)
+		if g.ID == "" {
+			g.ID = s.NewID(tx, func(gateID string) []string { return []string{name(pending, gateID), name(resolved, gateID)} })
 		}
-		if err := recoverInterrupted(y, d); err != nil {
-			return err
-		}
-		where := pending
 		if o.Approved {
-			g.History = append(g.History, state.Transition{From: state.Filed, To: state.Approved, By: o.By, Actor: o.Actor, At: now, Why: "approved by trust rule"})
-			g.State, where = state.Approved, resolved
+			g.Apply(state.Transition{From: state.Filed, To: state.Approved, By: o.By, Actor: o.Actor, At: now, Why: "approved by trust rule"})
 			g.Approval = o.Signer.Sign(g.ID, g.SHA256, o.By, now)
 		}
-		if err := tx.Check(name(pending, g.ID), name(resolved, g.ID)); err != nil {
-			return err
-		}
-		if err := event.Begin(d.Path(), g.ID); err != nil {
-			return err
-		}
-		if err := write(tx, where, g); err != nil {
-			return err
-		}
-		for seq := range g.History {
-			if err := event.Record(y, eventOf(g, seq+1)); err != nil {
-				return err
-			}
-		}
-		return event.End(d.Path())
+		return g, false, nil
+	}, func(tx *store.Tx, g *Gate) error {
+		return tx.Check(name(pending, g.ID), name(resolved, g.ID))
 	})
 	if err != nil {
 		return nil, err
 	}
-	if existing != nil {
-		return existing, nil
-	}
 	return g, nil
+}
+
+// Timeline returns who the gate is and where it stands.
+func (g *Gate) Timeline() transition.Timeline {
+	return transition.Timeline{ID: g.ID, Imp: g.Imp, State: g.State, History: g.History}
+}
+
+// Apply makes h the gate's latest transition.
+func (g *Gate) Apply(h state.Transition) {
+	g.History = append(g.History, h)
+	g.State, g.Updated = h.To, h.At
+}
+
+// gates is the gates store: one lock over pending/ and resolved/, so a
+// move between them is one transaction.
+func gates(y *yard.Yard) (transition.Store[*Gate], error) {
+	d, err := y.GatesDir()
+	if err != nil {
+		return transition.Store[*Gate]{}, err
+	}
+	return transition.Store[*Gate]{
+		Yard: y, Dir: d, Kind: Kind, IDKind: id.Gate, Machine: state.GateMachine,
+		Read: func(tx *store.Tx, gateID string) (*Gate, error) {
+			g, err := Get(y, gateID)
+			// A pending copy beside a decision is what a crash between
+			// writing the one and removing the other leaves.
+			if err == nil && tx != nil && g.State != state.Filed && exists(tx, pending, gateID) {
+				err = tx.Remove(name(pending, gateID))
+			}
+			return g, err
+		},
+		Write: write, First: "gate-filed",
+		Detail: func(g *Gate, e *event.Event) { e.Task, e.SHA256, e.Intent = g.Task, g.SHA256, g.Intent },
+	}, nil
 }
 
 func name(where, gateID string) string { return filepath.Join(where, gateID+".json") }
@@ -273,23 +287,24 @@ func exists(tx *store.Tx, where, gateID string) bool {
 	return err == nil
 }
 
-func write(tx *store.Tx, where string, g *Gate) error {
+// write puts a filed gate in pending/ and any other in resolved/, removing
+// its pending copy: a crash in between leaves both, and Get takes the
+// resolved one.
+func write(tx *store.Tx, g *Gate) error {
 	b, err := store.Encode(g)
 	if err != nil {
 		return err
 	}
-	return tx.Write(name(where, g.ID), b)
-}
-
-// eventOf is the journal and audit record of the gate's seq-th transition.
-func eventOf(g *Gate, seq int) event.Event {
-	h := g.History[seq-1]
-	ev := "gate-" + h.To
-	if h.From == "" {
-		ev = "gate-filed"
+	if g.State == state.Filed {
+		return tx.Write(name(pending, g.ID), b)
 	}
-	return event.Event{TS: h.At, Event: ev, Imp: g.Imp, Actor: h.Actor, By: h.By, ID: g.ID, Seq: seq, Task: g.Task,
-		From: h.From, To: h.To, Why: h.Why, SHA256: g.SHA256, Intent: g.Intent}
+	if err := tx.Write(name(resolved, g.ID), b); err != nil {
+		return err
+	}
+	if exists(tx, pending, g.ID) {
+		return tx.Remove(name(pending, g.ID))
+	}
+	return nil
 }
 
 // Repair records the last transition of a gate whose writer died between
@@ -297,29 +312,11 @@ func eventOf(g *Gate, seq int) event.Event {
 // executors call it after a restart, when a finished gate may be the one
 // that will not move again.
 func Repair(y *yard.Yard) error {
-	d, err := y.GatesDir()
+	s, err := gates(y)
 	if err != nil {
 		return err
 	}
-	return d.Update(func(*store.Tx) error { return recoverInterrupted(y, d) })
-}
-
-// recoverInterrupted ensures the records of the gate named by the gates
-// store's marker, if a dead writer left one. Callers hold the gates lock.
-func recoverInterrupted(y *yard.Yard, d *store.Dir) error {
-	return event.Recover(y, d.Path(), func(gateID string) (event.Event, bool, error) {
-		if id.Check(id.Gate, gateID) != nil {
-			return event.Event{}, false, nil
-		}
-		g, err := Get(y, gateID)
-		if errors.Is(err, errNoGate) {
-			return event.Event{}, false, nil
-		}
-		if err != nil {
-			return event.Event{}, false, err
-		}
-		return eventOf(g, len(g.History)), true, nil
-	})
+	return transition.Repair(s)
 }
 
 // readGate reads one gate file, refusing it when a directory on the way
@@ -329,6 +326,10 @@ func readGate(y *yard.Yard, path string) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseGate(path, b)
+}
+
+func parseGate(path string, b []byte) (*Gate, error) {
 	var g Gate
 	if err := store.Decode(path, b, Kind, Major, &g); err != nil {
 		return nil, err
@@ -361,8 +362,14 @@ func Get(y *yard.Yard, gateID string) (*Gate, error) {
 	return g, err
 }
 
-// errNoGate is a gate id that names no gate.
-var errNoGate = errors.New("no such gate")
+// errNoGate is a gate id that names no gate; it is an os.ErrNotExist, so
+// the engine's recovery passes over a marker naming a gate not written.
+var errNoGate error = noGate{}
+
+type noGate struct{}
+
+func (noGate) Error() string        { return "no such gate" }
+func (noGate) Is(target error) bool { return target == os.ErrNotExist }
 
 // Change is one requested transition of a gate.
 type Change struct {
@@ -381,7 +388,8 @@ type Change struct {
 	Signer *approval.Key
 }
 
-// Move applies one transition under the gates lock and records it.
+// Move applies one transition under the gates lock and records it (see
+// transition.Move for the sequence and its invariant).
 func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 	if err := id.Check(id.Gate, gateID); err != nil {
 		return nil, err
@@ -389,87 +397,42 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 	if c.To == state.Approved && c.Signer == nil {
 		return nil, fmt.Errorf("gate %s: %w", gateID, ErrNoSigner)
 	}
-	// A gate from a newer impyard is refused before the lock is taken, so
-	// the refusal writes nothing, not even the lock file.
-	if _, err := Get(y, gateID); errors.Is(err, store.ErrUnknownMajor) {
-		return nil, err
-	}
-	d, err := y.GatesDir()
+	s, err := gates(y)
 	if err != nil {
 		return nil, err
 	}
-	var g *Gate
-	err = d.Update(func(tx *store.Tx) error {
-		if err := recoverInterrupted(y, d); err != nil {
-			return err
-		}
-		g, err = readGate(y, tx.Path(name(resolved, gateID)))
-		if err == nil && exists(tx, pending, gateID) {
-			if err := tx.Remove(name(pending, gateID)); err != nil {
-				return err
+	// An approved gate without a signature (approved before approvals
+	// were signed) may be approved again: that adds the signature.
+	resign := func(g *Gate) bool { return c.To == state.Approved && g.State == state.Approved && g.Approval == nil }
+	g, err := transition.Move(s, gateID, transition.Change[*Gate]{
+		To: c.To, By: c.By, Actor: c.Actor, Why: c.Why, Allow: resign,
+		Edit: func(g *Gate, h *state.Transition) error {
+			// Only the steps toward sending need the payload intact; a gate
+			// whose payload was tampered with can still be denied or failed.
+			if c.To == state.Approved || c.To == state.Executing || c.To == state.Executed {
+				if _, err := g.Frozen(); err != nil {
+					return err
+				}
 			}
-		}
-		if store.IsNotExist(err) {
-			g, err = readGate(y, tx.Path(name(pending, gateID)))
-			if store.IsNotExist(err) {
-				return fmt.Errorf("gate %s: %w in %s", gateID, errNoGate, y.Path("gates"))
+			if c.SHA != "" && !strings.HasPrefix(g.SHA256, strings.ToLower(c.SHA)) {
+				return fmt.Errorf("gate %s: payload sha256 is %s, which does not start with %s; not the payload that was reviewed", gateID, g.SHA256, c.SHA)
 			}
-		}
-		if err != nil {
-			return err
-		}
-		// An approved gate without a signature (approved before approvals
-		// were signed) may be approved again: that adds the signature.
-		resign := c.To == state.Approved && g.State == state.Approved && g.Approval == nil
-		if !resign {
-			if err := state.GateMachine.Check(gateID, g.State, c.To); err != nil {
-				return err
+			if c.Edit != nil {
+				if err := c.Edit(g); err != nil {
+					return err
+				}
 			}
-		}
-		// Only the steps toward sending need the payload intact; a gate
-		// whose payload was tampered with can still be denied or failed.
-		if c.To == state.Approved || c.To == state.Executing || c.To == state.Executed {
-			if _, err := g.Frozen(); err != nil {
-				return err
+			if resign(g) {
+				h.Why = "approved again with a signature (its first approval had none)"
+				if c.Why != "" {
+					h.Why += ": " + c.Why
+				}
 			}
-		}
-		if c.SHA != "" && !strings.HasPrefix(g.SHA256, strings.ToLower(c.SHA)) {
-			return fmt.Errorf("gate %s: payload sha256 is %s, which does not start with %s; not the payload that was reviewed", gateID, g.SHA256, c.SHA)
-		}
-		if c.Edit != nil {
-			if err := c.Edit(g); err != nil {
-				return err
+			if c.To == state.Approved {
+				g.Approval = c.Signer.Sign(gateID, g.SHA256, c.By, h.At)
 			}
-		}
-		now := state.Now()
-		h := state.Transition{From: g.State, To: c.To, By: c.By, Actor: c.Actor, At: now, Why: c.Why}
-		if resign {
-			h.Why = "approved again with a signature (its first approval had none)"
-			if c.Why != "" {
-				h.Why += ": " + c.Why
-			}
-		}
-		if c.To == state.Approved {
-			g.Approval = c.Signer.Sign(gateID, g.SHA256, c.By, now)
-		}
-		wasPending := g.State == state.Filed
-		g.History = append(g.History, h)
-		g.State, g.Updated = c.To, now
-		if err := event.Begin(d.Path(), gateID); err != nil {
-			return err
-		}
-		if err := write(tx, resolved, g); err != nil {
-			return err
-		}
-		if wasPending {
-			if err := tx.Remove(name(pending, gateID)); err != nil {
-				return err
-			}
-		}
-		if err := event.Record(y, eventOf(g, len(g.History))); err != nil {
-			return err
-		}
-		return event.End(d.Path())
+			return nil
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -491,44 +454,25 @@ func List(y *yard.Yard, f Filter) (gates []*Gate, bad []error) {
 			return nil, []error{err}
 		}
 	}
+	// A resolved copy wins over a pending one (see Get).
 	seen := map[string]bool{}
-	wheres := []string{resolved, pending}
-	for _, where := range wheres {
-		dir := y.Path("gates", where)
-		entries, err := y.ReadDir("gates", where)
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		for _, e := range entries {
-			n := e.Name()
-			if strings.HasPrefix(n, ".") {
-				continue
-			}
-			gid := strings.TrimSuffix(n, ".json")
-			p := filepath.Join(dir, n)
-			if !strings.HasSuffix(n, ".json") || id.Check(id.Gate, gid) != nil {
-				bad = append(bad, fmt.Errorf("%s: not a gate file name; skipped", p))
-				continue
-			}
-			if seen[gid] {
-				continue
-			}
-			if where == resolved && !f.All {
+	for _, where := range []string{resolved, pending} {
+		want := func(gid string) bool {
+			if seen[gid] || (where == resolved && !f.All) {
 				seen[gid] = true
-				continue
+				return false
 			}
-			g, err := readGate(y, p)
-			if err != nil {
-				bad = append(bad, err)
-				continue
-			}
-			seen[gid] = true
+			return true
+		}
+		gs, errs := transition.Scan(y, filepath.Join("gates", where), Kind, id.Gate, want, parseGate)
+		bad = append(bad, errs...)
+		for _, g := range gs {
+			seen[g.ID] = true
 			if f.Imp == "" || g.Imp == f.Imp {
 				gates = append(gates, g)
 			}
 		}
 	}
-	sort.Slice(gates, func(i, j int) bool { return gates[i].ID < gates[j].ID })
+	transition.Sort(gates)
 	return gates, bad
 }

@@ -8,16 +8,8 @@ import (
 
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
-
-func newYard(t *testing.T) *yard.Yard {
-	t.Helper()
-	y, err := yard.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return y
-}
 
 func file(t *testing.T, y *yard.Yard, payload string) *Gate {
 	t.Helper()
@@ -175,3 +167,9 @@ func TestFileSameIDTwice(t *testing.T) {
 		t.Errorf("%d gates, want 1", len(all))
 	}
 }
+
+func newYard(t *testing.T) *yard.Yard { return yardtest.New(t) }
+
+// tree lists every path below root with its mode and contents, to show
+// that an operation changed nothing.
+func tree(t *testing.T, root string) string { return yardtest.Tree(t, root) }

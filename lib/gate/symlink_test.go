@@ -3,35 +3,13 @@ package gate
 import (
 	"errors"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
-
-// tree lists every path below root with its mode and contents, to show
-// that an operation changed nothing.
-func tree(t *testing.T, root string) string {
-	t.Helper()
-	var lines []string
-	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		line := p + " " + fi.Mode().String()
-		if fi.Mode().IsRegular() {
-			b, _ := os.ReadFile(p)
-			line += " " + string(b)
-		}
-		lines = append(lines, line)
-		return nil
-	})
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
-}
 
 // TestSymlinkedGatesDirRefused: gates/pending or gates/resolved replaced
 // by a symlink to gates elsewhere is refused by List and Get too, naming
@@ -78,12 +56,8 @@ func TestSymlinkedGatesDirRefused(t *testing.T) {
 			if _, err := File(y, FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"n":2}`), By: "yuko", Actor: "test"}); err == nil || !strings.Contains(err.Error(), link) {
 				t.Errorf("File: %v, want a refusal naming %s", err, link)
 			}
-			if after := tree(t, y.Root); after != before {
-				t.Errorf("the yard changed:\nbefore:\n%s\nafter:\n%s", before, after)
-			}
-			if after := tree(t, other.Root); after != beforeOther {
-				t.Errorf("written through the symlink:\nbefore:\n%s\nafter:\n%s", beforeOther, after)
-			}
+			yardtest.Unchanged(t, y.Root, before, "the yard changed")
+			yardtest.Unchanged(t, other.Root, beforeOther, "written through the symlink")
 		})
 	}
 }
@@ -107,7 +81,5 @@ func TestUnknownMajorWritesNothing(t *testing.T) {
 	if _, err := Move(y, g.ID, Change{To: state.Denied, By: "alice"}); !errors.Is(err, store.ErrUnknownMajor) || !strings.Contains(err.Error(), p) {
 		t.Errorf("Move: %v, want a refusal naming %s", err, p)
 	}
-	if after := tree(t, y.Root); after != before {
-		t.Errorf("a refusal wrote:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
+	yardtest.Unchanged(t, y.Root, before, "a refusal wrote")
 }

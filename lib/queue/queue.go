@@ -8,13 +8,9 @@
 package queue
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -22,6 +18,7 @@ import (
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/transition"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -67,250 +64,43 @@ type Task struct {
 // Active reports whether the task is still waiting or running.
 func (t *Task) Active() bool { return t.State == state.Waiting || t.State == state.Running }
 
-// AddOptions describe a new task.
-type AddOptions struct {
-	Imp       string
-	Text      string
-	Kind      string
-	Proactive bool
-	Labels    []string
-	Repo      string
-	Base      string
-	Continues string
-	Unique    string
-	// Once makes the add happen at most once ever for this key (a
-	// continuation per gate): a second add returns the first task's id.
-	Once string
-	// Continue asks for a continuation task when one of this task's gates
-	// resolves.
-	Continue  bool
-	NotBefore time.Time
-	By        string // who asked
-	Actor     string // which program
-}
-
 func fileName(taskID string) string { return taskID + ".json" }
 
-// uniqueName is where the id of the latest task with a unique key is kept.
-// The key is hashed so any key is a safe file name; the task file stays the
-// truth and the marker only says which one to look at.
-func uniqueName(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return filepath.Join(".unique", hex.EncodeToString(sum[:16]))
-}
-
-// onceName is where the task added under a once key is kept.
-func onceName(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return filepath.Join(".once", hex.EncodeToString(sum[:16]))
-}
-
-func (o *AddOptions) check() error {
-	if err := id.CheckName(o.Imp); err != nil {
-		return err
-	}
-	if strings.TrimSpace(o.Text) == "" {
-		return errors.New("task text is empty")
-	}
-	if len(o.Text) > MaxText {
-		return fmt.Errorf("task text is %d bytes, over the %d limit", len(o.Text), MaxText)
-	}
-	switch o.Kind {
-	case "":
-		o.Kind = Research
-	case Research, Code:
-	default:
-		return fmt.Errorf("unknown task kind %q: want research or code", o.Kind)
-	}
-	if o.Continues != "" {
-		if err := id.Check(id.Task, o.Continues); err != nil {
-			return err
-		}
-	}
-	for _, l := range o.Labels {
-		if l == "" || len(l) > 64 || strings.ContainsAny(l, "\x00\r\n\t") {
-			return fmt.Errorf("invalid label %q", l)
-		}
-	}
-	if len(o.Unique) > 1024 {
-		return errors.New("unique key is over 1024 bytes")
-	}
-	return nil
-}
-
-// ErrUnrecorded is a task that was filed but whose record could not be
-// written yet. The store's .recording mark stays, so the next change to
-// that queue writes the record; the task itself exists, and a caller that
-// retried the add would file it twice.
-var ErrUnrecorded = errors.New("its record is not written yet")
-
-// Add files a new waiting task and returns its id. With a unique key, when
-// the latest task filed with that key is still waiting or running, nothing
-// is added and that task's id is returned with existed set; when that
-// task's file has a schema this impyard does not read, Add refuses and
-// writes nothing, not even the queue's lock file. Once the task file is
-// written Add returns its id, and an error only wrapping ErrUnrecorded if
-// the record could not follow.
-func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
-	if err := o.check(); err != nil {
-		return "", false, err
-	}
-	if o.Unique != "" {
-		if _, err := uniqueHolder(y, o.Imp, o.Unique); err != nil {
-			return "", false, err
-		}
-	}
-	d, err := y.QueueDir(o.Imp)
+// tasks is the store of imp's queue.
+func tasks(y *yard.Yard, imp string) (transition.Store[*Task], error) {
+	d, err := y.QueueDir(imp)
 	if err != nil {
-		return "", false, err
+		return transition.Store[*Task]{}, err
 	}
-	var t *Task
-	var unrecorded error
-	err = d.Update(func(tx *store.Tx) error {
-		if o.Once != "" {
-			if prev, err := tx.Read(onceName(o.Once)); err == nil {
-				pid := strings.TrimSpace(string(prev))
-				// The marker is written before the task: it counts only
-				// once the task it names exists.
-				if id.Check(id.Task, pid) == nil {
-					found, err := y.Exists(tx.Path(fileName(pid)))
-					if err != nil {
-						return err
-					}
-					if found {
-						taskID, existed = pid, true
-						return nil
-					}
-				}
-			} else if !store.IsNotExist(err) {
-				return err
+	return transition.Store[*Task]{
+		Yard: y, Dir: d, Kind: Kind, IDKind: id.Task, Machine: state.TaskMachine,
+		Read: func(_ *store.Tx, taskID string) (*Task, error) {
+			return readTask(y, filepath.Join(d.Path(), fileName(taskID)), imp)
+		},
+		Write: transition.WriteJSON(func(t *Task) string { return fileName(t.ID) }),
+		First: "task-added",
+		// The first record carries a summary of the text.
+		Detail: func(t *Task, e *event.Event) {
+			if e.Seq == 1 {
+				e.Why = summary(t.Text)
 			}
-		}
-		if o.Unique != "" {
-			old, err := uniqueHolder(y, o.Imp, o.Unique)
-			if err != nil {
-				return err
-			}
-			if old != nil && old.Active() {
-				taskID, existed = old.ID, true
-				return nil
-			}
-		}
-		now := state.Now()
-		t = &Task{
-			Schema: store.Schema(Kind, Major), Imp: o.Imp, State: state.Waiting,
-			Kind: o.Kind, Text: o.Text, Proactive: o.Proactive, Labels: o.Labels,
-			Repo: o.Repo, Base: o.Base, Continues: o.Continues, Unique: o.Unique, Continue: o.Continue,
-			Attempt: 1, Created: now, Updated: now,
-			History: []state.Transition{{To: state.Waiting, By: o.By, Actor: o.Actor, At: now, Why: "added by " + o.Actor}},
-		}
-		if !o.NotBefore.IsZero() {
-			nb := o.NotBefore.UTC()
-			t.NotBefore = &nb
-		}
-		for {
-			t.ID = id.New(id.Task)
-			if _, err := os.Lstat(tx.Path(fileName(t.ID))); store.IsNotExist(err) {
-				break
-			}
-		}
-		if err := recoverInterrupted(y, d); err != nil {
-			return err
-		}
-		b, err := store.Encode(t)
-		if err != nil {
-			return err
-		}
-		// The markers go first: one naming a task that is not there holds
-		// nothing, while a task without its marker would let a retried add
-		// file a duplicate.
-		if o.Unique != "" {
-			if err := tx.Write(uniqueName(o.Unique), []byte(t.ID+"\n")); err != nil {
-				return err
-			}
-		}
-		if o.Once != "" {
-			if err := tx.Write(onceName(o.Once), []byte(t.ID+"\n")); err != nil {
-				return err
-			}
-		}
-		if err := event.Begin(d.Path(), t.ID); err != nil {
-			return err
-		}
-		if err := tx.Write(fileName(t.ID), b); err != nil {
-			return err
-		}
-		taskID = t.ID
-		// From here the task exists: a failed record is left to the
-		// repair the .recording mark asks for, not reported as a failed add.
-		if err := event.Record(y, eventOf(t, 1)); err != nil {
-			unrecorded = err
-			return nil
-		}
-		if err := event.End(d.Path()); err != nil {
-			unrecorded = err
-		}
-		return nil
-	})
-	if err == nil && unrecorded != nil {
-		err = fmt.Errorf("task %s filed, but %w (the next change to %s writes it): %w", taskID, ErrUnrecorded, d.Path(), unrecorded)
-	}
-	return taskID, existed, err
+		},
+	}, nil
 }
 
-// uniqueHolder returns the latest task filed with the unique key, or nil
-// when there is none or its file is missing or damaged. A task whose
-// schema this impyard does not read is an error: it may well be active,
-// and a duplicate must not be filed beside it.
-func uniqueHolder(y *yard.Yard, imp, key string) (*Task, error) {
-	b, err := y.ReadFile(y.Path("queue", imp, uniqueName(key)))
-	if store.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	pid := strings.TrimSpace(string(b))
-	if id.Check(id.Task, pid) != nil {
-		return nil, nil
-	}
-	t, err := readTask(y, y.Path("queue", imp, fileName(pid)), imp)
-	if errors.Is(err, store.ErrUnknownMajor) {
-		return nil, fmt.Errorf("unique key %q is held by a task this impyard cannot read: %w", key, err)
-	}
-	if err != nil {
-		return nil, nil
-	}
-	return t, nil
+// Timeline returns who the task is and where it stands.
+func (t *Task) Timeline() transition.Timeline {
+	return transition.Timeline{ID: t.ID, Imp: t.Imp, State: t.State, History: t.History}
 }
 
-// recoverInterrupted records the last transition of a task whose writer
-// died between its state write and its records. Callers hold d's lock.
-func recoverInterrupted(y *yard.Yard, d *store.Dir) error {
-	return event.Recover(y, d.Path(), func(taskID string) (event.Event, bool, error) {
-		if id.Check(id.Task, taskID) != nil {
-			return event.Event{}, false, nil
-		}
-		t, err := readTask(y, filepath.Join(d.Path(), fileName(taskID)), filepath.Base(d.Path()))
-		if store.IsNotExist(err) {
-			return event.Event{}, false, nil
-		}
-		if err != nil {
-			return event.Event{}, false, err
-		}
-		return eventOf(t, len(t.History)), true, nil
-	})
-}
-
-// eventOf is the journal and audit record of the task's seq-th
-// transition; the first carries a summary of the text.
-func eventOf(t *Task, seq int) event.Event {
-	h := t.History[seq-1]
-	e := event.Event{TS: h.At, Event: "task-" + h.To, Imp: t.Imp, Actor: h.Actor, By: h.By, ID: t.ID, Seq: seq, From: h.From, To: h.To, Why: h.Why}
-	if seq == 1 {
-		e.Event, e.Why = "task-added", summary(t.Text)
+// Apply makes h the task's latest transition; its why, if any, becomes
+// the task's reason.
+func (t *Task) Apply(h state.Transition) {
+	t.History = append(t.History, h)
+	t.State, t.Updated = h.To, h.At
+	if h.Why != "" {
+		t.Reason = h.Why
 	}
-	return e
 }
 
 func summary(s string) string {
@@ -389,61 +179,19 @@ type Change struct {
 }
 
 // Move applies one transition to a task under its queue's lock: read,
-// check the state machine, write, record the event. Of two processes moving
-// the same task out of a state, exactly one succeeds.
+// check the state machine, write, record the event (see transition.Move
+// for the sequence and its invariant). Of two processes moving the same
+// task out of a state, exactly one succeeds.
 func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 	imp, err := Locate(y, taskID)
 	if err != nil {
 		return nil, err
 	}
-	// Refuse a task from a newer impyard before taking the lock, so the
-	// refusal writes nothing, not even the lock file.
-	if _, err := readTask(y, y.Path("queue", imp, fileName(taskID)), imp); errors.Is(err, store.ErrUnknownMajor) {
-		return nil, err
-	}
-	d, err := y.QueueDir(imp)
+	s, err := tasks(y, imp)
 	if err != nil {
 		return nil, err
 	}
-	var t *Task
-	err = d.Update(func(tx *store.Tx) error {
-		if err := recoverInterrupted(y, d); err != nil {
-			return err
-		}
-		t, err = readTask(y, tx.Path(fileName(taskID)), imp)
-		if err != nil {
-			return err
-		}
-		if err := state.TaskMachine.Check(taskID, t.State, c.To); err != nil {
-			return err
-		}
-		if c.Edit != nil {
-			if err := c.Edit(t); err != nil {
-				return err
-			}
-		}
-		now := state.Now()
-		from := t.State
-		t.History = append(t.History, state.Transition{From: from, To: c.To, By: c.By, Actor: c.Actor, At: now, Why: c.Why})
-		t.State, t.Updated = c.To, now
-		if c.Why != "" {
-			t.Reason = c.Why
-		}
-		b, err := store.Encode(t)
-		if err != nil {
-			return err
-		}
-		if err := event.Begin(d.Path(), taskID); err != nil {
-			return err
-		}
-		if err := tx.Write(fileName(taskID), b); err != nil {
-			return err
-		}
-		if err := event.Record(y, eventOf(t, len(t.History))); err != nil {
-			return err
-		}
-		return event.End(d.Path())
-	})
+	t, err := transition.Move(s, taskID, transition.Change[*Task]{To: c.To, By: c.By, Actor: c.Actor, Why: c.Why, Edit: transition.RecordOnly(c.Edit)})
 	if err != nil {
 		return nil, err
 	}
@@ -475,52 +223,15 @@ func List(y *yard.Yard, f Filter) (tasks []*Task, bad []error) {
 		return nil, []error{err}
 	}
 	for _, imp := range imps {
-		ts, errs := listQueue(y, imp, f.State)
-		tasks, bad = append(tasks, ts...), append(bad, errs...)
-	}
-	sort.Slice(tasks, func(i, j int) bool { return tasks[i].ID < tasks[j].ID })
-	return tasks, bad
-}
-
-// listQueue reads the tasks of one imp in state want (any when empty). The
-// queue directory is opened once, refusing it if it or a directory on the
-// way is a symlink, and every task is read relative to it.
-func listQueue(y *yard.Yard, imp, want string) (tasks []*Task, bad []error) {
-	dir, err := store.OpenIn(y.Root, filepath.Join("queue", imp))
-	if store.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, []error{err}
-	}
-	defer dir.Close()
-	entries, err := dir.ReadDir()
-	if err != nil {
-		return nil, []error{err}
-	}
-	for _, e := range entries {
-		n := e.Name()
-		if strings.HasPrefix(n, ".") {
-			continue // .lock, .tmp, .unique and the markers
-		}
-		p := y.Path("queue", imp, n)
-		if !strings.HasSuffix(n, ".json") || id.Check(id.Task, strings.TrimSuffix(n, ".json")) != nil {
-			bad = append(bad, fmt.Errorf("%s: not a task file name; skipped", p))
-			continue
-		}
-		b, err := dir.ReadFile(n)
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		t, err := parseTask(p, imp, b)
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		if want == "" || t.State == want {
-			tasks = append(tasks, t)
+		ts, errs := transition.Scan(y, filepath.Join("queue", imp), Kind, id.Task, nil,
+			func(path string, b []byte) (*Task, error) { return parseTask(path, imp, b) })
+		bad = append(bad, errs...)
+		for _, t := range ts {
+			if f.State == "" || t.State == f.State {
+				tasks = append(tasks, t)
+			}
 		}
 	}
+	transition.Sort(tasks)
 	return tasks, bad
 }

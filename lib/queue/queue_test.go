@@ -13,16 +13,14 @@ import (
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
-func newYard(t *testing.T) *yard.Yard {
-	t.Helper()
-	y, err := yard.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return y
-}
+func newYard(t *testing.T) *yard.Yard { return yardtest.New(t) }
+
+// tree lists every path below root with its mode and contents, to show
+// that an operation changed nothing.
+func tree(t *testing.T, root string) string { return yardtest.Tree(t, root) }
 
 func mustAdd(t *testing.T, y *yard.Yard, o AddOptions) string {
 	t.Helper()

@@ -4,36 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
-
-// tree lists every path below root with its mode and contents, to show
-// that an operation changed nothing.
-func tree(t *testing.T, root string) string {
-	t.Helper()
-	var lines []string
-	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		line := p + " " + fi.Mode().String()
-		if fi.Mode().IsRegular() {
-			b, _ := os.ReadFile(p)
-			line += " " + string(b)
-		}
-		lines = append(lines, line)
-		return nil
-	})
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
-}
 
 // TestSymlinkedQueueRefused: queue/<imp>, or queue/ itself, replaced by a
 // symlink to a queue elsewhere is refused by List and Get too, naming the
@@ -69,12 +47,8 @@ func TestSymlinkedQueueRefused(t *testing.T) {
 			if _, err := Move(y, id, Change{To: state.Cancelled, By: "alice"}); err == nil || !strings.Contains(err.Error(), link) {
 				t.Errorf("Move: %v, want an error naming %s", err, link)
 			}
-			if after := tree(t, y.Root); after != before {
-				t.Errorf("the yard changed:\nbefore:\n%s\nafter:\n%s", before, after)
-			}
-			if after := tree(t, other.Root); after != beforeOther {
-				t.Errorf("written through the symlink:\nbefore:\n%s\nafter:\n%s", beforeOther, after)
-			}
+			yardtest.Unchanged(t, y.Root, before, "the yard changed")
+			yardtest.Unchanged(t, other.Root, beforeOther, "written through the symlink")
 		})
 	}
 }
@@ -106,9 +80,7 @@ func TestUnknownMajorWritesNothing(t *testing.T) {
 	if _, err := Move(y, id, Change{To: state.Cancelled, By: "alice"}); !errors.Is(err, store.ErrUnknownMajor) || !strings.Contains(err.Error(), p) {
 		t.Errorf("Move: %v, want a refusal naming %s", err, p)
 	}
-	if after := tree(t, y.Root); after != before {
-		t.Errorf("a refusal wrote:\nbefore:\n%s\nafter:\n%s", before, after)
-	}
+	yardtest.Unchanged(t, y.Root, before, "a refusal wrote")
 }
 
 // TestWatchRefusesSymlinkedQueue: the watcher's scans read through the

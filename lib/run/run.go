@@ -2,7 +2,10 @@
 // box.log, brief.json and the workspace beside it. The supervisor writes
 // it; the gateway reads it to serve the run's box inside the box's network
 // namespace, and answers with runs/<run-id>/gateway.json once it does. A
-// run moves starting -> running -> exited | failed.
+// run moves along state.RunMachine (starting -> running -> exited |
+// failed) through lib/transition, like a task or a gate: every transition
+// is checked, kept in the run's history and recorded once in the imp's
+// journal and the audit log, under the lock of runs/<run-id>/.
 package run
 
 import (
@@ -12,17 +15,26 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/transition"
 	"github.com/impyard/impyard/lib/yard"
 )
 
-// Run states.
+// Kind and major of a run file.
 const (
-	Starting = "starting"
-	Running  = "running"
-	Exited   = "exited"
-	Failed   = "failed"
+	Kind  = "run"
+	Major = 1
+)
+
+// Run states: those of state.RunMachine.
+const (
+	Starting = state.Starting
+	Running  = state.Running
+	Exited   = state.Exited
+	Failed   = state.Failed
 )
 
 // Run is runs/<run-id>/run.json.
@@ -38,6 +50,9 @@ type Run struct {
 	Ended   *time.Time `json:"ended,omitempty"`
 	Exit    *Exit      `json:"exit,omitempty"`
 	Error   string     `json:"error,omitempty"`
+	// History is every transition, in order; a run written before runs
+	// kept one has none.
+	History []state.Transition `json:"history,omitempty"`
 }
 
 // Exit is how the box ended.
@@ -69,36 +84,160 @@ func Dir(y *yard.Yard, runID string) (*store.Dir, error) {
 	return y.Dir("runs", runID)
 }
 
-// Write replaces the run's run.json.
-func Write(y *yard.Yard, r *Run) error {
-	d, err := Dir(y, r.ID)
-	if err != nil {
-		return err
-	}
-	r.Schema = store.Schema("run", 1)
-	b, err := store.Encode(r)
-	if err != nil {
-		return err
-	}
-	return d.Update(func(tx *store.Tx) error { return tx.Write("run.json", b) })
+// Change is one requested transition of a run.
+type Change struct {
+	To    string
+	By    string
+	Actor string
+	Why   string
+	// Edit changes other fields in the same write (how the box exited).
+	Edit func(r *Run) error
 }
 
-// Read reads a run's run.json.
+// ErrExists is a run created twice.
+var ErrExists = errors.New("already filed")
+
+// Create files a new run, starting, with the fields of r (its id, imp,
+// task, namespace, creation time); by, actor and why are who started it
+// and for what.
+func Create(y *yard.Yard, r *Run, by, actor, why string) (*Run, error) {
+	if err := id.Check(id.Run, r.ID); err != nil {
+		return nil, err
+	}
+	s, err := runs(y, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	nr := *r
+	nr.Schema, nr.State, nr.History = store.Schema(Kind, Major), "", nil
+	nr.Apply(state.Transition{To: Starting, By: by, Actor: actor, At: state.Now(), Why: why})
+	got, _, err := transition.Create(s, func(tx *store.Tx) (*Run, bool, error) {
+		found, err := y.Exists(tx.Path(fileName))
+		if err == nil && found {
+			err = fmt.Errorf("run %s: %w in %s", r.ID, ErrExists, s.Dir.Path())
+		}
+		return &nr, false, err
+	}, nil)
+	return got, err
+}
+
+// Move applies one transition to a run through the run machine (see
+// transition.Move for the sequence and its invariant); an illegal one is
+// refused with an error wrapping state.ErrIllegal.
+func Move(y *yard.Yard, runID string, c Change) (*Run, error) {
+	// A run that is not there is refused before its directory is made.
+	if _, err := Read(y, runID); err != nil {
+		return nil, err
+	}
+	s, err := runs(y, runID)
+	if err != nil {
+		return nil, err
+	}
+	r, err := transition.Move(s, runID, transition.Change[*Run]{To: c.To, By: c.By, Actor: c.Actor, Why: c.Why, Edit: transition.RecordOnly(c.Edit)})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Write records r as its run's state: a run not yet filed is created,
+// then moved to r.State if that is not starting; a filed one moves to
+// r.State through the run machine, taking r's namespace, exit and error.
+// It records no one as the cause; the supervisor uses Create and Move.
+func Write(y *yard.Yard, r *Run) error {
+	if _, err := Read(y, r.ID); store.IsNotExist(err) {
+		if _, err := Create(y, r, "", "", ""); err != nil {
+			return err
+		}
+		if r.State == Starting {
+			return nil
+		}
+	} else if err != nil {
+		return err
+	}
+	_, err := Move(y, r.ID, Change{To: r.State, Why: r.Error, Edit: func(cur *Run) error {
+		cur.NetNS, cur.Exit = r.NetNS, r.Exit
+		return nil
+	}})
+	return err
+}
+
+// Repair records the last transition of a run whose writer died between
+// its state write and its records. A run's next transition does this
+// first; a run that will not move again (it ended) needs this call, which
+// the supervisor makes when it starts. Without a marker it takes no lock.
+func Repair(y *yard.Yard, runID string) error {
+	if err := id.Check(id.Run, runID); err != nil {
+		return err
+	}
+	if _, marked := event.Interrupted(y.Path("runs", runID)); !marked {
+		return nil
+	}
+	s, err := runs(y, runID)
+	if err != nil {
+		return err
+	}
+	return transition.Repair(s)
+}
+
+const fileName = "run.json"
+
+// runs is the store of one run: runs/<run-id>/ and its lock.
+func runs(y *yard.Yard, runID string) (transition.Store[*Run], error) {
+	d, err := Dir(y, runID)
+	if err != nil {
+		return transition.Store[*Run]{}, err
+	}
+	return transition.Store[*Run]{
+		Yard: y, Dir: d, Kind: Kind, IDKind: id.Run, Machine: state.RunMachine,
+		Read:   func(_ *store.Tx, runID string) (*Run, error) { return Read(y, runID) },
+		Write:  transition.WriteJSON(func(*Run) string { return fileName }),
+		Detail: func(r *Run, e *event.Event) { e.Task = r.Task },
+	}, nil
+}
+
+// Timeline returns who the run is and where it stands.
+func (r *Run) Timeline() transition.Timeline {
+	return transition.Timeline{ID: r.ID, Imp: r.Imp, State: r.State, History: r.History}
+}
+
+// Apply makes h the run's latest transition: running sets when the box
+// started, an end sets when it ended, and a failure's why is its error.
+func (r *Run) Apply(h state.Transition) {
+	r.History = append(r.History, h)
+	r.State = h.To
+	at := h.At
+	switch {
+	case h.To == Running && r.Started == nil:
+		r.Started = &at
+	case state.RunMachine.Terminal(h.To) && r.Ended == nil:
+		r.Ended = &at
+	}
+	if h.To == Failed {
+		r.Error = h.Why
+	}
+}
+
+// Read reads a run's run.json, refusing it when a directory on the way
+// below the yard root is a symlink.
 func Read(y *yard.Yard, runID string) (*Run, error) {
 	if err := id.Check(id.Run, runID); err != nil {
 		return nil, err
 	}
-	p := y.Path("runs", runID, "run.json")
-	b, err := store.ReadFile(p)
+	p := y.Path("runs", runID, fileName)
+	b, err := y.ReadFile(p)
 	if err != nil {
 		return nil, err
 	}
 	var r Run
-	if err := store.Decode(p, b, "run", 1, &r); err != nil {
+	if err := store.Decode(p, b, Kind, Major, &r); err != nil {
 		return nil, err
 	}
-	if r.ID != runID {
+	switch {
+	case r.ID != runID:
 		return nil, fmt.Errorf("%s: id %q does not match its directory", p, r.ID)
+	case !state.RunMachine.Known(r.State):
+		return nil, fmt.Errorf("%s: unknown state %q", p, r.State)
 	}
 	return &r, nil
 }

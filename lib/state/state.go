@@ -1,10 +1,11 @@
-// Package state holds the two state machines of the yard, tasks and gates,
-// in one place. Every change of state in any binary goes through Check, so
+// Package state holds the three state machines of the yard, tasks, gates
+// and runs, in one place. Every change of state in any binary goes through Check, so
 // an illegal transition is refused the same way everywhere, and every
 // transition is recorded as a Transition saying who, when and why.
 package state
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -27,6 +28,12 @@ const (
 	Executing = "executing"
 	Executed  = "executed"
 	// Failed is shared with tasks.
+)
+
+// Run states; Running and Failed are shared with tasks.
+const (
+	Starting = "starting"
+	Exited   = "exited"
 )
 
 // Machine is a set of legal transitions.
@@ -60,6 +67,27 @@ var GateMachine = Machine{kind: "gate", edges: map[string][]string{
 	Failed:    nil,
 }}
 
+// RunMachine: starting -> running -> exited | failed. A run fails from
+// starting when its box could not be made or the supervisor stopped first;
+// it exits from starting when its box ran but the move to running could
+// not be recorded, so how the box ended is still recorded.
+var RunMachine = Machine{kind: "run", edges: map[string][]string{
+	Starting: {Running, Exited, Failed},
+	Running:  {Exited, Failed},
+	Exited:   nil,
+	Failed:   nil,
+}}
+
+// ErrIllegal is a transition its machine does not allow; every refusal of
+// Check wraps it.
+var ErrIllegal = errors.New("illegal transition")
+
+// illegal keeps Check's message as it reads while matching ErrIllegal.
+type illegal string
+
+func (e illegal) Error() string        { return string(e) }
+func (e illegal) Is(target error) bool { return target == ErrIllegal }
+
 // Known reports whether s is a state of the machine.
 func (m Machine) Known(s string) bool {
 	_, ok := m.edges[s]
@@ -80,10 +108,11 @@ func (m Machine) Terminal(s string) bool {
 	return m.Known(s) && len(m.edges[s]) == 0
 }
 
-// Check returns an error unless from -> to is legal for the entity id.
+// Check returns an error wrapping ErrIllegal unless from -> to is legal
+// for the entity id.
 func (m Machine) Check(id, from, to string) error {
 	if !m.Known(to) {
-		return fmt.Errorf("%s %s: unknown state %q", m.kind, id, to)
+		return illegal(fmt.Sprintf("%s %s: unknown state %q", m.kind, id, to))
 	}
 	for _, s := range m.edges[from] {
 		if s == to {
@@ -91,12 +120,12 @@ func (m Machine) Check(id, from, to string) error {
 		}
 	}
 	if from == to {
-		return fmt.Errorf("%s %s is already %s", m.kind, id, from)
+		return illegal(fmt.Sprintf("%s %s is already %s", m.kind, id, from))
 	}
 	if m.Terminal(from) {
-		return fmt.Errorf("%s %s is %s, which is final; it cannot become %s", m.kind, id, from, to)
+		return illegal(fmt.Sprintf("%s %s is %s, which is final; it cannot become %s", m.kind, id, from, to))
 	}
-	return fmt.Errorf("%s %s is %s; it cannot become %s", m.kind, id, from, to)
+	return illegal(fmt.Sprintf("%s %s is %s; it cannot become %s", m.kind, id, from, to))
 }
 
 // Transition is one recorded change of state.

@@ -42,15 +42,14 @@ func (s *Supervisor) watch(l *liveRun, r *run.Run) {
 // non-zero exit, the ceiling or a box error; needs-review while gates it
 // filed are open; done otherwise.
 func (s *Supervisor) finish(l *liveRun, r *run.Run, exit box.Exit, waitErr error) {
-	now := time.Now().UTC()
-	r.Ended = &now
-	r.State = run.Exited
-	r.Exit = &run.Exit{Code: exit.Code, Signal: exit.Signal, Ceiling: exit.Ceiling, OOM: exit.OOM, Killed: exit.Killed, Reason: exit.Reason}
+	rto, rwhy := run.Exited, reason(exit)
 	if waitErr != nil {
-		r.State, r.Error = run.Failed, waitErr.Error()
+		rto, rwhy = run.Failed, waitErr.Error()
 	}
-	if err := run.Write(s.Yard, r); err != nil {
-		s.logf("run %s: %v", r.ID, err)
+	if nr := s.moveRun(r.ID, rto, rwhy, func(r *run.Run) {
+		r.Exit = &run.Exit{Code: exit.Code, Signal: exit.Signal, Ceiling: exit.Ceiling, OOM: exit.OOM, Killed: exit.Killed, Reason: exit.Reason}
+	}); nr != nil {
+		r = nr
 	}
 	if err := token.RevokeRun(s.Home, r.ID); err != nil {
 		s.logf("run %s: revoking its token: %v", r.ID, err)

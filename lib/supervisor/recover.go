@@ -50,9 +50,7 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 			why := fmt.Sprintf("box of run %s is gone: the supervisor restarted and containerd has no such container", runID)
 			s.failRunning(t.ID, why)
 			if rerr == nil && r.Live() {
-				now := time.Now().UTC()
-				r.State, r.Error, r.Ended = run.Failed, why, &now
-				run.Write(s.Yard, r)
+				s.moveRun(runID, run.Failed, why, nil)
 			}
 			continue
 		}
@@ -82,9 +80,10 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 	return nil
 }
 
-// sweepRuns closes the records of runs no box carries on: a run the
-// supervisor died while starting is marked failed, and a namespace or
-// workspace left behind is removed or saved.
+// sweepRuns closes the records of runs no box carries on: a transition a
+// killed supervisor left unrecorded is recorded, a run it died while
+// starting is marked failed, and a namespace or workspace left behind is
+// removed or saved.
 func (s *Supervisor) sweepRuns(adopted map[string]bool) {
 	ids, err := run.List(s.Yard)
 	if err != nil {
@@ -94,6 +93,9 @@ func (s *Supervisor) sweepRuns(adopted map[string]bool) {
 	for _, runID := range ids {
 		if adopted[runID] {
 			continue
+		}
+		if err := run.Repair(s.Yard, runID); err != nil {
+			s.logf("run %s: %v", runID, err)
 		}
 		r, err := run.Read(s.Yard, runID)
 		if err != nil {
@@ -110,11 +112,7 @@ func (s *Supervisor) sweepRuns(adopted map[string]bool) {
 			}
 		}
 		if r.Live() {
-			now := time.Now().UTC()
-			r.State, r.Error, r.Ended = run.Failed, "the supervisor stopped before the box ran", &now
-			if err := run.Write(s.Yard, r); err != nil {
-				s.logf("run %s: %v", runID, err)
-			}
+			s.moveRun(runID, run.Failed, "the supervisor stopped before the box ran", nil)
 		}
 	}
 }

@@ -64,7 +64,8 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 		return false, fmt.Errorf("no gateway CA at %s (impgw ca init): %w", caPath, err)
 	}
 	runID := id.New(id.Run)
-	r := &run.Run{ID: runID, Imp: t.Imp, Task: t.ID, State: run.Starting, Created: time.Now().UTC()}
+	task := t
+	var r *run.Run
 	// From here on, whatever fails undoes what was made.
 	var tok, ns string
 	undo := func(why string) {
@@ -77,11 +78,7 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 		if tok != "" {
 			token.Revoke(s.Home, tok)
 		}
-		now := time.Now().UTC()
-		r.State, r.Error, r.Ended = run.Failed, why, &now
-		if err := run.Write(s.Yard, r); err != nil {
-			s.logf("run %s: %v", runID, err)
-		}
+		s.failRun(runID, task, ns, r != nil, why)
 	}
 	if tok, err = token.Issue(s.Home, t.Imp, runID, t.ID); err != nil {
 		return false, err
@@ -90,8 +87,7 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 		undo(err.Error())
 		return false, err
 	}
-	r.NetNS = ns
-	if err := run.Write(s.Yard, r); err != nil {
+	if r, err = s.newRun(runID, t, ns); err != nil {
 		undo(err.Error())
 		return false, err
 	}
@@ -107,17 +103,15 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 		Edit: func(t *queue.Task) error { t.Runs = append(t.Runs, runID); return nil }})
 	if err != nil {
 		undo("task not started: " + err.Error())
-		s.logf("task %s: %v", t.ID, err)
+		s.logf("task %s: %v", task.ID, err)
 		return false, nil
 	}
 	spec, err := s.prepare(cfg, t, runID, tok, ns, caPath)
 	if err == nil {
 		var b *box.Box
 		if b, err = s.Runner.Start(ctx, spec); err == nil {
-			started := time.Now().UTC()
-			r.State, r.Started = run.Running, &started
-			if werr := run.Write(s.Yard, r); werr != nil {
-				s.logf("run %s: %v", runID, werr)
+			if nr := s.moveRun(runID, run.Running, "box started", nil); nr != nil {
+				r = nr
 			}
 			if derr := s.delivered(t.Imp, runID); derr != nil {
 				s.logf("run %s: recording what its brief told: %v", runID, derr)

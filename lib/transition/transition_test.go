@@ -1,0 +1,322 @@
+package transition_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/lib/event"
+	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/transition"
+	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
+)
+
+// note is the smallest record the engine moves: a task-like timeline in
+// notes/<id>.json, moved along the task machine.
+type note struct {
+	Schema  string             `json:"schema"`
+	ID      string             `json:"id"`
+	Imp     string             `json:"imp"`
+	State   string             `json:"state"`
+	Body    string             `json:"body"`
+	Updated time.Time          `json:"updated"`
+	History []state.Transition `json:"history"`
+}
+
+func (n *note) Timeline() transition.Timeline {
+	return transition.Timeline{ID: n.ID, Imp: n.Imp, State: n.State, History: n.History}
+}
+
+func (n *note) Apply(h state.Transition) {
+	n.History = append(n.History, h)
+	n.State, n.Updated = h.To, h.At
+}
+
+func notes(t *testing.T, y *yard.Yard) transition.Store[*note] {
+	t.Helper()
+	d, err := y.Dir("notes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return transition.Store[*note]{
+		Yard: y, Dir: d, Kind: "note", IDKind: id.Task, Machine: state.TaskMachine, First: "note-added",
+		Read: func(_ *store.Tx, nid string) (*note, error) {
+			p := y.Path("notes", nid+".json")
+			b, err := y.ReadFile(p)
+			if err != nil {
+				return nil, err
+			}
+			var n note
+			return &n, store.Decode(p, b, "note", 1, &n)
+		},
+		Write:  transition.WriteJSON(func(n *note) string { return n.ID + ".json" }),
+		Detail: func(n *note, e *event.Event) { e.Intent = "note" },
+	}
+}
+
+// add files a waiting note, then walks it along path.
+func add(t *testing.T, s transition.Store[*note], path ...string) *note {
+	t.Helper()
+	n, _, err := transition.Create(s, func(tx *store.Tx) (*note, bool, error) {
+		n := &note{Schema: store.Schema("note", 1), Imp: "yuko", ID: s.NewID(tx, func(nid string) []string { return []string{nid + ".json"} })}
+		n.Apply(state.Transition{To: state.Waiting, By: "yuko", Actor: "test", At: state.Now()})
+		return n, false, nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range path {
+		if n, err = transition.Move(s, n.ID, transition.Change[*note]{To: to, By: "alice", Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
+func TestMoveFollowsTheMachine(t *testing.T) {
+	for _, c := range []struct {
+		path []string // how the note got where it is
+		to   string
+		ok   bool
+	}{
+		{nil, state.Running, true},
+		{nil, state.Cancelled, true},
+		{[]string{state.Running}, state.Done, true},
+		{[]string{state.Running, state.Failed}, state.Waiting, true},
+		{nil, state.Done, false},
+		{nil, state.Waiting, false},
+		{nil, "bogus", false},
+		{[]string{state.Running, state.Done}, state.Waiting, false},
+		{[]string{state.Cancelled}, state.Running, false},
+	} {
+		y := yardtest.New(t)
+		s := notes(t, y)
+		n := add(t, s, c.path...)
+		p := y.Path("notes", n.ID+".json")
+		before, _ := os.ReadFile(p)
+		got, err := transition.Move(s, n.ID, transition.Change[*note]{To: c.to, By: "bob", Actor: "test", Why: "because"})
+		after, _ := os.ReadFile(p)
+		seqs := len(c.path) + 1
+		if !c.ok {
+			if !errors.Is(err, state.ErrIllegal) {
+				t.Errorf("%v -> %s: %v, want a refusal wrapping state.ErrIllegal", c.path, c.to, err)
+			}
+			if !bytes.Equal(before, after) {
+				t.Errorf("%v -> %s: refused, yet the file changed", c.path, c.to)
+			}
+			exactlyOnce(t, y, n.ID, seqs)
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v -> %s: %v", c.path, c.to, err)
+			continue
+		}
+		var disk note
+		if err := store.Decode(p, after, "note", 1, &disk); err != nil {
+			t.Fatal(err)
+		}
+		last := disk.History[len(disk.History)-1]
+		if disk.State != c.to || len(disk.History) != seqs+1 || last.From == "" || last.To != c.to || last.By != "bob" || last.Why != "because" || !disk.Updated.Equal(last.At) {
+			t.Errorf("%v -> %s: on disk %+v", c.path, c.to, disk)
+		}
+		if got.State != c.to {
+			t.Errorf("%v -> %s: returned state %s", c.path, c.to, got.State)
+		}
+		exactlyOnce(t, y, n.ID, seqs+1)
+	}
+}
+
+func TestRecordsNameTheTransition(t *testing.T) {
+	y := yardtest.New(t)
+	s := notes(t, y)
+	n := add(t, s, state.Running)
+	var got []event.Event
+	store.ReadJSONL(y.Path("journal", "yuko", "events.jsonl"), func(line []byte) error {
+		var e event.Event
+		if err := json.Unmarshal(line, &e); err != nil {
+			return err
+		}
+		got = append(got, e)
+		return nil
+	})
+	if len(got) != 2 {
+		t.Fatalf("journal holds %d records, want 2", len(got))
+	}
+	if got[0].Event != "note-added" || got[0].Seq != 1 || got[0].To != state.Waiting || got[0].Intent != "note" {
+		t.Errorf("first record %+v", got[0])
+	}
+	if got[1].Event != "note-running" || got[1].Seq != 2 || got[1].From != state.Waiting || got[1].By != "alice" || got[1].ID != n.ID {
+		t.Errorf("second record %+v", got[1])
+	}
+}
+
+func TestAllowAndEdit(t *testing.T) {
+	y := yardtest.New(t)
+	s := notes(t, y)
+	n := add(t, s)
+	// Allow lets a transition the machine refuses.
+	n, err := transition.Move(s, n.ID, transition.Change[*note]{To: state.Waiting, By: "bob",
+		Allow: func(n *note) bool { return n.State == state.Waiting }})
+	if err != nil || len(n.History) != 2 {
+		t.Fatalf("allowed waiting -> waiting: %v %+v", err, n)
+	}
+	// An edit that fails stops the move: nothing written, nothing recorded.
+	p := y.Path("notes", n.ID+".json")
+	before, _ := os.ReadFile(p)
+	boom := errors.New("boom")
+	if _, err := transition.Move(s, n.ID, transition.Change[*note]{To: state.Running, Edit: func(n *note, h *state.Transition) error {
+		n.Body = "changed"
+		return boom
+	}}); !errors.Is(err, boom) {
+		t.Errorf("Edit error: %v", err)
+	}
+	if after, _ := os.ReadFile(p); !bytes.Equal(before, after) {
+		t.Errorf("a failed edit wrote the note")
+	}
+	// An edit sees the transition and may change it and the record.
+	n, err = transition.Move(s, n.ID, transition.Change[*note]{To: state.Running, Edit: func(n *note, h *state.Transition) error {
+		n.Body, h.Why = "edited at "+h.At.Format(time.RFC3339Nano), "edited"
+		return nil
+	}})
+	if err != nil || n.Body != "edited at "+n.Updated.Format(time.RFC3339Nano) || n.History[2].Why != "edited" {
+		t.Errorf("edit: %v %+v", err, n)
+	}
+	exactlyOnce(t, y, n.ID, 3)
+}
+
+func TestCreateChecksTheHistory(t *testing.T) {
+	for _, h := range [][]state.Transition{
+		nil,
+		{{To: "bogus"}},
+		{{From: state.Running, To: state.Done}},
+		{{To: state.Waiting}, {From: state.Waiting, To: state.Done}},
+		{{To: state.Waiting}, {From: state.Running, To: state.Done}},
+	} {
+		y := yardtest.New(t)
+		s := notes(t, y)
+		_, _, err := transition.Create(s, func(tx *store.Tx) (*note, bool, error) {
+			return &note{Schema: store.Schema("note", 1), ID: "t-0000000000000001", Imp: "yuko", History: h}, false, nil
+		}, nil)
+		if err == nil {
+			t.Errorf("history %+v filed", h)
+		}
+		if left, _ := filepath.Glob(y.Path("notes", "*.json")); len(left) != 0 {
+			t.Errorf("history %+v: refused, yet wrote %v", h, left)
+		}
+	}
+	// An existing record is returned as it is, before any recovery.
+	y := yardtest.New(t)
+	s := notes(t, y)
+	n := add(t, s)
+	got, existing, err := transition.Create(s, func(tx *store.Tx) (*note, bool, error) { return n, true, nil }, func(*store.Tx, *note) error {
+		t.Error("before ran for an existing record")
+		return nil
+	})
+	if err != nil || !existing || got != n {
+		t.Errorf("existing: %v %v %v", got, existing, err)
+	}
+	exactlyOnce(t, y, n.ID, 1)
+}
+
+// TestUnrecordedIsRepairedOnce: a record that cannot be written leaves
+// the note written and the marker set; the next transaction writes the
+// record, once.
+func TestUnrecordedIsRepairedOnce(t *testing.T) {
+	y := yardtest.New(t)
+	s := notes(t, y)
+	n := add(t, s)
+	jp := y.Path("journal", "yuko", "events.jsonl")
+	b, _ := os.ReadFile(jp)
+	os.Remove(jp)
+	os.Mkdir(jp, 0o750)
+	got, err := transition.Move(s, n.ID, transition.Change[*note]{To: state.Running, By: "bob"})
+	if !errors.Is(err, transition.ErrUnrecorded) || got == nil || got.State != state.Running {
+		t.Fatalf("Move with the journal unwritable: %v %+v, want the note and ErrUnrecorded", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir.Path(), ".recording")); err != nil {
+		t.Errorf("marker: %v", err)
+	}
+	os.Remove(jp)
+	os.WriteFile(jp, b, 0o640)
+	if _, err := transition.Move(s, n.ID, transition.Change[*note]{To: state.Done, By: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	exactlyOnce(t, y, n.ID, 3)
+}
+
+// TestUnknownMajorWritesNothing: a record from a newer impyard is refused
+// before the lock is taken.
+func TestUnknownMajorWritesNothing(t *testing.T) {
+	y := yardtest.New(t)
+	s := notes(t, y)
+	n := add(t, s)
+	p := y.Path("notes", n.ID+".json")
+	b, _ := os.ReadFile(p)
+	os.WriteFile(p, bytes.Replace(b, []byte(`impyard.note/1`), []byte(`impyard.note/9`), 1), 0o640)
+	os.Remove(filepath.Join(s.Dir.Path(), ".lock"))
+	before := yardtest.Tree(t, y.Root)
+	if _, err := transition.Move(s, n.ID, transition.Change[*note]{To: state.Running}); !errors.Is(err, store.ErrUnknownMajor) {
+		t.Errorf("Move: %v, want ErrUnknownMajor", err)
+	}
+	yardtest.Unchanged(t, y.Root, before, "a refusal wrote")
+}
+
+// TestCreateWalksTheWholeHistory: a new record may be filed already moved
+// on (a gate approved by a trust rule); each transition gets its record.
+func TestCreateWalksTheWholeHistory(t *testing.T) {
+	y := yardtest.New(t)
+	s := notes(t, y)
+	now := state.Now()
+	n, _, err := transition.Create(s, func(tx *store.Tx) (*note, bool, error) {
+		n := &note{Schema: store.Schema("note", 1), ID: "t-0000000000000001", Imp: "yuko"}
+		n.Apply(state.Transition{To: state.Waiting, By: "yuko", At: now})
+		n.Apply(state.Transition{From: state.Waiting, To: state.Running, By: "rule", At: now})
+		n.Apply(state.Transition{From: state.Running, To: state.Done, By: "rule", At: now})
+		return n, false, nil
+	}, nil)
+	if err != nil || n.State != state.Done {
+		t.Fatalf("%v %+v", err, n)
+	}
+	exactlyOnce(t, y, n.ID, 3)
+}
+
+// TestScan lists the records of a directory sorted by id, passing over
+// dot-files and reporting, by name, files it cannot take.
+func TestScan(t *testing.T) {
+	y := yardtest.New(t)
+	s := notes(t, y)
+	a, b := add(t, s), add(t, s, state.Running)
+	os.WriteFile(y.Path("notes", "stray.txt"), []byte("x"), 0o640)
+	os.WriteFile(y.Path("notes", "t-0000000000000009.json"), []byte("{"), 0o640)
+	parse := func(path string, data []byte) (*note, error) {
+		var n note
+		return &n, store.Decode(path, data, "note", 1, &n)
+	}
+	got, bad := transition.Scan(y, "notes", "note", id.Task, nil, parse)
+	transition.Sort(got)
+	if len(got) != 2 || got[0].ID > got[1].ID || (got[0].ID != a.ID && got[0].ID != b.ID) {
+		t.Errorf("listed %+v", got)
+	}
+	if len(bad) != 2 {
+		t.Errorf("bad %v, want the stray file and the damaged note", bad)
+	}
+	for _, e := range bad {
+		if !bytes.Contains([]byte(e.Error()), []byte(y.Path("notes"))) {
+			t.Errorf("%v does not name the file", e)
+		}
+	}
+	only, _ := transition.Scan(y, "notes", "note", id.Task, func(nid string) bool { return nid == b.ID }, parse)
+	if len(only) != 1 || only[0].ID != b.ID {
+		t.Errorf("want declined the others: %+v", only)
+	}
+	if none, bad := transition.Scan(y, "missing", "note", id.Task, nil, parse); none != nil || bad != nil {
+		t.Errorf("a missing directory: %v %v", none, bad)
+	}
+}

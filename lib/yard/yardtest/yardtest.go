@@ -1,0 +1,54 @@
+// Package yardtest holds what the tests of the yard's stores share: a
+// fresh yard in a test's temporary directory, and a listing of a tree
+// that shows an operation changed nothing.
+package yardtest
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// New opens a yard in a new temporary directory of t.
+func New(t testing.TB) *yard.Yard {
+	t.Helper()
+	y, err := yard.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return y
+}
+
+// Tree lists every path below root with its mode and, for a regular
+// file, its contents, one line each, sorted.
+func Tree(t testing.TB, root string) string {
+	t.Helper()
+	var lines []string
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		line := p + " " + fi.Mode().String()
+		if fi.Mode().IsRegular() {
+			b, _ := os.ReadFile(p)
+			line += " " + string(b)
+		}
+		lines = append(lines, line)
+		return nil
+	})
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// Unchanged reports, as what, a tree below root that no longer lists as
+// before did.
+func Unchanged(t testing.TB, root, before, what string) {
+	t.Helper()
+	if after := Tree(t, root); after != before {
+		t.Errorf("%s:\nbefore:\n%s\nafter:\n%s", what, before, after)
+	}
+}
