@@ -223,7 +223,6 @@ func BenchmarkEnvelopeToPending(b *testing.B) {
 // medians, p99 and both ratios.
 func BenchmarkDispatch(b *testing.B) {
 	y := newBoxYard(b)
-	y.daemon(b, bin, "impgw", "serve")
 	y.daemon(b, bin, "impsup", "run", "--rescan", "1s")
 	dir := y.y.Path("imps", "bench")
 	os.MkdirAll(dir, 0o750)

@@ -52,7 +52,6 @@ func checkRunRecorded(t *testing.T, y *yard.Yard, imp string, r *runrec.Run) {
 // run.json's history and recorded once in the journal and the audit log.
 func TestBoxRunRecords(t *testing.T) {
 	b := newBoxYard(t)
-	b.daemon(t, bin, "impgw", "serve")
 	b.imp(t, "quick", map[string]string{"command": `["/bin/sh", "-c", "echo hi"]`})
 	taskID := b.add(t, "quick", "say hi")
 	out := b.once(t)
