@@ -49,10 +49,6 @@ const (
 	MaxNote     = 16 << 10
 )
 
-// EgressGrant is the built-in intent by which an imp proposes the egress
-// rule it needs; it names no policy rule.
-const EgressGrant = proposal.EgressGrant
-
 // API serves the control endpoints of one yard.
 type API struct {
 	Yard *yard.Yard
