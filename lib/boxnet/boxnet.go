@@ -28,9 +28,6 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-// Addr is where a box finds the gateway, inside its own namespace.
-const Addr = "127.0.0.1:7300"
-
 // Server attaches box listeners to a gateway.
 type Server struct {
 	Yard    *yard.Yard
@@ -162,7 +159,7 @@ func (s *Server) sync(ctx context.Context, runID string) {
 		s.ended[runID] = true
 		s.mu.Unlock()
 	case !attached && r.NetNS != "":
-		ln, err := netns.Listen(r.NetNS, "tcp", Addr)
+		ln, err := netns.Listen(r.NetNS, "tcp", run.BoxGateway)
 		if err != nil {
 			s.logf("run %s: cannot serve the box: %v", runID, err)
 			return
@@ -176,7 +173,7 @@ func (s *Server) sync(ctx context.Context, runID string) {
 				s.logf("run %s: %v", runID, err)
 			}
 		}()
-		if err := run.WriteReady(s.Yard, runID, Addr); err != nil {
+		if err := run.WriteReady(s.Yard, runID, run.BoxGateway); err != nil {
 			s.logf("run %s: %v", runID, err)
 		}
 		s.logf("serving run %s (%s) inside its namespace", runID, r.Imp)

@@ -60,7 +60,7 @@ func dialIn(t *testing.T, ns, addr string) net.Conn {
 // returns the status line.
 func ask(t *testing.T, ns, request string) string {
 	t.Helper()
-	c := dialIn(t, ns, Addr)
+	c := dialIn(t, ns, run.BoxGateway)
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	fmt.Fprint(c, request)
@@ -147,7 +147,7 @@ func TestBoxListener(t *testing.T) {
 			fd, _ := unix.Open(ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 			unix.Setns(fd, unix.CLONE_NEWNET)
 			unix.Close(fd)
-			conn, err := net.DialTimeout("tcp", Addr, time.Second)
+			conn, err := net.DialTimeout("tcp", run.BoxGateway, time.Second)
 			if err == nil {
 				conn.Close()
 			}
@@ -222,7 +222,7 @@ func TestBoxShares(t *testing.T) {
 	start := time.Now()
 	var idle []net.Conn
 	for range share + 2 {
-		c := dialIn(t, nss[0], Addr)
+		c := dialIn(t, nss[0], run.BoxGateway)
 		defer c.Close()
 		idle = append(idle, c)
 	}
