@@ -31,7 +31,6 @@ import (
 // Server attaches box listeners to a gateway.
 type Server struct {
 	Yard    *yard.Yard
-	Home    string
 	Gateway *gateway.Gateway
 	Logf    func(format string, a ...any)
 
@@ -68,25 +67,29 @@ func Identity(c net.Conn) (runID, imp string, ok bool) {
 	return bc.run, bc.imp, true
 }
 
-// Authenticate names the subject of a proxied request. On a box listener
-// the credentials must be that run's token; elsewhere any valid token (or
-// none: anonymous) as token.ProxySubject says.
-func (s *Server) Authenticate(c net.Conn, proxyAuthorization string) (string, error) {
-	runID, imp, ok := Identity(c)
-	if !ok {
-		return token.ProxySubject(s.Home, proxyAuthorization)
+// Authenticate returns the gateway's Authenticate for the tokens under
+// home: it names the subject of a proxied request. On a box listener the
+// credentials must be that run's token; elsewhere any valid token (or
+// none: anonymous) as token.ProxySubject says. It needs no Server, so the
+// gateway can be built with it before the Server that attaches to it.
+func Authenticate(home string) func(c net.Conn, proxyAuthorization string) (string, error) {
+	return func(c net.Conn, proxyAuthorization string) (string, error) {
+		runID, imp, ok := Identity(c)
+		if !ok {
+			return token.ProxySubject(home, proxyAuthorization)
+		}
+		if proxyAuthorization == "" {
+			return "", errors.New("a box must present its run's token as proxy credentials")
+		}
+		subject, sub, err := token.ProxyLookup(home, proxyAuthorization)
+		if err != nil {
+			return "", err
+		}
+		if sub.Run != runID || subject != imp {
+			return "", fmt.Errorf("the token is not run %s's", runID)
+		}
+		return subject, nil
 	}
-	if proxyAuthorization == "" {
-		return "", errors.New("a box must present its run's token as proxy credentials")
-	}
-	subject, sub, err := token.ProxyLookup(s.Home, proxyAuthorization)
-	if err != nil {
-		return "", err
-	}
-	if sub.Run != runID || subject != imp {
-		return "", fmt.Errorf("the token is not run %s's", runID)
-	}
-	return subject, nil
 }
 
 // Run keeps the listeners in step with runs/ until ctx ends.

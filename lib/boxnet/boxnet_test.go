@@ -19,7 +19,6 @@ import (
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/control"
 	"github.com/impyard/impyard/lib/gateway"
-	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/netns"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/token"
@@ -94,18 +93,16 @@ func TestBoxListener(t *testing.T) {
 	}
 	minter, _ := ca.NewMinter(authority, 0, 0)
 	decisions, _ := y.DecisionsPath()
-	s := &Server{Yard: y, Home: home, Logf: t.Logf}
-	api := &control.API{Yard: y, Home: home, RunOf: func(r *http.Request) (string, bool) {
+	api := &control.API{Yard: y, Home: home, Policy: gateway.PolicyOf, RunOf: func(r *http.Request) (string, bool) {
 		runID, _, ok := Identity(gateway.Conn(r.Context()))
 		return runID, ok
 	}}
 	g, err := gateway.New(gateway.Config{PolicyPath: y.PolicyPath(), DecisionsPath: decisions, Home: home, Minter: minter,
-		Authenticate: s.Authenticate, Control: api})
+		Authenticate: Authenticate(home), Control: api})
 	if err != nil {
 		t.Fatal(err)
 	}
-	api.Policy = func() *judge.Policy { return g.Policy() }
-	s.Gateway = g
+	s := &Server{Yard: y, Gateway: g, Logf: t.Logf}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Run(ctx)
@@ -182,16 +179,15 @@ func TestBoxShares(t *testing.T) {
 	}
 	minter, _ := ca.NewMinter(authority, 0, 0)
 	decisions, _ := y.DecisionsPath()
-	s := &Server{Yard: y, Home: home, Logf: t.Logf}
 	lim := gateway.DefaultLimits()
 	const share, timeout = 3, 1500 * time.Millisecond
 	lim.MaxConns, lim.ReadHeaderTimeout = share, timeout
 	g, err := gateway.New(gateway.Config{PolicyPath: y.PolicyPath(), DecisionsPath: decisions, Home: home, Minter: minter,
-		Authenticate: s.Authenticate, Limits: lim})
+		Authenticate: Authenticate(home), Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Gateway = g
+	s := &Server{Yard: y, Gateway: g, Logf: t.Logf}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Run(ctx)
