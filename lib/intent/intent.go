@@ -2,7 +2,7 @@
 // and owns the payloads whose shape is fixed by code rather than by
 // org.toml: the commit-and-push gate the supervisor files for a code
 // task's commits, which impgate shows and impexec pushes, and the pull
-// request a push chains. A payload's JSON field names are declared here
+// request a push chains (the intent a git-push executor's then names). A payload's JSON field names are declared here
 // once, as the struct's tags and as the Fields that org.toml's trust
 // entries are checked against, so the process that files a gate and the
 // ones that read it cannot drift apart.
@@ -18,10 +18,9 @@ const (
 	// CommitAndPush is the intent of the gate a code task's new commits
 	// file; its payload is a Push.
 	CommitAndPush = "commit-and-push"
-	// OpenPR is the conventional intent a git-push executor chains after
-	// a push (then = "open-pr"); its payload is a PullRequest.
-	OpenPR = "open-pr"
-	// MessageUser is the conventional intent of a note to the owner.
+	// MessageUser is a note to the owner: the executor kind that writes
+	// it, and the intent such an executor is conventionally configured
+	// under ([executors.message-user]).
 	MessageUser = "message-user"
 )
 
