@@ -17,6 +17,7 @@ import (
 	"github.com/impyard/impyard/lib/blob"
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -171,10 +172,7 @@ func oneGate(fs *flag.FlagSet, args []string, root *string) (*gate.Gate, error) 
 // showDiff prints the stat and, unless statOnly, the diff of a payload
 // that names one; a payload without a diff prints nothing.
 func showDiff(e *cli.Env, root string, g *gate.Gate, frozen []byte, statOnly bool) error {
-	var p struct {
-		Diff string `json:"diff"`
-		Stat string `json:"stat"`
-	}
+	var p intent.Push
 	if json.Unmarshal(frozen, &p) != nil || !strings.HasPrefix(p.Diff, blob.Prefix) {
 		if statOnly {
 			return fmt.Errorf("gate %s has no diff", g.ID)

@@ -2,23 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/impyard/impyard/lib/approval"
-	"github.com/impyard/impyard/lib/boxnet"
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
-	"github.com/impyard/impyard/lib/control"
 	"github.com/impyard/impyard/lib/gateway"
-	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/gatewayd"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -103,14 +97,6 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	if lim.BodyBudget < lim.MaxBodyBytes {
 		return cli.Usagef("serve: --body-budget must be at least --max-body-bytes")
 	}
-	policyPath := *policy
-	if policyPath == "" {
-		policyPath = y.PolicyPath()
-	}
-	decisions, err := y.DecisionsPath()
-	if err != nil {
-		return err
-	}
 	home, err := yard.Home()
 	if err != nil {
 		return err
@@ -123,75 +109,20 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return cli.Usagef("serve: --leaf-lifetime: %v", err)
 	}
-	boxes := &boxnet.Server{Yard: y, Home: home, Logf: func(format string, a ...any) {
-		fmt.Fprintf(e.Stderr, "impgw: "+format+"\n", a...)
-	}}
 	signer, err := approval.Ensure(home, approval.Gateway, e.Stderr, "impgw")
 	if err != nil {
 		return err
 	}
-	api := &control.API{Yard: y, Home: home, Signer: signer, RunOf: func(r *http.Request) (string, bool) {
-		runID, _, ok := boxnet.Identity(gateway.Conn(r.Context()))
-		return runID, ok
-	}}
-	meter := ledger.NewMeter(y, func(err error) { fmt.Fprintf(e.Stderr, "impgw: error: metering: %v\n", err) })
-	defer meter.Sync()
-	g, err := gateway.New(gateway.Config{
-		PolicyPath:    policyPath,
-		UpstreamCA:    *upstreamCA,
-		DecisionsPath: decisions,
-		Home:          home,
-		Root:          y.Root,
-		Minter:        minter,
-		Limits:        lim,
-		Log:           e.Stderr,
-		Control:       api,
-		Meter:         meter.Bytes,
-		Authenticate:  boxes.Authenticate,
-	})
+	srv, err := gatewayd.New(gatewayd.Config{Yard: y, Home: home, Minter: minter, Signer: signer,
+		PolicyPath: *policy, UpstreamCA: *upstreamCA, Limits: lim, Log: e.Stderr})
 	if err != nil {
 		return err
 	}
-	api.Policy = g.Policy
-	boxes.Gateway = g
-	var lns []net.Listener
-	for _, a := range listen {
-		ln, err := net.Listen("tcp", a)
-		if err != nil {
-			for _, l := range lns {
-				l.Close()
-			}
-			return err
-		}
-		lns = append(lns, ln)
+	lns, err := gatewayd.Listen(listen)
+	if err != nil {
+		return err
 	}
-	// One listener failing stops them all: a gateway half up is a box
-	// half cut off, which is harder to notice than one that is down.
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	errs := make([]error, len(lns))
-	for i, ln := range lns {
-		fmt.Fprintf(e.Stderr, "impgw: serving on %s (policy %s, decisions %s)\n", ln.Addr(), policyPath, decisions)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if errs[i] = g.Serve(sctx, ln, *grace); errs[i] != nil {
-				stop()
-			}
-		}()
-	}
-	// Boxes are served inside their own namespaces, each listener
-	// attached as its run starts and closed as it ends.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := boxes.Run(sctx); err != nil {
-			fmt.Fprintf(e.Stderr, "impgw: error: serving boxes: %v\n", err)
-		}
-	}()
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := srv.Serve(ctx, lns, *grace); err != nil {
 		return err
 	}
 	fmt.Fprintln(e.Stderr, "impgw: stopped")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +15,9 @@ import (
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/id"
-	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/netns"
+	runpkg "github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -25,8 +25,9 @@ const doctorUsage = `usage: impsup doctor
 
 Check every prerequisite of running boxes and print one line per check:
 containerd reachable (and its version), runc, network namespaces, cgroups,
-the gateway CA, the policy, org.toml and every imp.toml, a writable yard,
-the gateway answering. Exits 1 if any check fails.
+the gateway CA, the policy (its schema; impgw judge checks its rules),
+org.toml and every imp.toml, a writable yard, the gateway answering.
+Exits 1 if any check fails.
 
 Examples:
   impsup doctor
@@ -92,8 +93,7 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 	} else {
 		check("ca", "", fmt.Errorf("%w (impgw ca init)", err))
 	}
-	_, err = judge.Load(y.PolicyPath())
-	check("policy", y.PolicyPath(), err)
+	check("policy", y.PolicyPath(), policyReadable(y.PolicyPath()))
 	imps, _ := os.ReadDir(y.Path("imps"))
 	for _, im := range imps {
 		if im.IsDir() {
@@ -109,12 +109,10 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 	} else {
 		check("yard", "", err)
 	}
-	c := http.Client{Timeout: 2 * time.Second}
-	if resp, err := c.Get("http://" + org.Gateway.Listen + "/v1/health"); err == nil {
-		resp.Body.Close()
+	if err := runpkg.GatewayUp(org.Gateway.Listen); err == nil {
 		check("gateway", "impgw answers at "+org.Gateway.Listen, nil)
 	} else {
-		check("gateway", "", fmt.Errorf("impgw does not answer at %s: %w", org.Gateway.Listen, err))
+		check("gateway", "", err)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d check(s) failed", failed)
@@ -129,4 +127,15 @@ func statAll(paths ...string) error {
 		}
 	}
 	return nil
+}
+
+// policyReadable checks that the policy is there and of a schema this
+// impyard reads. Its rules are the gateway's to judge (impgw judge loads
+// them the way impgw serve does), so that impsup links no judge.
+func policyReadable(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return store.CheckSchema(path, b, "policy", 1)
 }

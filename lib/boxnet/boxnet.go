@@ -28,13 +28,9 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-// Addr is where a box finds the gateway, inside its own namespace.
-const Addr = "127.0.0.1:7300"
-
 // Server attaches box listeners to a gateway.
 type Server struct {
 	Yard    *yard.Yard
-	Home    string
 	Gateway *gateway.Gateway
 	Logf    func(format string, a ...any)
 
@@ -71,25 +67,29 @@ func Identity(c net.Conn) (runID, imp string, ok bool) {
 	return bc.run, bc.imp, true
 }
 
-// Authenticate names the subject of a proxied request. On a box listener
-// the credentials must be that run's token; elsewhere any valid token (or
-// none: anonymous) as token.ProxySubject says.
-func (s *Server) Authenticate(c net.Conn, proxyAuthorization string) (string, error) {
-	runID, imp, ok := Identity(c)
-	if !ok {
-		return token.ProxySubject(s.Home, proxyAuthorization)
+// Authenticate returns the gateway's Authenticate for the tokens under
+// home: it names the subject of a proxied request. On a box listener the
+// credentials must be that run's token; elsewhere any valid token (or
+// none: anonymous) as token.ProxySubject says. It needs no Server, so the
+// gateway can be built with it before the Server that attaches to it.
+func Authenticate(home string) func(c net.Conn, proxyAuthorization string) (string, error) {
+	return func(c net.Conn, proxyAuthorization string) (string, error) {
+		runID, imp, ok := Identity(c)
+		if !ok {
+			return token.ProxySubject(home, proxyAuthorization)
+		}
+		if proxyAuthorization == "" {
+			return "", errors.New("a box must present its run's token as proxy credentials")
+		}
+		subject, sub, err := token.ProxyLookup(home, proxyAuthorization)
+		if err != nil {
+			return "", err
+		}
+		if sub.Run != runID || subject != imp {
+			return "", fmt.Errorf("the token is not run %s's", runID)
+		}
+		return subject, nil
 	}
-	if proxyAuthorization == "" {
-		return "", errors.New("a box must present its run's token as proxy credentials")
-	}
-	subject, sub, err := token.ProxyLookup(s.Home, proxyAuthorization)
-	if err != nil {
-		return "", err
-	}
-	if sub.Run != runID || subject != imp {
-		return "", fmt.Errorf("the token is not run %s's", runID)
-	}
-	return subject, nil
 }
 
 // Run keeps the listeners in step with runs/ until ctx ends.
@@ -162,7 +162,7 @@ func (s *Server) sync(ctx context.Context, runID string) {
 		s.ended[runID] = true
 		s.mu.Unlock()
 	case !attached && r.NetNS != "":
-		ln, err := netns.Listen(r.NetNS, "tcp", Addr)
+		ln, err := netns.Listen(r.NetNS, "tcp", run.BoxGateway)
 		if err != nil {
 			s.logf("run %s: cannot serve the box: %v", runID, err)
 			return
@@ -176,7 +176,7 @@ func (s *Server) sync(ctx context.Context, runID string) {
 				s.logf("run %s: %v", runID, err)
 			}
 		}()
-		if err := run.WriteReady(s.Yard, runID, Addr); err != nil {
+		if err := run.WriteReady(s.Yard, runID, run.BoxGateway); err != nil {
 			s.logf("run %s: %v", runID, err)
 		}
 		s.logf("serving run %s (%s) inside its namespace", runID, r.Imp)

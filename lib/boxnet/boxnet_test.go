@@ -19,7 +19,6 @@ import (
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/control"
 	"github.com/impyard/impyard/lib/gateway"
-	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/netns"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/token"
@@ -60,7 +59,7 @@ func dialIn(t *testing.T, ns, addr string) net.Conn {
 // returns the status line.
 func ask(t *testing.T, ns, request string) string {
 	t.Helper()
-	c := dialIn(t, ns, Addr)
+	c := dialIn(t, ns, run.BoxGateway)
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	fmt.Fprint(c, request)
@@ -94,18 +93,16 @@ func TestBoxListener(t *testing.T) {
 	}
 	minter, _ := ca.NewMinter(authority, 0, 0)
 	decisions, _ := y.DecisionsPath()
-	s := &Server{Yard: y, Home: home, Logf: t.Logf}
-	api := &control.API{Yard: y, Home: home, RunOf: func(r *http.Request) (string, bool) {
+	api := &control.API{Yard: y, Home: home, Policy: gateway.PolicyOf, RunOf: func(r *http.Request) (string, bool) {
 		runID, _, ok := Identity(gateway.Conn(r.Context()))
 		return runID, ok
 	}}
 	g, err := gateway.New(gateway.Config{PolicyPath: y.PolicyPath(), DecisionsPath: decisions, Home: home, Minter: minter,
-		Authenticate: s.Authenticate, Control: api})
+		Authenticate: Authenticate(home), Control: api})
 	if err != nil {
 		t.Fatal(err)
 	}
-	api.Policy = func() *judge.Policy { return g.Policy() }
-	s.Gateway = g
+	s := &Server{Yard: y, Gateway: g, Logf: t.Logf}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Run(ctx)
@@ -147,7 +144,7 @@ func TestBoxListener(t *testing.T) {
 			fd, _ := unix.Open(ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 			unix.Setns(fd, unix.CLONE_NEWNET)
 			unix.Close(fd)
-			conn, err := net.DialTimeout("tcp", Addr, time.Second)
+			conn, err := net.DialTimeout("tcp", run.BoxGateway, time.Second)
 			if err == nil {
 				conn.Close()
 			}
@@ -182,16 +179,15 @@ func TestBoxShares(t *testing.T) {
 	}
 	minter, _ := ca.NewMinter(authority, 0, 0)
 	decisions, _ := y.DecisionsPath()
-	s := &Server{Yard: y, Home: home, Logf: t.Logf}
 	lim := gateway.DefaultLimits()
 	const share, timeout = 3, 1500 * time.Millisecond
 	lim.MaxConns, lim.ReadHeaderTimeout = share, timeout
 	g, err := gateway.New(gateway.Config{PolicyPath: y.PolicyPath(), DecisionsPath: decisions, Home: home, Minter: minter,
-		Authenticate: s.Authenticate, Limits: lim})
+		Authenticate: Authenticate(home), Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Gateway = g
+	s := &Server{Yard: y, Gateway: g, Logf: t.Logf}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Run(ctx)
@@ -222,7 +218,7 @@ func TestBoxShares(t *testing.T) {
 	start := time.Now()
 	var idle []net.Conn
 	for range share + 2 {
-		c := dialIn(t, nss[0], Addr)
+		c := dialIn(t, nss[0], run.BoxGateway)
 		defer c.Close()
 		idle = append(idle, c)
 	}

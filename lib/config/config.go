@@ -19,6 +19,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -30,12 +31,13 @@ const (
 	Deny = "deny"
 )
 
-// Executor kinds.
+// Executor kinds. message-user and egress-grant carry the names of the
+// intents they perform.
 const (
 	HTTP        = "http"
-	MessageUser = "message-user"
+	MessageUser = intent.MessageUser
 	GitPush     = "git-push"
-	EgressGrant = "egress-grant"
+	EgressGrant = intent.EgressGrant
 )
 
 // DefaultListen is where impgw serves and impexec sends.

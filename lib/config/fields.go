@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/payload"
 )
 
@@ -13,25 +14,19 @@ import (
 // whose shape is fixed by the code that performs them.
 var builtinFields = map[string]payload.Fields{
 	MessageUser: {"text": payload.Text},
-	GitPush: {"repo": payload.Text, "branch": payload.Text, "base": payload.Text,
-		"head": payload.Text, "diff": payload.Text, "stat": payload.Text},
+	GitPush:     intent.PushFields,
 	EgressGrant: {"name": payload.Text, "comment": payload.Text, "match": payload.Object, "verdict": payload.Text},
 }
 
-// chainedFields types the payload of the gate a git-push executor files
-// after a push (its then = "open-pr"), unless that executor declares its
-// own.
-var chainedFields = payload.Fields{"title": payload.Text, "head": payload.Text, "base": payload.Text, "body": payload.Text}
-
 // Fields returns the declared fields of intent's payload and whether it
 // has any declaration: the executor's own fields, else those built in for
-// its kind (message-user, git-push, egress-grant, the intent a git-push
-// executor's then names), else none. The built-in egress-grant intent is
-// typed even without an executor.
-func (o *Org) Fields(intent string) (payload.Fields, bool) {
-	e := o.Executors[intent]
+// its kind (message-user, git-push, egress-grant; a pull request for the
+// intent a git-push executor's then names), else none. The built-in
+// egress-grant intent is typed even without an executor.
+func (o *Org) Fields(name string) (payload.Fields, bool) {
+	e := o.Executors[name]
 	if e == nil {
-		if intent == EgressGrant {
+		if name == intent.EgressGrant {
 			return builtinFields[EgressGrant], true
 		}
 		return nil, false
@@ -43,8 +38,8 @@ func (o *Org) Fields(intent string) (payload.Fields, bool) {
 		return f, true
 	}
 	for _, x := range o.Executors {
-		if x != nil && x.Kind == GitPush && x.Then == intent {
-			return chainedFields, true
+		if x != nil && x.Kind == GitPush && x.Then == name {
+			return intent.PullRequestFields, true
 		}
 	}
 	return nil, false

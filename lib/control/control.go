@@ -22,6 +22,7 @@
 package control
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,17 +50,13 @@ const (
 	MaxNote     = 16 << 10
 )
 
-// EgressGrant is the built-in intent by which an imp proposes the egress
-// rule it needs; it names no policy rule.
-const EgressGrant = proposal.EgressGrant
-
 // API serves the control endpoints of one yard.
 type API struct {
 	Yard *yard.Yard
 	Home string
-	// Policy returns the policy in force, to check that an intent names a
-	// rule.
-	Policy func() *judge.Policy
+	// Policy returns the policy in force for a request (gateway.PolicyOf
+	// under impgw serve), to check that an intent names a rule.
+	Policy func(ctx context.Context) *judge.Policy
 	// Poll is how often an auto-approved action's gate is re-read while
 	// waiting for its execution.
 	Poll time.Duration
@@ -247,7 +244,7 @@ type actionResult struct {
 
 func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
 	d, err := a.decider.Decide(a.Yard, proposal.Proposal{Imp: sub.Imp(), Run: sub.Run, Task: sub.Task,
-		Body: r.Body, Rules: a.ruleNames(), Signer: a.Signer})
+		Body: r.Body, Rules: a.ruleNames(r.Context()), Signer: a.Signer})
 	if err != nil {
 		return nil, fmt.Errorf("recording the proposal: %w", err)
 	}
@@ -307,12 +304,12 @@ func (a *API) await(r *http.Request, gateID string, wait time.Duration) (any, er
 	}
 }
 
-func (a *API) ruleNames() []string {
+func (a *API) ruleNames(ctx context.Context) []string {
 	if a.Policy == nil {
 		return nil
 	}
 	var names []string
-	for _, rl := range a.Policy().Rules() {
+	for _, rl := range a.Policy(ctx).Rules() {
 		names = append(names, rl.Name)
 	}
 	return names

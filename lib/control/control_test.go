@@ -70,7 +70,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{api: &API{Yard: y, Home: home, Policy: func() *judge.Policy { return p }, Signer: signer}, y: y, home: home}
+	return &fixture{api: &API{Yard: y, Home: home, Policy: func(context.Context) *judge.Policy { return p }, Signer: signer}, y: y, home: home}
 }
 
 // executor runs an executor until the test ends, and waits for it to stop

@@ -36,6 +36,7 @@ import (
 	"github.com/impyard/impyard/lib/crash"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/temporary"
@@ -50,7 +51,7 @@ var ErrBusy = temporary.New("another executor is working on this gate")
 
 // ErrGatewayDown means impgw does not answer, so an HTTP action is not
 // begun: the gate stays as it was, to be executed once impgw is back.
-var ErrGatewayDown = temporary.New("gateway unreachable")
+var ErrGatewayDown = run.ErrGatewayDown
 
 // Runner executes gates of one yard.
 type Runner struct {

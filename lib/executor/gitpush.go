@@ -13,21 +13,12 @@ import (
 	"github.com/impyard/impyard/lib/blob"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/worktree"
 )
-
-// PushPayload is the frozen payload of a commit-and-push gate.
-type PushPayload struct {
-	Repo   string `json:"repo"`
-	Branch string `json:"branch"`
-	Base   string `json:"base"`
-	Head   string `json:"head"`
-	Diff   string `json:"diff"`
-	Stat   string `json:"stat"`
-}
 
 var branchPart = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
@@ -48,7 +39,7 @@ func pushBranch(imp, branch string) (string, error) {
 // approval is bound to the head sha). Pushing a sha the remote already has
 // on the branch is a success without a push.
 func (r *Runner) gitPush(ctx context.Context, g *gate.Gate, exe *config.Executor, payload []byte) (*Result, error) {
-	var p PushPayload
+	var p intent.Push
 	if err := json.Unmarshal(payload, &p); err != nil {
 		return nil, &outcome{err: fmt.Errorf("commit-and-push payload: %w; nothing was pushed", err)}
 	}
@@ -130,11 +121,11 @@ func (r *Runner) gitCredentials(imp, remote string) ([]string, error) {
 
 // chain files the gate that follows a push (then = "open-pr"), once per
 // push gate: a pull request from the pushed branch onto the task's base.
-func (r *Runner) chain(g *gate.Gate, intent, branch string, p PushPayload) (string, error) {
+func (r *Runner) chain(g *gate.Gate, then, branch string, p intent.Push) (string, error) {
 	why := "chained after gate " + g.ID
 	gates, _ := gate.List(r.Yard, gate.Filter{All: true, Imp: g.Imp})
 	for _, o := range gates {
-		if o.Intent == intent && o.Task == g.Task && o.Rationale == why {
+		if o.Intent == then && o.Task == g.Task && o.Rationale == why {
 			return o.ID, nil
 		}
 	}
@@ -142,11 +133,11 @@ func (r *Runner) chain(g *gate.Gate, intent, branch string, p PushPayload) (stri
 	if t, err := queue.Get(r.Yard, g.Task); err == nil && t.Base != "" {
 		base = strings.TrimPrefix(t.Base, "refs/heads/")
 	}
-	body, err := json.Marshal(map[string]string{"title": branch, "head": branch, "base": base, "body": p.Stat})
+	body, err := json.Marshal(intent.PullRequest{Title: branch, Head: branch, Base: base, Body: p.Stat})
 	if err != nil {
 		return "", err
 	}
-	n, err := gate.File(r.Yard, gate.FileOptions{Imp: g.Imp, Intent: intent, Payload: body, Task: g.Task, Run: g.Run,
+	n, err := gate.File(r.Yard, gate.FileOptions{Imp: g.Imp, Intent: then, Payload: body, Task: g.Task, Run: g.Run,
 		Rationale: why, By: Actor, Actor: Actor})
 	if err != nil {
 		return "", err

@@ -14,10 +14,10 @@ import (
 	"net/url"
 	"path/filepath"
 	"text/template"
-	"time"
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/token"
 )
@@ -82,13 +82,7 @@ func gatewayUp(org *config.Org, exe *config.Executor) error {
 	if exe.Kind != config.HTTP {
 		return nil
 	}
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + org.Gateway.Listen + "/v1/health")
-	if err != nil {
-		return fmt.Errorf("%w: impgw at %s does not answer (is impgw serve running?): %w", ErrGatewayDown, org.Gateway.Listen, err)
-	}
-	resp.Body.Close()
-	return nil
+	return run.GatewayUp(org.Gateway.Listen)
 }
 
 // client builds an HTTP client whose every request goes through the

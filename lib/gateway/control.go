@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/http1"
+	"github.com/impyard/impyard/lib/judge"
 )
 
 // control answers an origin-form request: the gateway's own API. It
@@ -58,7 +59,8 @@ func (s *session) serveControl(req *http1.Request, body []byte) (int, http.Heade
 	if err != nil {
 		return http.StatusBadRequest, http.Header{"Content-Type": {"application/json"}}, `{"error":"bad request target"}`
 	}
-	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), connKey{}, s.raw))
+	ctx := context.WithValue(context.WithValue(context.Background(), connKey{}, s.raw), policyKey{}, s.g.Policy())
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	hr := (&http.Request{Method: req.Method, URL: u, RequestURI: req.Target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: req.Minor,
 		Header: req.Header, Body: http.NoBody, ContentLength: int64(len(body)), Host: req.Header.Get("Host"),
@@ -115,6 +117,16 @@ type connKey struct{}
 func Conn(ctx context.Context) net.Conn {
 	c, _ := ctx.Value(connKey{}).(net.Conn)
 	return c
+}
+
+type policyKey struct{}
+
+// PolicyOf is the policy in force when a control request came in, so a
+// handler can check names against it without holding the gateway; nil
+// outside a control request.
+func PolicyOf(ctx context.Context) *judge.Policy {
+	p, _ := ctx.Value(policyKey{}).(*judge.Policy)
+	return p
 }
 
 type readCloser struct{ *bytes.Reader }

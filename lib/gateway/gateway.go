@@ -101,7 +101,8 @@ type Config struct {
 	// answered 407. Nil makes every request anonymous (subject "").
 	Authenticate func(c net.Conn, proxyAuthorization string) (subject string, err error)
 	// Control serves the control API: origin-form requests under /v1/
-	// other than /v1/health. Nil answers them 404.
+	// other than /v1/health. Nil answers them 404. A request's context
+	// gives its connection (Conn) and the policy in force (PolicyOf).
 	Control http.Handler
 	// Meter hears the body bytes each authenticated subject moved through
 	// the gateway, after its record is written. Nil meters nothing.

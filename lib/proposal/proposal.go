@@ -29,6 +29,7 @@ import (
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/grant"
+	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/strictjson"
@@ -38,10 +39,6 @@ import (
 
 // MaxEnvelope bounds an envelope's bytes.
 const MaxEnvelope = 1 << 20
-
-// EgressGrant is the built-in intent by which an imp proposes the egress
-// rule it needs; it names no policy rule.
-const EgressGrant = "egress-grant"
 
 // Verdict is what becomes of a proposal. The zero value refuses.
 type Verdict int
@@ -130,7 +127,7 @@ type Proposal struct {
 	Imp, Run, Task string
 	Body           io.Reader
 	// Rules are the names of the policy rules in force: an intent must
-	// name one, or be EgressGrant.
+	// name one, or be intent.EgressGrant.
 	Rules []string
 	// Signer signs an auto-approval; without it an auto-approval is not
 	// filed.
@@ -168,19 +165,19 @@ func Decide(y *yard.Yard, p Proposal) (d Decision, env Envelope) {
 	}
 	org, err := config.LoadOrg(y)
 	if err == nil {
-		err = org.CheckIntents(p.Rules, EgressGrant)
+		err = org.CheckIntents(p.Rules, intent.EgressGrant)
 	}
 	if err != nil {
 		return refuse(ConfigBroken, "every action is denied while the configuration does not load: %v", err), env
 	}
-	if !org.Intent(env.Intent, p.Rules, EgressGrant) {
+	if !org.Intent(env.Intent, p.Rules, intent.EgressGrant) {
 		return refuse(UnknownIntent, "intent %q names no rule in the gateway policy and no trusted-side executor", env.Intent), env
 	}
 	payload := []byte(env.Payload)
 	if err := trust.Admit(org, env.Intent, payload); err != nil {
 		return refuse(PayloadRefused, "%v", err), env
 	}
-	if env.Intent == EgressGrant {
+	if env.Intent == intent.EgressGrant {
 		if payload, err = grant.Rule(p.Imp, payload); err != nil {
 			return refuse(PayloadRefused, "%v", err), env
 		}

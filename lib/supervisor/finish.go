@@ -13,6 +13,7 @@ import (
 	"github.com/impyard/impyard/lib/box"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
@@ -123,12 +124,12 @@ func (s *Supervisor) collect(l *liveRun, r *run.Run) (to, why string) {
 	if err != nil {
 		return state.Failed, "storing the diff: " + err.Error()
 	}
-	payload, err := json.Marshal(map[string]string{"repo": repo, "branch": branch, "base": base, "head": head,
-		"diff": blob.Prefix + sum, "stat": stat})
+	payload, err := json.Marshal(intent.Push{Repo: repo, Branch: branch, Base: base, Head: head,
+		Diff: blob.Prefix + sum, Stat: stat})
 	if err != nil {
 		return state.Failed, err.Error()
 	}
-	g, err := gate.File(s.Yard, gate.FileOptions{Imp: t.Imp, Intent: CommitAndPush, Payload: payload, Task: t.ID, Run: r.ID,
+	g, err := gate.File(s.Yard, gate.FileOptions{Imp: t.Imp, Intent: intent.CommitAndPush, Payload: payload, Task: t.ID, Run: r.ID,
 		Rationale: fmt.Sprintf("push %s (%s..%s) from run %s", branch, base[:12], head[:12], r.ID), By: Actor, Actor: Actor})
 	if err != nil {
 		return state.Failed, "filing the commit-and-push gate: " + err.Error()
@@ -136,9 +137,6 @@ func (s *Supervisor) collect(l *liveRun, r *run.Run) (to, why string) {
 	s.logf("task %s: gate %s filed for %s at %s", t.ID, g.ID, branch, head)
 	return "", ""
 }
-
-// CommitAndPush is the intent of the gate a code task's new commits file.
-const CommitAndPush = "commit-and-push"
 
 // cleanWorktrees removes the worktrees of a settled task's runs; the diff
 // blobs and the records stay.

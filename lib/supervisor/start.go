@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/impyard/impyard/lib/box"
-	"github.com/impyard/impyard/lib/boxnet"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/netns"
@@ -56,7 +54,7 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 			return false, nil
 		}
 	}
-	if err := gatewayUp(org.Gateway.Listen); err != nil {
+	if err := run.GatewayUp(org.Gateway.Listen); err != nil {
 		return false, err
 	}
 	caPath := filepath.Join(s.Home, "ca", "ca.crt")
@@ -212,17 +210,6 @@ func saveWorkspace(dir string) error {
 	return unix.Unmount(dir, unix.MNT_DETACH)
 }
 
-// gatewayUp checks that impgw answers before a task is committed to a run.
-func gatewayUp(listen string) error {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get("http://" + listen + "/v1/health")
-	if err != nil {
-		return fmt.Errorf("%w: impgw at %s does not answer (is impgw serve running?): %w", ErrGatewayDown, listen, err)
-	}
-	resp.Body.Close()
-	return nil
-}
-
 // prepare writes the run's brief and workspace and returns the box spec.
 func (s *Supervisor) prepare(cfg *config.Imp, t *queue.Task, runID, tok, ns, caPath string) (box.Spec, error) {
 	user := cfg.User
@@ -240,11 +227,11 @@ func (s *Supervisor) prepare(cfg *config.Imp, t *queue.Task, runID, tok, ns, caP
 	if err != nil {
 		return box.Spec{}, err
 	}
-	proxy := fmt.Sprintf("http://%s:%s@%s", t.Imp, tok, boxnet.Addr)
+	proxy := fmt.Sprintf("http://%s:%s@%s", t.Imp, tok, run.BoxGateway)
 	env := []string{
 		"HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy, "http_proxy=" + proxy, "https_proxy=" + proxy,
 		"NODE_EXTRA_CA_CERTS=" + BoxCA, "CURL_CA_BUNDLE=" + BoxCA, "REQUESTS_CA_BUNDLE=" + BoxCA, "SSL_CERT_FILE=" + BoxCA,
-		"IMPYARD_GATEWAY=http://" + boxnet.Addr, "IMPYARD_TOKEN=" + tok, "IMPYARD_IMP=" + t.Imp,
+		"IMPYARD_GATEWAY=http://" + run.BoxGateway, "IMPYARD_TOKEN=" + tok, "IMPYARD_IMP=" + t.Imp,
 		"IMPYARD_TASK=" + t.ID, "IMPYARD_RUN=" + runID, "IMPYARD_BRIEF=" + BoxBrief, "HOME=" + BoxWorkspace,
 	}
 	mounts := []box.Mount{

@@ -1,6 +1,9 @@
 package supervisor
 
-import "github.com/impyard/impyard/lib/temporary"
+import (
+	"github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/temporary"
+)
 
 // The supervisor's failures that trying again later can cure; a command
 // exits 111 on them.
@@ -10,5 +13,5 @@ var (
 	ErrRunning = temporary.New("another impsup is running")
 	// ErrGatewayDown means impgw does not answer, so no box is started:
 	// the task stays waiting.
-	ErrGatewayDown = temporary.New("gateway unreachable")
+	ErrGatewayDown = run.ErrGatewayDown
 )

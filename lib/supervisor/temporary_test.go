@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"errors"
-	"net"
 	"testing"
 
 	"github.com/impyard/impyard/lib/temporary"
@@ -29,27 +28,4 @@ func TestLockHeldIsTemporary(t *testing.T) {
 		t.Fatalf("Lock after unlock: %v", err)
 	}
 	again()
-}
-
-// A gateway that hangs up without an answer keeps tasks waiting with a
-// temporary error.
-func TestGatewayDownIsTemporary(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	err = gatewayUp(l.Addr().String())
-	if !errors.Is(err, ErrGatewayDown) || !temporary.Is(err) {
-		t.Errorf("gatewayUp: %v; want ErrGatewayDown, temporary", err)
-	}
 }

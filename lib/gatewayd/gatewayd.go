@@ -1,0 +1,185 @@
+// Package gatewayd is what impgw serve runs: the gateway (lib/gateway)
+// with the control API (lib/control) as its origin-form handler, the
+// listeners inside each live run's namespace (lib/boxnet) attached to it,
+// trust auto-approvals signed with the gateway's key, and the bytes each
+// subject moves metered into the ledger.
+//
+// New builds every part from the ones before it: the control API reads
+// the policy in force through each request (gateway.PolicyOf) and the
+// gateway authenticates box connections with boxnet.Authenticate, so
+// neither needs the gateway before it exists, and nothing is assigned
+// after construction. A missing part is refused by New, before anything
+// listens.
+package gatewayd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/impyard/impyard/lib/approval"
+	"github.com/impyard/impyard/lib/boxnet"
+	"github.com/impyard/impyard/lib/ca"
+	"github.com/impyard/impyard/lib/control"
+	"github.com/impyard/impyard/lib/gateway"
+	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// ErrMissingPart is New's refusal of a Config without one of its
+// required parts; the error names which.
+var ErrMissingPart = errors.New("missing")
+
+// Config is what a Server is built from. Yard, Home, Minter and Signer
+// are required.
+type Config struct {
+	Yard *yard.Yard
+	// Home is IMPYARD_HOME: tokens, secrets for injection.
+	Home string
+	// Minter mints leaf certificates from the gateway's CA.
+	Minter *ca.Minter
+	// Signer is the gateway's approval key, which signs trust
+	// auto-approvals.
+	Signer *approval.Key
+	// PolicyPath is the policy; "" is the yard's policies/gateway.json.
+	PolicyPath string
+	// UpstreamCA is a PEM bundle trusted for upstream TLS besides the
+	// system roots; "" for none.
+	UpstreamCA string
+	Limits     gateway.Limits
+	// Log receives diagnostics, one "impgw: ..." line each; nil discards.
+	Log io.Writer
+}
+
+// Server is a gateway with its control API and box listeners.
+type Server struct {
+	gw        *gateway.Gateway
+	boxes     *boxnet.Server
+	meter     *ledger.Meter
+	policy    string
+	decisions string
+	log       io.Writer
+}
+
+// New checks cfg and builds the server's parts.
+func New(cfg Config) (*Server, error) {
+	var missing []string
+	if cfg.Yard == nil {
+		missing = append(missing, "the yard (Yard)")
+	}
+	if cfg.Home == "" {
+		missing = append(missing, "IMPYARD_HOME (Home)")
+	}
+	if cfg.Minter == nil {
+		missing = append(missing, "the CA's leaf minter (Minter)")
+	}
+	if cfg.Signer == nil {
+		missing = append(missing, "the gateway's approval key (Signer)")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("gateway server: %w: %s", ErrMissingPart, strings.Join(missing, ", "))
+	}
+	log := cfg.Log
+	if log == nil {
+		log = io.Discard
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(log, "impgw: "+format+"\n", a...) }
+	y := cfg.Yard
+	policy := cfg.PolicyPath
+	if policy == "" {
+		policy = y.PolicyPath()
+	}
+	decisions, err := y.DecisionsPath()
+	if err != nil {
+		return nil, err
+	}
+	meter := ledger.NewMeter(y, func(err error) { logf("error: metering: %v", err) })
+	api := &control.API{Yard: y, Home: cfg.Home, Signer: cfg.Signer, Policy: gateway.PolicyOf, RunOf: runOf}
+	g, err := gateway.New(gateway.Config{
+		PolicyPath:    policy,
+		UpstreamCA:    cfg.UpstreamCA,
+		DecisionsPath: decisions,
+		Home:          cfg.Home,
+		Root:          y.Root,
+		Minter:        cfg.Minter,
+		Limits:        cfg.Limits,
+		Log:           log,
+		Control:       api,
+		Meter:         meter.Bytes,
+		Authenticate:  boxnet.Authenticate(cfg.Home),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Server{
+		gw:        g,
+		boxes:     &boxnet.Server{Yard: y, Gateway: g, Logf: logf},
+		meter:     meter,
+		policy:    policy,
+		decisions: decisions,
+		log:       log,
+	}, nil
+}
+
+// runOf names the run of the box a control request came from.
+func runOf(r *http.Request) (string, bool) {
+	runID, _, ok := boxnet.Identity(gateway.Conn(r.Context()))
+	return runID, ok
+}
+
+// Listen opens a listener on every address, or none: on a failure it
+// closes those it opened.
+func Listen(addrs []string) ([]net.Listener, error) {
+	var lns []net.Listener
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, err
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+// Serve serves lns, and a listener inside every live run's namespace,
+// until ctx ends or one of lns fails; then it gives open connections up
+// to grace to finish and writes out the metered bytes.
+func (s *Server) Serve(ctx context.Context, lns []net.Listener, grace time.Duration) error {
+	defer s.meter.Sync()
+	// One listener failing stops them all: a gateway half up is a box
+	// half cut off, which is harder to notice than one that is down.
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	errs := make([]error, len(lns))
+	for i, ln := range lns {
+		fmt.Fprintf(s.log, "impgw: serving on %s (policy %s, decisions %s)\n", ln.Addr(), s.policy, s.decisions)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = s.gw.Serve(sctx, ln, grace); errs[i] != nil {
+				stop()
+			}
+		}()
+	}
+	// Boxes are served inside their own namespaces, each listener
+	// attached as its run starts and closed as it ends.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := s.boxes.Run(sctx); err != nil {
+			fmt.Fprintf(s.log, "impgw: error: serving boxes: %v\n", err)
+		}
+	}()
+	wg.Wait()
+	return errors.Join(errs...)
+}
