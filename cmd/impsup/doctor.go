@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -88,7 +87,7 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 		check("cgroups", "v2", statAll("/sys/fs/cgroup/cgroup.controllers"))
 	}
 	if a, err := ca.Load(home); err == nil {
-		check("ca", filepath.Join(home, "ca", "ca.crt")+" "+a.Fingerprint(), nil)
+		check("ca", ca.CertPath(home)+" "+a.Fingerprint(), nil)
 	} else {
 		check("ca", "", fmt.Errorf("%w (impgw ca init)", err))
 	}

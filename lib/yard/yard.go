@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/store"
 )
@@ -43,16 +44,10 @@ func Open(flagRoot string) (*Yard, error) {
 	return &Yard{Root: abs}, nil
 }
 
-// Home resolves IMPYARD_HOME (default ~/.impyard).
+// Home is home.Resolve as a plain string, for callers that keep one.
 func Home() (string, error) {
-	if h := os.Getenv("IMPYARD_HOME"); h != "" {
-		return filepath.Abs(h)
-	}
-	u, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("IMPYARD_HOME is not set and there is no home directory: %w", err)
-	}
-	return filepath.Join(u, ".impyard"), nil
+	h, err := home.Resolve()
+	return string(h), err
 }
 
 // Path joins rel onto the root without creating anything.
