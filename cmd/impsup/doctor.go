@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/netns"
+	runs "github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -55,7 +57,7 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 		return err
 	}
 	org, orgErr := config.LoadOrg(y)
-	check("org.toml", y.Path("org.toml"), orgErr)
+	check("org.toml", config.OrgPath(y), orgErr)
 	if orgErr != nil {
 		org = config.Default()
 	}
@@ -93,15 +95,13 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 	}
 	_, err = judge.Load(y.PolicyPath())
 	check("policy", y.PolicyPath(), err)
-	imps, _ := os.ReadDir(y.Path("imps"))
+	imps, _ := config.ImpNames(y)
 	for _, im := range imps {
-		if im.IsDir() {
-			_, err := config.LoadImp(y, im.Name())
-			check("imp.toml", y.Path("imps", im.Name(), "imp.toml"), err)
-		}
+		_, err := config.LoadImp(y, im)
+		check("imp.toml", config.ImpPath(y, im), err)
 	}
-	probe := y.Path("runs", ".doctor")
-	if err := os.MkdirAll(y.Path("runs"), 0o750); err == nil {
+	if dir, err := runs.MkRoot(y); err == nil {
+		probe := filepath.Join(dir, ".doctor")
 		err = os.WriteFile(probe, []byte("ok"), 0o600)
 		os.Remove(probe)
 		check("yard", y.Root+" is writable", err)

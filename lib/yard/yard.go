@@ -84,13 +84,15 @@ func (y *Yard) JournalPath(imp string) (string, error) {
 	return filepath.Join(d, "events.jsonl"), nil
 }
 
-// DecisionsPath is runs/decisions.jsonl, the audit log, creating runs/.
+// Decisions is runs/decisions.jsonl, the audit log.
+func (y *Yard) Decisions() string { return y.Path("runs", "decisions.jsonl") }
+
+// DecisionsPath is Decisions, creating runs/.
 func (y *Yard) DecisionsPath() (string, error) {
-	d, err := store.MkdirAll(y.Root, "runs")
-	if err != nil {
+	if _, err := store.MkdirAll(y.Root, "runs"); err != nil {
 		return "", err
 	}
-	return filepath.Join(d, "decisions.jsonl"), nil
+	return y.Decisions(), nil
 }
 
 // PolicyPath is policies/gateway.json.
