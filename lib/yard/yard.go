@@ -1,7 +1,9 @@
-// Package yard knows where everything lives: the yard (the shared tree of
-// queue, gates, journal, runs, ...) and IMPYARD_HOME (the CA and secrets,
-// which never live in the yard and are never mounted into a box, except
-// ca/ca.crt). It names paths; lib/store reads and writes them.
+// Package yard is an opened yard: its root, reads that refuse symlinked
+// directories below it, and the store directories and logs it opens for
+// their owners (queue/<imp>/, gates/, journal/, runs/decisions.jsonl,
+// policies/). Every other path into the yard is named by the package
+// that owns the directory (see impyard(7) FILES), and every path into
+// IMPYARD_HOME by lib/home. lib/store reads and writes them.
 package yard
 
 import (
