@@ -12,6 +12,7 @@ import (
 
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/executor"
+	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -59,7 +60,7 @@ func runner(e *cli.Env, root string) (*executor.Runner, error) {
 
 const runUsage = `usage: impexec run [--rescan INTERVAL] [--workers N]
 
-Execute approved gates as they appear (inotify on gates/resolved/, with a
+Execute approved gates as they appear (inotify on gates/, with a
 rescan every INTERVAL). At start it takes up every gate still approved, and
 every gate a dead executor left executing: an idempotent executor resumes
 it, any other fails it with "outcome unknown". Stops on SIGINT or SIGTERM.
@@ -84,7 +85,7 @@ func runCmd(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	r.Logf("watching %s", r.Yard.Path("gates", "resolved"))
+	r.Logf("watching %s", gate.Dir(r.Yard))
 	return r.Run(ctx, *rescan, *workers)
 }
 

@@ -71,7 +71,7 @@ func replay(e *cli.Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		path = y.Path("runs", "decisions.jsonl")
+		path = y.Decisions()
 	}
 	var seen, judged, flips, skipped int
 	bad, err := store.ReadJSONL(path, func(line []byte) error {

@@ -2,9 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -68,11 +66,12 @@ func spend(e *cli.Env, args []string) error {
 		for n := range org.Budget {
 			names[n] = true
 		}
-		entries, _ := os.ReadDir(y.Path("ledger"))
-		for _, en := range entries {
-			if n, ok := strings.CutSuffix(en.Name(), ".jsonl"); ok {
-				names[n] = true
-			}
+		imps, err := ledger.Imps(y)
+		if err != nil {
+			return err
+		}
+		for _, n := range imps {
+			names[n] = true
 		}
 	}
 	var rows []spendRow

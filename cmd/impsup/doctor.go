@@ -57,7 +57,7 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 		return err
 	}
 	org, orgErr := config.LoadOrg(y)
-	check("org.toml", y.Path("org.toml"), orgErr)
+	check("org.toml", config.OrgPath(y), orgErr)
 	if orgErr != nil {
 		org = config.Default()
 	}
@@ -89,20 +89,18 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 		check("cgroups", "v2", statAll("/sys/fs/cgroup/cgroup.controllers"))
 	}
 	if a, err := ca.Load(home); err == nil {
-		check("ca", filepath.Join(home, "ca", "ca.crt")+" "+a.Fingerprint(), nil)
+		check("ca", ca.CertPath(home)+" "+a.Fingerprint(), nil)
 	} else {
 		check("ca", "", fmt.Errorf("%w (impgw ca init)", err))
 	}
 	check("policy", y.PolicyPath(), policyReadable(y.PolicyPath()))
-	imps, _ := os.ReadDir(y.Path("imps"))
+	imps, _ := config.ImpNames(y)
 	for _, im := range imps {
-		if im.IsDir() {
-			_, err := config.LoadImp(y, im.Name())
-			check("imp.toml", y.Path("imps", im.Name(), "imp.toml"), err)
-		}
+		_, err := config.LoadImp(y, im)
+		check("imp.toml", config.ImpPath(y, im), err)
 	}
-	probe := y.Path("runs", ".doctor")
-	if err := os.MkdirAll(y.Path("runs"), 0o750); err == nil {
+	if dir, err := runpkg.MkRoot(y); err == nil {
+		probe := filepath.Join(dir, ".doctor")
 		err = os.WriteFile(probe, []byte("ok"), 0o600)
 		os.Remove(probe)
 		check("yard", y.Root+" is writable", err)

@@ -41,6 +41,7 @@ import (
 
 	"github.com/google/renameio/v2"
 
+	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/store"
 )
 
@@ -116,13 +117,13 @@ func Generate(name string) (*Key, error) {
 }
 
 // Dir is IMPYARD_HOME/keys.
-func Dir(home string) string { return filepath.Join(home, "keys") }
+func Dir(h string) string { return home.Dir(h).Keys() }
 
 // KeyPath is the private key name in home: keys/NAME.key.
-func KeyPath(home, name string) string { return filepath.Join(Dir(home), name+".key") }
+func KeyPath(h, name string) string { return home.Dir(h).Key(name) }
 
 // PubPath is the public key beside it: keys/NAME.pub.
-func PubPath(home, name string) string { return filepath.Join(Dir(home), name+".pub") }
+func PubPath(h, name string) string { return home.Dir(h).Pub(name) }
 
 func checkName(name string) error {
 	if name == "" || strings.ContainsAny(name, "/\\.\x00") || len(name) > 64 {

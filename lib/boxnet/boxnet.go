@@ -104,16 +104,15 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		s.mu.Unlock()
 	}()
-	runs := s.Yard.Path("runs")
 	return watch.Run(ctx, 2*time.Second, watch.Handler{
 		Dirs: func() []string {
-			dirs := []string{s.Yard.Root, runs}
+			dirs := []string{s.Yard.Root, run.Root(s.Yard)}
 			ids, _ := run.List(s.Yard)
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			for _, r := range ids {
 				if !s.ended[r] {
-					dirs = append(dirs, filepath.Join(runs, r))
+					dirs = append(dirs, run.Path(s.Yard, r))
 				}
 			}
 			return dirs

@@ -37,6 +37,7 @@ import (
 
 	"github.com/google/renameio/v2"
 
+	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/store"
 )
 
@@ -54,13 +55,13 @@ type CA struct {
 }
 
 // Dir is IMPYARD_HOME/ca.
-func Dir(home string) string { return filepath.Join(home, "ca") }
+func Dir(h string) string { return home.Dir(h).CA() }
 
 // KeyPath is IMPYARD_HOME/ca/ca.key.
-func KeyPath(home string) string { return filepath.Join(Dir(home), "ca.key") }
+func KeyPath(h string) string { return home.Dir(h).CAKey() }
 
 // CertPath is IMPYARD_HOME/ca/ca.crt.
-func CertPath(home string) string { return filepath.Join(Dir(home), "ca.crt") }
+func CertPath(h string) string { return home.Dir(h).CACert() }
 
 // ErrExists means Init found a CA (or half of one) already in place.
 var ErrExists = errors.New("a CA already exists")

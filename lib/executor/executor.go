@@ -27,7 +27,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -104,11 +103,11 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		// of the journal and the audit log.
 		return g, gate.Repair(r.Yard)
 	}
-	lockDir, err := store.MkdirAll(r.Yard.Root, "gates/.exec")
+	lockPath, err := gate.ExecLock(r.Yard, gateID)
 	if err != nil {
 		return nil, err
 	}
-	unlock, ok, err := store.TryLock(filepath.Join(lockDir, gateID+".lock"))
+	unlock, ok, err := store.TryLock(lockPath)
 	if err != nil {
 		return nil, err
 	}

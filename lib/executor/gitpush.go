@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 
 	"github.com/impyard/impyard/lib/blob"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
@@ -107,7 +107,7 @@ func (r *Runner) gitCredentials(imp, remote string) ([]string, error) {
 	if !strings.Contains(remote, "://") {
 		return nil, nil
 	}
-	b, err := store.ReadFile(filepath.Join(r.Home, "secrets", "git-"+imp))
+	b, err := store.ReadFile(home.Dir(r.Home).Secret("git-" + imp))
 	if os.IsNotExist(err) || store.IsNotExist(err) {
 		return nil, nil
 	}

@@ -12,11 +12,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"text/template"
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/token"
@@ -97,7 +97,7 @@ func (r *Runner) client(listen string, exe *config.Executor, onConnect func(*htt
 	if err != nil {
 		pool = x509.NewCertPool()
 	}
-	caPath := filepath.Join(r.Home, "ca", "ca.crt")
+	caPath := home.Dir(r.Home).CACert()
 	if pem, err := store.ReadFile(caPath); err == nil {
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("%s: no certificate in it", caPath)

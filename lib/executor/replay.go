@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/impyard/impyard/lib/home"
 )
 
 // A signed approval stays valid in a copy of the gate, so whoever can
@@ -20,7 +22,7 @@ import (
 var ErrReplayed = errors.New("approval already used")
 
 func (r *Runner) startedPath(gateID string) string {
-	return filepath.Join(r.Home, "executed", gateID)
+	return home.Dir(r.Home).Executed(gateID)
 }
 
 // replayed reports an approved gate that was already taken to executing.

@@ -2,9 +2,9 @@ package gateway
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 
+	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/store"
 )
 
@@ -41,10 +41,10 @@ func (g *Gateway) readSecret(name string) (string, error) {
 	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
 		return "", fmt.Errorf("secret %q: not a plain name", name)
 	}
-	b, err := store.ReadFile(filepath.Join(g.cfg.Home, "secrets", name))
+	b, err := store.ReadFile(home.Dir(g.cfg.Home).Secret(name))
 	if err != nil {
 		if store.IsNotExist(err) {
-			return "", fmt.Errorf("secret %q is not in %s", name, filepath.Join(g.cfg.Home, "secrets"))
+			return "", fmt.Errorf("secret %q is not in %s", name, home.Dir(g.cfg.Home).Secrets())
 		}
 		return "", fmt.Errorf("secret %q unreadable: %w", name, err)
 	}

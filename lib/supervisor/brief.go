@@ -161,7 +161,7 @@ func (t *told) has(g *gate.Gate) bool {
 // empty: a decision is told again rather than never; the next box's start
 // rewrites it.
 func (s *Supervisor) toldGates(imp string) *told {
-	p := s.Yard.Path("queue", imp, toldMark)
+	p := queue.MarkPath(s.Yard, imp, toldMark)
 	before := s.toldBefore(imp)
 	b, err := s.Yard.ReadFile(p)
 	t, err := decodeTold(p, b, err, before)
@@ -176,7 +176,7 @@ func (s *Supervisor) toldGates(imp string) *told {
 // ended by the .lastrun marker, if any. It reads (and, if damaged,
 // replaces) .lastrun under the queue's lock, so it is called outside it.
 func (s *Supervisor) toldBefore(imp string) *time.Time {
-	if _, err := os.Lstat(s.Yard.Path("queue", imp, toldMark)); !store.IsNotExist(err) {
+	if _, err := os.Lstat(queue.MarkPath(s.Yard, imp, toldMark)); !store.IsNotExist(err) {
 		return nil
 	}
 	if at := s.lastRunTime(imp); !at.IsZero() {
@@ -212,7 +212,7 @@ func (s *Supervisor) tell(imp, runID string, gates []string) error {
 	if err != nil {
 		return err
 	}
-	p := s.Yard.Path("queue", imp, toldMark)
+	p := queue.MarkPath(s.Yard, imp, toldMark)
 	before := s.toldBefore(imp)
 	return d.Update(func(tx *store.Tx) error {
 		b, err := tx.Read(toldMark)

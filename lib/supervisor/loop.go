@@ -4,7 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/impyard/impyard/lib/watch"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
 )
 
 // Run recovers, then passes whenever the queue or the gates change (and on
@@ -37,18 +39,16 @@ func (s *Supervisor) Run(ctx context.Context, rescan time.Duration) error {
 			}
 		}
 	}()
-	go watch.Run(ctx, rescan, watch.Handler{
-		Dirs: func() []string {
-			dirs := []string{s.Yard.Root, s.Yard.Path("queue"), s.Yard.Path("gates"), s.Yard.Path("gates", "resolved")}
-			imps, _ := s.Yard.Imps("queue")
-			for _, imp := range imps {
-				dirs = append(dirs, s.Yard.Path("queue", imp))
+	warn := func(err error) { s.logf("watch: %v", err) }
+	go queue.Watch(ctx, s.Yard, "", rescan, func(queue.Event) { kick() }, warn)
+	go gate.Watch(ctx, s.Yard, rescan, gate.Handler{
+		Gate: func(g *gate.Gate) {
+			if g.State != state.Filed {
+				kick()
 			}
-			return dirs
 		},
-		File:   func(string) { kick() },
 		Rescan: kick,
-		Error:  func(err error) { s.logf("watch: %v", err) },
+		Error:  warn,
 	})
 	for {
 		select {

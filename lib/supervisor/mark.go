@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/store"
 )
 
@@ -48,7 +49,7 @@ func (s *Supervisor) writeMark(imp, name string, at time.Time) error {
 // and are still read. Any other content (empty, torn, damaged) is an
 // error naming the file.
 func (s *Supervisor) readMark(imp, name string) (at time.Time, ok bool, err error) {
-	p := s.Yard.Path("queue", imp, name)
+	p := queue.MarkPath(s.Yard, imp, name)
 	b, err := s.Yard.ReadFile(p)
 	if store.IsNotExist(err) {
 		return time.Time{}, false, nil
@@ -74,7 +75,7 @@ func (s *Supervisor) readMark(imp, name string) (at time.Time, ok bool, err erro
 // it once: a damaged marker must not silence what it stands for. A marker
 // from a newer impyard is not rewritten; ok is then false.
 func (s *Supervisor) recoverMark(imp, name string, readErr error, now time.Time) (at time.Time, ok bool) {
-	p := s.Yard.Path("queue", imp, name)
+	p := queue.MarkPath(s.Yard, imp, name)
 	if errors.Is(readErr, store.ErrUnknownMajor) {
 		s.logOnce(p, "imp %s: %v", imp, readErr)
 		return time.Time{}, false

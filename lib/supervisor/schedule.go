@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"errors"
-	"os"
 
 	"github.com/robfig/cron/v3"
 
@@ -23,16 +22,13 @@ func ParseSchedule(spec string) (cron.Schedule, error) {
 // cannot be read is logged and replaced (see recoverMark), never left to
 // keep the schedule from firing again.
 func (s *Supervisor) schedules() {
-	entries, err := os.ReadDir(s.Yard.Path("imps"))
+	names, err := config.ImpNames(s.Yard)
 	if err != nil {
 		return
 	}
 	now := s.now()
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		cfg, err := config.LoadImp(s.Yard, e.Name())
+	for _, name := range names {
+		cfg, err := config.LoadImp(s.Yard, name)
 		if err != nil || cfg.Schedule == "" {
 			continue
 		}
@@ -49,7 +45,7 @@ func (s *Supervisor) schedules() {
 		} else if !ok {
 			// First sight of this schedule: start counting from now.
 			if err := s.writeMark(cfg.Name, scheduleMark, now); err != nil {
-				s.logOnce(s.Yard.Path("queue", cfg.Name, scheduleMark), "imp %s: schedule: %v", cfg.Name, err)
+				s.logOnce(queue.MarkPath(s.Yard, cfg.Name, scheduleMark), "imp %s: schedule: %v", cfg.Name, err)
 			}
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/impyard/impyard/lib/box"
 	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/netns"
 	"github.com/impyard/impyard/lib/queue"
@@ -57,7 +58,7 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 	if err := run.GatewayUp(org.Gateway.Listen); err != nil {
 		return false, err
 	}
-	caPath := filepath.Join(s.Home, "ca", "ca.crt")
+	caPath := home.Dir(s.Home).CACert()
 	if _, err := os.Stat(caPath); err != nil {
 		return false, fmt.Errorf("no gateway CA at %s (impgw ca init): %w", caPath, err)
 	}

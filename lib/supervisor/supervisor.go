@@ -29,6 +29,7 @@ import (
 	"github.com/impyard/impyard/lib/box"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
@@ -79,7 +80,7 @@ func (s *Supervisor) now() time.Time {
 
 // Lock makes this the yard's only supervisor until unlock.
 func Lock(y *yard.Yard) (unlock func(), err error) {
-	d, err := store.MkdirAll(y.Root, "runs")
+	d, err := run.MkRoot(y)
 	if err != nil {
 		return nil, err
 	}

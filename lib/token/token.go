@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/store"
 )
@@ -61,12 +62,7 @@ func (s *Subject) Imp() string {
 }
 
 // dir opens IMPYARD_HOME/tokens, creating IMPYARD_HOME private (0700).
-func dir(home string) (*store.Dir, error) {
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return nil, err
-	}
-	return store.OpenDir(home, "tokens")
-}
+func dir(h string) (*store.Dir, error) { return home.Dir(h).Tokens() }
 
 func hashName(tok string) string {
 	s := sha256.Sum256([]byte(tok))

@@ -1,7 +1,9 @@
-// Package yard knows where everything lives: the yard (the shared tree of
-// queue, gates, journal, runs, ...) and IMPYARD_HOME (the CA and secrets,
-// which never live in the yard and are never mounted into a box, except
-// ca/ca.crt). It names paths; lib/store reads and writes them.
+// Package yard is an opened yard: its root, reads that refuse symlinked
+// directories below it, and the store directories and logs it opens for
+// their owners (queue/<imp>/, gates/, journal/, runs/decisions.jsonl,
+// policies/). Every other path into the yard is named by the package
+// that owns the directory (see impyard(7) FILES), and every path into
+// IMPYARD_HOME by lib/home. lib/store reads and writes them.
 package yard
 
 import (
@@ -10,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/store"
 )
@@ -43,16 +46,10 @@ func Open(flagRoot string) (*Yard, error) {
 	return &Yard{Root: abs}, nil
 }
 
-// Home resolves IMPYARD_HOME (default ~/.impyard).
+// Home is home.Resolve as a plain string, for callers that keep one.
 func Home() (string, error) {
-	if h := os.Getenv("IMPYARD_HOME"); h != "" {
-		return filepath.Abs(h)
-	}
-	u, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("IMPYARD_HOME is not set and there is no home directory: %w", err)
-	}
-	return filepath.Join(u, ".impyard"), nil
+	h, err := home.Resolve()
+	return string(h), err
 }
 
 // Path joins rel onto the root without creating anything.
@@ -89,13 +86,15 @@ func (y *Yard) JournalPath(imp string) (string, error) {
 	return filepath.Join(d, "events.jsonl"), nil
 }
 
-// DecisionsPath is runs/decisions.jsonl, the audit log, creating runs/.
+// Decisions is runs/decisions.jsonl, the audit log.
+func (y *Yard) Decisions() string { return y.Path("runs", "decisions.jsonl") }
+
+// DecisionsPath is Decisions, creating runs/.
 func (y *Yard) DecisionsPath() (string, error) {
-	d, err := store.MkdirAll(y.Root, "runs")
-	if err != nil {
+	if _, err := store.MkdirAll(y.Root, "runs"); err != nil {
 		return "", err
 	}
-	return filepath.Join(d, "decisions.jsonl"), nil
+	return y.Decisions(), nil
 }
 
 // PolicyPath is policies/gateway.json.

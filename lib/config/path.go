@@ -1,0 +1,29 @@
+package config
+
+import (
+	"os"
+
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// OrgPath is org.toml, the yard's configuration.
+func OrgPath(y *yard.Yard) string { return y.Path("org.toml") }
+
+// ImpPath is imps/<name>/imp.toml, an imp's configuration.
+func ImpPath(y *yard.Yard, name string) string { return y.Path("imps", name, "imp.toml") }
+
+// ImpNames lists the directories under imps/, each an imp that may have
+// a configuration; a missing imps/ has none.
+func ImpNames(y *yard.Yard) ([]string, error) {
+	entries, err := os.ReadDir(y.Path("imps"))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return names, err
+}

@@ -1,0 +1,27 @@
+package gate
+
+import (
+	"path/filepath"
+
+	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// Dir is the gates directory of y: pending/ and resolved/ below it.
+func Dir(y *yard.Yard) string { return y.Path("gates") }
+
+// ExecLock is gates/.exec/<id>.lock, creating gates/.exec/: the lock an
+// executor holds on a gate while it executes it, so two executors never
+// send the same gate at once. It is separate from the gates lock, which
+// is held only for a transition.
+func ExecLock(y *yard.Yard, gateID string) (string, error) {
+	if err := id.Check(id.Gate, gateID); err != nil {
+		return "", err
+	}
+	d, err := store.MkdirAll(y.Root, filepath.Join("gates", ".exec"))
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, gateID+".lock"), nil
+}
