@@ -5,9 +5,27 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
+
+// Sentinels for errors.Is: Check refuses a move to a state the machine does
+// not have with ErrUnknownState, and any other illegal move with ErrIllegal.
+var (
+	ErrIllegal      = errors.New("illegal transition")
+	ErrUnknownState = errors.New("unknown state")
+)
+
+// refusal keeps Check's messages as they read while letting callers test
+// for the sentinel.
+type refusal struct {
+	msg      string
+	sentinel error
+}
+
+func (e *refusal) Error() string        { return e.msg }
+func (e *refusal) Is(target error) bool { return target == e.sentinel }
 
 // Task states.
 const (
@@ -80,10 +98,12 @@ func (m Machine) Terminal(s string) bool {
 	return m.Known(s) && len(m.edges[s]) == 0
 }
 
-// Check returns an error unless from -> to is legal for the entity id.
+// Check returns an error unless from -> to is legal for the entity id:
+// ErrUnknownState for a target the machine does not have, ErrIllegal for
+// any other move the machine does not allow.
 func (m Machine) Check(id, from, to string) error {
 	if !m.Known(to) {
-		return fmt.Errorf("%s %s: unknown state %q", m.kind, id, to)
+		return &refusal{fmt.Sprintf("%s %s: unknown state %q", m.kind, id, to), ErrUnknownState}
 	}
 	for _, s := range m.edges[from] {
 		if s == to {
@@ -91,12 +111,12 @@ func (m Machine) Check(id, from, to string) error {
 		}
 	}
 	if from == to {
-		return fmt.Errorf("%s %s is already %s", m.kind, id, from)
+		return &refusal{fmt.Sprintf("%s %s is already %s", m.kind, id, from), ErrIllegal}
 	}
 	if m.Terminal(from) {
-		return fmt.Errorf("%s %s is %s, which is final; it cannot become %s", m.kind, id, from, to)
+		return &refusal{fmt.Sprintf("%s %s is %s, which is final; it cannot become %s", m.kind, id, from, to), ErrIllegal}
 	}
-	return fmt.Errorf("%s %s is %s; it cannot become %s", m.kind, id, from, to)
+	return &refusal{fmt.Sprintf("%s %s is %s; it cannot become %s", m.kind, id, from, to), ErrIllegal}
 }
 
 // Transition is one recorded change of state.
