@@ -73,7 +73,11 @@ func Deliver(y *yard.Yard, imp, runID string) ([]Message, error) {
 		if err != nil {
 			return err
 		}
-		now := time.Now().UTC()
+		// Read every message before marking any: a file that does not
+		// decode fails the delivery with nothing marked, so no message
+		// counts as delivered to a run that never got its brief.
+		var names []string
+		var pending []Message
 		for _, e := range entries {
 			name, ok := strings.CutSuffix(e.Name(), ".json")
 			if !ok || id.Check(id.Message, name) != nil {
@@ -87,15 +91,18 @@ func Deliver(y *yard.Yard, imp, runID string) ([]Message, error) {
 			if err := store.Decode(tx.Path(e.Name()), b, "message", 1, &m); err != nil {
 				return err
 			}
-			if m.DeliveredTo != "" {
-				continue
+			if m.DeliveredTo == "" {
+				names, pending = append(names, e.Name()), append(pending, m)
 			}
+		}
+		now := time.Now().UTC()
+		for i, m := range pending {
 			m.DeliveredTo, m.Delivered = runID, &now
 			nb, err := store.Encode(m)
 			if err != nil {
 				return err
 			}
-			if err := tx.Write(e.Name(), nb); err != nil {
+			if err := tx.Write(names[i], nb); err != nil {
 				return err
 			}
 			out = append(out, m)
