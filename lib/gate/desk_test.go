@@ -407,3 +407,27 @@ func TestRepairRecordsAnInterruptedTransition(t *testing.T) {
 		t.Error("repair with an unreadable gate succeeded")
 	}
 }
+
+// A rationale too long for a journal record does not wedge the gates
+// store: the gate is filed with its record's reason cut, and the next
+// gate files.
+func TestLongRationaleDoesNotWedgeTheDesk(t *testing.T) {
+	y := newYard(t)
+	long := strings.Repeat("r", MaxPayload)
+	g, err := File(y, FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{}`), Rationale: long, By: "yuko", Actor: "impgw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := Get(y, g.ID); got.Rationale != long {
+		t.Errorf("the gate lost its rationale")
+	}
+	if _, err := File(y, FileOptions{Imp: "rex", Intent: "email-send", Payload: []byte(`{}`), By: "rex", Actor: "impgw"}); err != nil {
+		t.Errorf("the next gate: %v", err)
+	}
+	if _, err := Move(y, g.ID, Change{To: state.Denied, By: "alice"}); err != nil {
+		t.Errorf("deciding the long gate: %v", err)
+	}
+	if _, err := os.Stat(y.Path("gates", ".recording")); !os.IsNotExist(err) {
+		t.Errorf("marker left: %v", err)
+	}
+}
