@@ -24,6 +24,11 @@ func TestRecordFitsLongReasons(t *testing.T) {
 		{"ascii over", strings.Repeat("r", store.MaxLine), true, false},
 		{"multi-byte over", strings.Repeat("é", store.MaxLine/2), true, false},
 		{"escaped over", strings.Repeat("\x01", store.MaxLine/4), true, true},
+		// Three-byte runes behind 0, 1 and 2 ASCII bytes: the cut lands
+		// inside a rune for some, and must back off to its start.
+		{"three-byte runes", strings.Repeat("€", store.MaxLine/3), true, false},
+		{"three-byte runes after one byte", "a" + strings.Repeat("€", store.MaxLine/3), true, false},
+		{"three-byte runes after two bytes", "ab" + strings.Repeat("€", store.MaxLine/3), true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			y, _ := yard.Open(t.TempDir())
