@@ -3,8 +3,10 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +147,29 @@ func TestExecuteBusy(t *testing.T) {
 	unlock()
 	if out, err := r.Execute(context.Background(), g.ID); err != nil || out.State != state.Executed {
 		t.Errorf("after the lock is released: %v %v", out, err)
+	}
+}
+
+// Each outcome is logged once, as it happened: executed or failed, never
+// both.
+func TestExecuteLogsItsOutcome(t *testing.T) {
+	r := setup(t, "[executors.message-user]\nkind = \"message-user\"\n")
+	var logs []string
+	r.Logf = func(format string, a ...any) { logs = append(logs, fmt.Sprintf(format, a...)) }
+	g := approved(t, r, "message-user", `{"text":"hi"}`)
+	if _, err := r.Execute(context.Background(), g.ID); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"gate " + g.ID + ": executed (message-user: appended to " + r.Yard.Path("notifications.jsonl") + ")"}
+	if !slices.Equal(logs, want) {
+		t.Errorf("logged %q, want %q", logs, want)
+	}
+	logs = nil
+	f := approved(t, r, "email-send", `{"to":["a@b.example"]}`)
+	if _, err := r.Execute(context.Background(), f.ID); err != nil {
+		t.Fatal(err)
+	}
+	if len(logs) != 1 || !strings.HasPrefix(logs[0], "gate "+f.ID+": failed: no executor is configured") {
+		t.Errorf("logged %q, want one failure", logs)
 	}
 }
