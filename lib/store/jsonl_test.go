@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bufio"
 	"errors"
 	"os"
 	"path/filepath"
@@ -193,5 +194,61 @@ func TestScanBackSkipsHugeLine(t *testing.T) {
 		if len(l) > MaxLine {
 			t.Errorf("a line of %d bytes was passed", len(l))
 		}
+	}
+}
+
+// readLine keeps at most MaxLine+1 bytes of a longer line, so a damaged
+// file cannot make a reader hold it whole, and still consumes all of it.
+func TestReadLineTruncates(t *testing.T) {
+	for _, n := range []int{MaxLine - 1, MaxLine, MaxLine + 1, MaxLine + 2, 3*MaxLine + 7} {
+		long := strings.Repeat("x", n) + "\n"
+		r := bufio.NewReaderSize(strings.NewReader(long+"{}\n"), 64<<10)
+		line, err := readLine(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := min(n+1, MaxLine+1)
+		if len(line) != want || line[0] != 'x' {
+			t.Errorf("line of %d bytes: kept %d, want %d of it", n+1, len(line), want)
+		}
+		if next, err := readLine(r); err != nil || string(next) != "{}\n" {
+			t.Errorf("line of %d bytes: the next line read as %q %v", n+1, next, err)
+		}
+	}
+}
+
+func TestScanBackEdges(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "a.jsonl")
+	scan := func() []string {
+		var got []string
+		if err := ScanBack(p, func(l []byte) bool { got = append(got, string(l)); return false }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for _, c := range []struct {
+		name, data string
+		want       []string
+	}{
+		{"a blank first line", "\n{\"a\":1}\n", []string{`{"a":1}`}},
+		{"a line of a lone CR", "{\"a\":1}\n\r\n{\"b\":2}\n", []string{`{"b":2}`, `{"a":1}`}},
+		{"CRLF endings", "{\"a\":1}\r\n{\"b\":2}\r\n", []string{`{"b":2}`, `{"a":1}`}},
+	} {
+		os.WriteFile(p, []byte(c.data), 0o640)
+		if got := scan(); strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	// A record near MaxLine at the start of a large log is passed whole,
+	// however many blocks it spans.
+	big := `{"big":"` + strings.Repeat("b", MaxLine-20) + `"}`
+	var tail strings.Builder
+	for i := range 2000 {
+		tail.WriteString(`{"i":` + strings.Repeat("1", i%30+1) + "}\n")
+	}
+	os.WriteFile(p, []byte(big+"\n"+tail.String()), 0o640)
+	got := scan()
+	if len(got) != 2001 || got[len(got)-1] != big {
+		t.Errorf("%d lines, the first %d bytes; want 2001 and the big record whole", len(got), len(got[len(got)-1]))
 	}
 }

@@ -149,3 +149,57 @@ func TestLogWaitsForTheDirectoryLock(t *testing.T) {
 		t.Errorf("log holds %q", b)
 	}
 }
+
+// A record appended without waiting is written by the log's own writer,
+// with no Sync to push it, and its failure goes to report, not to the
+// caller.
+func TestLogWritesWithoutWaiting(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.jsonl")
+	reported := make(chan error, 10)
+	l := NewLog(p, func(err error) { reported <- err })
+	if err := l.Append([]byte("{\"n\":1}\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-reported:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a record appended without waiting was never written")
+	}
+	if b, _ := os.ReadFile(p); string(b) != "{\"n\":1}\n" {
+		t.Errorf("log holds %q after its write was reported", b)
+	}
+	// Planted hard link: the caller that did not wait hears nothing.
+	os.Remove(p)
+	other := filepath.Join(dir, "other")
+	os.WriteFile(other, nil, 0o640)
+	os.Link(other, p)
+	if err := l.Append([]byte("{\"n\":2}\n"), false); err != nil {
+		t.Errorf("Append without waiting returned %v", err)
+	}
+	if err := <-reported; err == nil {
+		t.Error("the failed write was reported as a success")
+	}
+}
+
+// Sync with nothing queued writes nothing: no file, no report.
+func TestLogSyncWithNothingQueued(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "a.jsonl")
+	var n int
+	var mu sync.Mutex
+	l := NewLog(p, func(error) { mu.Lock(); n++; mu.Unlock() })
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Sync of an empty log made the file: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d reports for no writes", n)
+	}
+}
