@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -201,5 +202,44 @@ func TestLogSyncWithNothingQueued(t *testing.T) {
 	defer mu.Unlock()
 	if n != 0 {
 		t.Errorf("%d reports for no writes", n)
+	}
+}
+
+// A log opened on a file of one torn byte still closes that line off
+// before its first record.
+func TestLogOpensOnATornByte(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "a.jsonl")
+	os.WriteFile(p, []byte("{"), 0o640)
+	l := NewLog(p, nil)
+	if err := l.Append([]byte("{\"n\":1}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "{\n{\"n\":1}\n" {
+		t.Errorf("log holds %q", b)
+	}
+}
+
+// The log closes each file it stops using: rotating it many times does
+// not leave a descriptor open per rotation.
+func TestLogClosesReplacedFiles(t *testing.T) {
+	fds := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd:", err)
+		}
+		return len(entries)
+	}
+	p := filepath.Join(t.TempDir(), "a.jsonl")
+	l := NewLog(p, nil)
+	l.Append([]byte("{}\n"), true)
+	before := fds()
+	for i := range 50 {
+		os.Rename(p, p+"."+strconv.Itoa(i))
+		if err := l.Append([]byte("{}\n"), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := fds(); after > before+5 {
+		t.Errorf("%d descriptors open after 50 rotations, %d before", after, before)
 	}
 }
