@@ -337,3 +337,25 @@ func TestInterruptedTransitionRecordedByNextWriter(t *testing.T) {
 		t.Error("add over an unreadable interrupted task succeeded")
 	}
 }
+
+// Every Add and Move finishes its record: the recording marker, which
+// tells the next writer a transition may be unrecorded, is gone after each.
+func TestNoMarkerLeft(t *testing.T) {
+	y := newYard(t)
+	marker := y.Path("queue", "yuko", ".recording")
+	check := func(step string) {
+		t.Helper()
+		if _, err := os.Stat(marker); !os.IsNotExist(err) {
+			t.Errorf("after %s the recording marker is there: %v", step, err)
+		}
+	}
+	taskID := mustAdd(t, y, AddOptions{})
+	check("add")
+	if _, err := Move(y, taskID, Change{To: state.Running, By: "impsup"}); err != nil {
+		t.Fatal(err)
+	}
+	check("move")
+	if evs := events(t, y.Path("journal", "yuko", "events.jsonl")); len(evs) != 2 {
+		t.Errorf("%d records, want 2", len(evs))
+	}
+}
