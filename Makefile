@@ -1,9 +1,10 @@
-# impyard: make build | test | lint | bench | install | demo
+# impyard: make build | test | lint | bench | mutate | install | demo
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
 GO      ?= go
 STATICCHECK_VERSION ?= v0.8.2
+GREMLINS_VERSION ?= v0.6.0
 # How long each fuzz target runs in make test.
 FUZZTIME ?= 5s
 
@@ -12,7 +13,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 CMDS := $(notdir $(wildcard cmd/*))
 MANS := $(wildcard man/*.[1-8])
 
-.PHONY: all build test unit fuzz lint bench install demo clean
+.PHONY: all build test unit fuzz lint bench mutate install demo clean
 
 all: build
 
@@ -48,6 +49,15 @@ bench:
 	$(GO) test -run '^$$' -bench 'Dispatch' -benchtime 50x ./tests/
 	$(GO) test -run '^$$' -bench 'Start' -benchtime 50x ./lib/box/
 	@for s in scripts/bench-*; do [ -x "$$s" ] && { echo "== $$s"; "$$s"; } || true; done
+
+# Mutation testing of the core packages, one at a time (not part of test):
+# make mutate PKGS=lib/http1 runs one.
+PKGS ?= lib/store lib/gate lib/queue lib/executor lib/trust lib/judge \
+	lib/control lib/http1 lib/mcp lib/strictjson
+mutate:
+	@command -v gremlins >/dev/null 2>&1 || \
+	  $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+	scripts/mutate $(PKGS)
 
 install: build
 	install -d $(DESTDIR)$(BINDIR)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
@@ -62,7 +63,7 @@ func prepare(y *yard.Yard, e *Event) (line []byte, journal, audit string, err er
 	if e.TS.IsZero() {
 		e.TS = time.Now().UTC()
 	}
-	if line, err = store.Line(e); err != nil {
+	if line, err = fit(e); err != nil {
 		return nil, "", "", err
 	}
 	if journal, err = y.JournalPath(e.Imp); err != nil {
@@ -70,6 +71,39 @@ func prepare(y *yard.Yard, e *Event) (line []byte, journal, audit string, err er
 	}
 	audit, err = y.DecisionsPath()
 	return line, journal, audit, err
+}
+
+// fit renders e as one line, cutting its Why (free text from a human or a
+// box) until the line fits in a JSONL record: a record too long to append
+// would fail its transition after the state write and leave the store's
+// marker for every later writer to trip over.
+func fit(e *Event) ([]byte, error) {
+	for {
+		line, err := store.Line(e)
+		if err != nil {
+			return nil, err
+		}
+		over := len(line) - store.MaxLine
+		if over <= 0 || e.Why == "" {
+			return line, nil
+		}
+		// Escaping may make a byte of Why cost up to six in the line, so
+		// cut in proportion too; for plain text, cutting what is over is
+		// exact.
+		cut := len(e.Why) * store.MaxLine / len(line)
+		if exact := len(e.Why) - over; exact > 0 && exact < cut {
+			cut = exact
+		}
+		cut = max(cut-len("…"), 0)
+		for cut > 0 && !utf8.RuneStart(e.Why[cut]) {
+			cut--
+		}
+		if cut == 0 {
+			e.Why = ""
+		} else {
+			e.Why = e.Why[:cut] + "…"
+		}
+	}
 }
 
 // marker names the file a store keeps while a transition is between its

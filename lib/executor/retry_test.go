@@ -18,7 +18,7 @@ import (
 // upstream stands in on loopback for the gateway and the mail API behind
 // it: it answers each request with the next of its statuses (the last one
 // again once they run out) and logs when each arrived and under which key.
-type upstream struct {
+type retryUpstream struct {
 	srv      *httptest.Server
 	statuses []int
 	refuse   bool // answer as the gateway refusing the request
@@ -28,8 +28,8 @@ type upstream struct {
 	keys []string
 }
 
-func newUpstream(t *testing.T, refuse bool, statuses ...int) *upstream {
-	u := &upstream{statuses: statuses, refuse: refuse}
+func newRetryUpstream(t *testing.T, refuse bool, statuses ...int) *retryUpstream {
+	u := &retryUpstream{statuses: statuses, refuse: refuse}
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The gateway's own health check, asked in origin form before a
 		// send begins, is not a request to the mail API.
@@ -55,7 +55,7 @@ func newUpstream(t *testing.T, refuse bool, statuses ...int) *upstream {
 	return u
 }
 
-func (u *upstream) log() ([]time.Time, []string) {
+func (u *retryUpstream) log() ([]time.Time, []string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]time.Time(nil), u.at...), append([]string(nil), u.keys...)
@@ -94,7 +94,7 @@ func TestRetries(t *testing.T) {
 		{name: "non-idempotent gateway down", down: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u := newUpstream(t, tc.refuse, tc.statuses...)
+			u := newRetryUpstream(t, tc.refuse, tc.statuses...)
 			listen := u.srv.Listener.Addr().String()
 			if tc.down {
 				// Port 0 refuses every connection: nothing was sent.

@@ -10,6 +10,23 @@ import (
 	"time"
 )
 
+// Sentinels for errors.Is: every refusal of Check matches ErrIllegal; a
+// move to a state the machine does not have matches ErrUnknownState too.
+var (
+	ErrIllegal      = errors.New("illegal transition")
+	ErrUnknownState = errors.New("unknown state")
+)
+
+// refusal keeps Check's messages as they read while letting callers test
+// for the sentinel.
+type refusal struct {
+	msg      string
+	sentinel error
+}
+
+func (e *refusal) Error() string        { return e.msg }
+func (e *refusal) Is(target error) bool { return target == e.sentinel || target == ErrIllegal }
+
 // Task states.
 const (
 	Waiting     = "waiting"
@@ -78,16 +95,6 @@ var RunMachine = Machine{kind: "run", edges: map[string][]string{
 	Failed:   nil,
 }}
 
-// ErrIllegal is a transition its machine does not allow; every refusal of
-// Check wraps it.
-var ErrIllegal = errors.New("illegal transition")
-
-// illegal keeps Check's message as it reads while matching ErrIllegal.
-type illegal string
-
-func (e illegal) Error() string        { return string(e) }
-func (e illegal) Is(target error) bool { return target == ErrIllegal }
-
 // Known reports whether s is a state of the machine.
 func (m Machine) Known(s string) bool {
 	_, ok := m.edges[s]
@@ -108,11 +115,12 @@ func (m Machine) Terminal(s string) bool {
 	return m.Known(s) && len(m.edges[s]) == 0
 }
 
-// Check returns an error wrapping ErrIllegal unless from -> to is legal
-// for the entity id.
+// Check returns an error unless from -> to is legal for the entity id:
+// ErrUnknownState for a target the machine does not have, ErrIllegal for
+// any other move the machine does not allow.
 func (m Machine) Check(id, from, to string) error {
 	if !m.Known(to) {
-		return illegal(fmt.Sprintf("%s %s: unknown state %q", m.kind, id, to))
+		return &refusal{fmt.Sprintf("%s %s: unknown state %q", m.kind, id, to), ErrUnknownState}
 	}
 	for _, s := range m.edges[from] {
 		if s == to {
@@ -120,12 +128,12 @@ func (m Machine) Check(id, from, to string) error {
 		}
 	}
 	if from == to {
-		return illegal(fmt.Sprintf("%s %s is already %s", m.kind, id, from))
+		return &refusal{fmt.Sprintf("%s %s is already %s", m.kind, id, from), ErrIllegal}
 	}
 	if m.Terminal(from) {
-		return illegal(fmt.Sprintf("%s %s is %s, which is final; it cannot become %s", m.kind, id, from, to))
+		return &refusal{fmt.Sprintf("%s %s is %s, which is final; it cannot become %s", m.kind, id, from, to), ErrIllegal}
 	}
-	return illegal(fmt.Sprintf("%s %s is %s; it cannot become %s", m.kind, id, from, to))
+	return &refusal{fmt.Sprintf("%s %s is %s; it cannot become %s", m.kind, id, from, to), ErrIllegal}
 }
 
 // Transition is one recorded change of state.

@@ -1,0 +1,225 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/lib/store"
+)
+
+func newEnv() (*Env, *bytes.Buffer, *bytes.Buffer) {
+	var out, errb bytes.Buffer
+	return &Env{Name: "impq", Stdout: &out, Stderr: &errb}, &out, &errb
+}
+
+func TestReport(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		err    error
+		code   int
+		stderr string
+	}{
+		{"nil", nil, OK, ""},
+		{"help", flag.ErrHelp, OK, ""},
+		{"wrapped help", fmt.Errorf("parse: %w", flag.ErrHelp), OK, ""},
+		{"failure", errors.New("task t-1 is done"), Fail, "impq: error: task t-1 is done\n"},
+		{"usage", Usagef("unknown flag %q", "-x"), Usage, "impq: error: unknown flag \"-x\"\n"},
+		{"wrapped usage", fmt.Errorf("add: %w", Usagef("no text")), Usage, "impq: error: add: no text\n"},
+		{"busy", fmt.Errorf("queue/yuko: %w", store.ErrBusy), Temp, "impq: error: queue/yuko: " + store.ErrBusy.Error() + "\n"},
+		{"hint", WithHint(errors.New("no yard here"), "run impq init"), Fail, "impq: error: no yard here\nimpq: hint: run impq init\n"},
+		{"hint on usage", WithHint(Usagef("bad"), "see impq -h"), Usage, "impq: error: bad\nimpq: hint: see impq -h\n"},
+		{"hint on busy", WithHint(store.ErrBusy, "try again"), Temp, "impq: error: " + store.ErrBusy.Error() + "\nimpq: hint: try again\n"},
+	} {
+		e, out, errb := newEnv()
+		if got := e.Report(c.err); got != c.code {
+			t.Errorf("%s: exit %d, want %d", c.name, got, c.code)
+		}
+		if errb.String() != c.stderr || out.Len() != 0 {
+			t.Errorf("%s: stderr %q stdout %q, want stderr %q", c.name, errb, out, c.stderr)
+		}
+	}
+}
+
+func TestWarnAndLogf(t *testing.T) {
+	e, _, errb := newEnv()
+	e.Warn(errors.New("policy reloaded"))
+	if got, want := errb.String(), "impq: warning: policy reloaded\n"; got != want {
+		t.Errorf("Warn wrote %q, want %q", got, want)
+	}
+	errb.Reset()
+	before := time.Now().UTC().Truncate(time.Second)
+	e.Logf("gate %s: %s", "g-1", "executed")
+	line := errb.String()
+	rest, ok := strings.CutPrefix(line, "impq: ")
+	ts, msg, _ := strings.Cut(rest, " ")
+	at, err := time.Parse(time.RFC3339, ts)
+	if !ok || err != nil || msg != "gate g-1: executed\n" || at.Before(before) || at.Location() != time.UTC {
+		t.Errorf("Logf wrote %q", line)
+	}
+}
+
+func TestFlagSetAndParse(t *testing.T) {
+	e, out, errb := newEnv()
+	fs := e.FlagSet("add", "\nusage: impq add [--root DIR] TEXT\n")
+	root := RootFlag(fs)
+	if err := Parse(fs, []string{"--root", "/y", "hello"}); err != nil || *root != "/y" || fs.Arg(0) != "hello" {
+		t.Errorf("parse: %v root %q args %q", err, *root, fs.Args())
+	}
+	if fs.Name() != "impq add" {
+		t.Errorf("flag set named %q", fs.Name())
+	}
+
+	e, out, errb = newEnv()
+	fs = e.FlagSet("add", "\nusage: impq add TEXT\n")
+	RootFlag(fs)
+	err := Parse(fs, []string{"--bogus"})
+	var u *UsageError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("bad flag: %v, want a UsageError", err)
+	}
+	if e.Report(err) != Usage {
+		t.Errorf("bad flag does not exit %d", Usage)
+	}
+	// The usage text comes first, without its leading newline, then the
+	// flags.
+	if s := errb.String(); !strings.Contains(s, "usage: impq add TEXT\n\nFlags:\n  -root DIR\n") || strings.Contains(s, "\n\nusage") || out.Len() != 0 {
+		t.Errorf("usage printed %q", s)
+	}
+
+	e, _, _ = newEnv()
+	fs = e.FlagSet("add", "usage")
+	if err := Parse(fs, []string{"-h"}); !errors.Is(err, flag.ErrHelp) || errors.As(err, &u) {
+		t.Errorf("-h: %v, want flag.ErrHelp", err)
+	}
+}
+
+func TestJSONLine(t *testing.T) {
+	var b bytes.Buffer
+	if err := JSONLine(&b, map[string]any{"id": "t-1", "n": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := JSONLine(&b, []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.String(), "{\"id\":\"t-1\",\"n\":2}\n[\"a\"]\n"; got != want {
+		t.Errorf("wrote %q, want %q", got, want)
+	}
+	if err := JSONLine(&b, func() {}); err == nil {
+		t.Error("encoded a func")
+	}
+	if err := JSONLine(failWriter{}, 1); err == nil {
+		t.Error("a failed write was not reported")
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestUser(t *testing.T) {
+	for _, c := range []struct{ user, logname, want string }{
+		{"alice", "bob", "alice"},
+		{"", "bob", "bob"},
+		{"", "", "unknown"},
+	} {
+		t.Setenv("USER", c.user)
+		t.Setenv("LOGNAME", c.logname)
+		if got := User(); got != c.want {
+			t.Errorf("USER=%q LOGNAME=%q: User() = %q, want %q", c.user, c.logname, got, c.want)
+		}
+	}
+}
+
+func TestDispatch(t *testing.T) {
+	const usage = "\nusage: impq COMMAND\n"
+	var ran []string
+	cmds := map[string]func([]string) error{
+		"ok":   func(args []string) error { ran = append(ran, strings.Join(args, " ")); return nil },
+		"fail": func([]string) error { return errors.New("refused") },
+		"busy": func([]string) error { return store.ErrBusy },
+	}
+	for _, c := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{nil, Usage, "", "usage: impq COMMAND\n"},
+		{[]string{"help"}, OK, "usage: impq COMMAND\n", ""},
+		{[]string{"-h"}, OK, "usage: impq COMMAND\n", ""},
+		{[]string{"-help"}, OK, "usage: impq COMMAND\n", ""},
+		{[]string{"--help"}, OK, "usage: impq COMMAND\n", ""},
+		{[]string{"nope"}, Usage, "", "impq: error: unknown command \"nope\"\nusage: impq COMMAND\n"},
+		{[]string{"ok", "a", "b"}, OK, "", ""},
+		{[]string{"fail"}, Fail, "", "impq: error: refused\n"},
+		{[]string{"busy"}, Temp, "", "impq: error: " + store.ErrBusy.Error() + "\n"},
+	} {
+		e, out, errb := newEnv()
+		if got := e.Dispatch(c.args, usage, cmds); got != c.code || out.String() != c.stdout || errb.String() != c.stderr {
+			t.Errorf("Dispatch(%q) = %d, stdout %q, stderr %q; want %d, %q, %q", c.args, got, out, errb, c.code, c.stdout, c.stderr)
+		}
+	}
+	if len(ran) != 1 || ran[0] != "a b" {
+		t.Errorf("ok ran with %q, want once with the rest of the arguments", ran)
+	}
+}
+
+func TestAge(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		ago  time.Duration
+		want string
+	}{
+		{0, "0s"},
+		{59*time.Second + 999*time.Millisecond, "59s"},
+		{time.Minute, "1m"},
+		{59*time.Minute + 59*time.Second, "59m"},
+		{time.Hour, "1h"},
+		{47*time.Hour + 59*time.Minute, "47h"},
+		{48 * time.Hour, "2d"},
+		{71 * time.Hour, "2d"},
+		{72 * time.Hour, "3d"},
+		{400 * 24 * time.Hour, "400d"},
+	} {
+		if got := Age(now, now.Add(-c.ago)); got != c.want {
+			t.Errorf("Age(%v ago) = %q, want %q", c.ago, got, c.want)
+		}
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"fix  the\n\tbuild ", 20, "fix the build"},
+		{"abcdef", 6, "abcdef"},
+		{"abcdefg", 6, "abcde…"},
+		{"ééééééé", 4, "ééé…"},
+		{"", 3, ""},
+	} {
+		if got := OneLine(c.s, c.n); got != c.want {
+			t.Errorf("OneLine(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}
+
+func TestTimeline(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	stamp := at.Local().Format(time.RFC3339)
+	for _, c := range []struct {
+		from, to, by, why, want string
+	}{
+		{"", "waiting", "alice", "", stamp + "  -            -> waiting      by alice"},
+		{"running", "done", "impsup", "exit 0", stamp + "  running      -> done         by impsup: exit 0"},
+	} {
+		if got := Timeline(at, c.from, c.to, c.by, c.why); got != c.want {
+			t.Errorf("Timeline(%q, %q) =\n%q, want\n%q", c.from, c.to, got, c.want)
+		}
+	}
+}

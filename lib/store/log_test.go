@@ -1,0 +1,245 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestLogAppendsWholeLines(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "decisions.jsonl")
+	var mu sync.Mutex
+	var reports []error
+	l := NewLog(p, func(err error) { mu.Lock(); reports = append(reports, err); mu.Unlock() })
+	if err := l.Append([]byte("{\"n\":1}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	// Another writer leaves a torn line: the log's next record starts on
+	// a line of its own.
+	f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString(`{"torn":`)
+	f.Close()
+	if err := l.Append([]byte("{\"n\":2}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	// Another writer's whole line: no blank line is added.
+	AppendLine(p, []byte("{\"other\":1}\n"))
+	if err := l.Append([]byte("{\"n\":3}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	if want := "{\"n\":1}\n{\"torn\":\n{\"n\":2}\n{\"other\":1}\n{\"n\":3}\n"; string(b) != want {
+		t.Errorf("log holds %q, want %q", b, want)
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != FilePerm {
+		t.Errorf("mode %v", fi.Mode().Perm())
+	}
+	mu.Lock()
+	if len(reports) != 3 || reports[0] != nil || reports[2] != nil {
+		t.Errorf("reports %v, want three successes", reports)
+	}
+	mu.Unlock()
+
+	// A record over the limit is refused at once and nothing is written.
+	if err := l.Append(make([]byte, MaxLine+1), true); err == nil || !strings.Contains(err.Error(), "over the 1048576 limit") {
+		t.Errorf("oversized record: %v", err)
+	}
+	if err := l.Append(append([]byte(`"`+strings.Repeat("a", MaxLine-3)+`"`), '\n'), true); err != nil {
+		t.Errorf("record of MaxLine bytes: %v", err)
+	}
+	if got, _ := os.ReadFile(p); len(got) != len(b)+MaxLine {
+		t.Errorf("log grew by %d bytes, want %d", len(got)-len(b), MaxLine)
+	}
+}
+
+// Records appended without waiting are all written by the time Sync
+// returns, and their outcome goes to report.
+func TestLogSyncAndReport(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "a.jsonl")
+	l := NewLog(p, nil) // no report: outcomes are dropped, nothing panics
+	for i := range 100 {
+		if err := l.Append([]byte(`{"i":`+strings.Repeat("1", i%5+1)+"}\n"), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	good, bad := readLines(t, p)
+	if len(good) != 100 || len(bad) != 0 {
+		t.Errorf("%d good, %v bad; want 100", len(good), bad)
+	}
+	// Sync with nothing queued returns at once.
+	if err := l.Sync(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestLogRefusesAndRecovers(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.jsonl")
+	reported := make(chan error, 10)
+	l := NewLog(p, func(err error) { reported <- err })
+	l.Append([]byte("{}\n"), true)
+	<-reported
+
+	// A hard link planted at the path is refused and reported.
+	os.Remove(p)
+	other := filepath.Join(dir, "other")
+	os.WriteFile(other, nil, 0o640)
+	os.Link(other, p)
+	err := l.Append([]byte("{\"x\":1}\n"), true)
+	if err == nil || !strings.Contains(err.Error(), "not a regular file with one link") {
+		t.Errorf("append to a hard link: %v", err)
+	}
+	if rep := <-reported; rep == nil || rep.Error() != err.Error() {
+		t.Errorf("reported %v, want %v", rep, err)
+	}
+	if b, _ := os.ReadFile(other); len(b) != 0 {
+		t.Errorf("wrote %q through the hard link", b)
+	}
+	// The path made right again: the log writes there.
+	os.Remove(p)
+	if err := l.Append([]byte("{\"y\":1}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "{\"y\":1}\n" {
+		t.Errorf("log holds %q", b)
+	}
+	// A log replaced by another file (not moved away) is followed too.
+	os.WriteFile(p+".new", []byte("{\"z\":0}\n"), 0o640)
+	os.Rename(p+".new", p)
+	l.Append([]byte("{\"z\":1}\n"), true)
+	if b, _ := os.ReadFile(p); string(b) != "{\"z\":0}\n{\"z\":1}\n" {
+		t.Errorf("after replace the log holds %q", b)
+	}
+}
+
+// When another process holds the directory's lock, the log waits for it
+// like any writer, up to LockTimeout.
+func TestLogWaitsForTheDirectoryLock(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.jsonl")
+	l := NewLog(p, nil)
+	if err := l.Append([]byte("{}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	old := LockTimeout
+	LockTimeout = 50 * time.Millisecond
+	defer func() { LockTimeout = old }()
+	unlock, ok, err := TryLock(filepath.Join(dir, lockName))
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	err = l.Append([]byte("{\"late\":1}\n"), true)
+	if !errors.Is(err, ErrBusy) {
+		t.Errorf("append under a held lock: %v, want ErrBusy", err)
+	}
+	unlock()
+	LockTimeout = 5 * time.Second
+	if err := l.Append([]byte("{\"after\":1}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "{}\n{\"after\":1}\n" {
+		t.Errorf("log holds %q", b)
+	}
+}
+
+// A record appended without waiting is written by the log's own writer,
+// with no Sync to push it, and its failure goes to report, not to the
+// caller.
+func TestLogWritesWithoutWaiting(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.jsonl")
+	reported := make(chan error, 10)
+	l := NewLog(p, func(err error) { reported <- err })
+	if err := l.Append([]byte("{\"n\":1}\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-reported:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a record appended without waiting was never written")
+	}
+	if b, _ := os.ReadFile(p); string(b) != "{\"n\":1}\n" {
+		t.Errorf("log holds %q after its write was reported", b)
+	}
+	// Planted hard link: the caller that did not wait hears nothing.
+	os.Remove(p)
+	other := filepath.Join(dir, "other")
+	os.WriteFile(other, nil, 0o640)
+	os.Link(other, p)
+	if err := l.Append([]byte("{\"n\":2}\n"), false); err != nil {
+		t.Errorf("Append without waiting returned %v", err)
+	}
+	if err := <-reported; err == nil {
+		t.Error("the failed write was reported as a success")
+	}
+}
+
+// Sync with nothing queued writes nothing: no file, no report.
+func TestLogSyncWithNothingQueued(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "a.jsonl")
+	var n int
+	var mu sync.Mutex
+	l := NewLog(p, func(error) { mu.Lock(); n++; mu.Unlock() })
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Sync of an empty log made the file: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d reports for no writes", n)
+	}
+}
+
+// A log opened on a file of one torn byte still closes that line off
+// before its first record.
+func TestLogOpensOnATornByte(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "a.jsonl")
+	os.WriteFile(p, []byte("{"), 0o640)
+	l := NewLog(p, nil)
+	if err := l.Append([]byte("{\"n\":1}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "{\n{\"n\":1}\n" {
+		t.Errorf("log holds %q", b)
+	}
+}
+
+// The log closes each file it stops using: rotating it many times does
+// not leave a descriptor open per rotation.
+func TestLogClosesReplacedFiles(t *testing.T) {
+	fds := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd:", err)
+		}
+		return len(entries)
+	}
+	p := filepath.Join(t.TempDir(), "a.jsonl")
+	l := NewLog(p, nil)
+	l.Append([]byte("{}\n"), true)
+	before := fds()
+	for i := range 50 {
+		os.Rename(p, p+"."+strconv.Itoa(i))
+		if err := l.Append([]byte("{}\n"), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := fds(); after > before+5 {
+		t.Errorf("%d descriptors open after 50 rotations, %d before", after, before)
+	}
+}

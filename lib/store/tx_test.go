@@ -1,0 +1,261 @@
+package store
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+)
+
+func TestTxReadWriteRemove(t *testing.T) {
+	d := mustDir(t)
+	err := d.Update(func(tx *Tx) error {
+		if got, want := tx.Path("a.json"), filepath.Join(d.Path(), "a.json"); got != want {
+			t.Errorf("Path = %s, want %s", got, want)
+		}
+		if _, err := tx.Read("a.json"); !IsNotExist(err) {
+			t.Errorf("read of a missing file: %v", err)
+		}
+		if err := tx.Write("a.json", []byte("1")); err != nil {
+			return err
+		}
+		// One sub-directory is created on the way.
+		if err := tx.Write(".unique/k", []byte("t-1\n")); err != nil {
+			return err
+		}
+		b, err := tx.Read(".unique/k")
+		if err != nil || string(b) != "t-1\n" {
+			t.Errorf("read back %q %v", b, err)
+		}
+		if err := tx.Remove("a.json"); err != nil {
+			return err
+		}
+		// Removing what is not there is not an error.
+		return tx.Remove("a.json")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(d.Path(), "a.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a.json survived its removal: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(d.Path(), ".unique", "k")); err != nil || string(b) != "t-1\n" {
+		t.Errorf(".unique/k on disk: %q %v", b, err)
+	}
+	// Bad names are refused by every operation, naming the path.
+	for _, name := range []string{"a\\b", "x\x00", "..", "", "sub/"} {
+		err := d.Update(func(tx *Tx) error {
+			if _, err := tx.Read(name); err == nil {
+				t.Errorf("Read(%q) succeeded", name)
+			}
+			if err := tx.Remove(name); err == nil {
+				t.Errorf("Remove(%q) succeeded", name)
+			}
+			return tx.Write(name, nil)
+		})
+		if err == nil || !strings.Contains(err.Error(), "not a plain name") {
+			t.Errorf("Write(%q): %v", name, err)
+		}
+	}
+	// Removing a non-empty directory by name fails and says so.
+	os.MkdirAll(filepath.Join(d.Path(), "full", "x"), 0o750)
+	if err := d.Update(func(tx *Tx) error { return tx.Remove("full") }); err == nil {
+		t.Error("removed a non-empty directory")
+	}
+	// An error from the transaction is returned as it is.
+	sentinel := errors.New("stop")
+	if err := d.Update(func(*Tx) error { return sentinel }); err != sentinel {
+		t.Errorf("Update returned %v, want the transaction's error", err)
+	}
+}
+
+func TestMkdirAll(t *testing.T) {
+	root := t.TempDir()
+	for _, rel := range []string{"", "."} {
+		if got, err := MkdirAll(root+"/", rel); err != nil || got != root {
+			t.Errorf("MkdirAll(root, %q) = %q %v, want the root", rel, got, err)
+		}
+	}
+	got, err := MkdirAll(root, "a/b/c")
+	if err != nil || got != filepath.Join(root, "a", "b", "c") {
+		t.Fatalf("MkdirAll = %q %v", got, err)
+	}
+	fi, err := os.Stat(got)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != dirPerm {
+		t.Errorf("made %v %v, want a directory with mode %o", fi, err, dirPerm)
+	}
+	// Again: nothing to do, no error.
+	if again, err := MkdirAll(root, "a/b/c"); err != nil || again != got {
+		t.Errorf("second MkdirAll = %q %v", again, err)
+	}
+	// A file in the way is refused, naming it.
+	os.WriteFile(filepath.Join(root, "a", "file"), nil, 0o640)
+	if _, err := MkdirAll(root, "a/file/x"); err == nil || !strings.Contains(err.Error(), "is not a directory") || !strings.Contains(err.Error(), filepath.Join(root, "a", "file")) {
+		t.Errorf("file in the way: %v", err)
+	}
+	// The root itself may be a symlink: the operator's choice.
+	link := filepath.Join(t.TempDir(), "yard")
+	os.Symlink(root, link)
+	if got, err := MkdirAll(link, "a/b"); err != nil || got != filepath.Join(link, "a", "b") {
+		t.Errorf("through a symlinked root: %q %v", got, err)
+	}
+	// A root that does not exist cannot have directories made below it.
+	if _, err := MkdirAll(filepath.Join(root, "missing", "deeper"), "x/y"); err == nil {
+		t.Error("made directories below a missing root")
+	}
+}
+
+func TestTryLock(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "g.lock")
+	unlock, ok, err := TryLock(p)
+	if err != nil || !ok {
+		t.Fatalf("first TryLock: %v %v", ok, err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("lock file %v %v, want mode 0600", fi, err)
+	}
+	// Held (flock is per open file, so a second open conflicts).
+	if u, ok, err := TryLock(p); err != nil || ok || u != nil {
+		t.Errorf("TryLock while held: %v %v", ok, err)
+	}
+	unlock()
+	u, ok, err := TryLock(p)
+	if err != nil || !ok {
+		t.Errorf("TryLock after unlock: %v %v", ok, err)
+	}
+	u()
+	// A symlink at the lock's path is refused, not followed.
+	target := filepath.Join(t.TempDir(), "target")
+	link := filepath.Join(t.TempDir(), "l.lock")
+	os.Symlink(target, link)
+	if _, _, err := TryLock(link); err == nil || !strings.Contains(err.Error(), link) {
+		t.Errorf("TryLock through a symlink: %v", err)
+	}
+	if _, err := Lock(link); err == nil || !strings.Contains(err.Error(), link) {
+		t.Errorf("Lock through a symlink: %v", err)
+	}
+	if _, err := os.Stat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the symlink was followed: %v", err)
+	}
+}
+
+func TestReadFileLimits(t *testing.T) {
+	dir := t.TempDir()
+	// A sparse file one byte over the limit is refused without reading it.
+	big := filepath.Join(dir, "big.json")
+	f, _ := os.Create(big)
+	f.Truncate(MaxFile + 1)
+	f.Close()
+	if _, err := ReadFile(big); err == nil || !strings.Contains(err.Error(), "over the 67108864 limit") || !strings.Contains(err.Error(), big) {
+		t.Errorf("over MaxFile: %v", err)
+	}
+	// At the limit it is read whole.
+	os.Truncate(big, MaxFile)
+	if b, err := ReadFile(big); err != nil || len(b) != MaxFile {
+		t.Errorf("at MaxFile: %d bytes, %v", len(b), err)
+	}
+	empty := filepath.Join(dir, "empty.json")
+	os.WriteFile(empty, nil, 0o640)
+	if b, err := ReadFile(empty); err != nil || len(b) != 0 {
+		t.Errorf("empty file: %q %v", b, err)
+	}
+	if _, err := ReadFile(filepath.Join(dir, "missing.json")); !IsNotExist(err) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestEncodeDecode(t *testing.T) {
+	type rec struct {
+		Schema string `json:"schema"`
+		Text   string `json:"text"`
+		N      int    `json:"n,omitempty"`
+	}
+	b, err := Encode(rec{Schema: Schema("note", 1), Text: "<a&b>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\n  \"schema\": \"impyard.note/1\",\n  \"text\": \"<a&b>\"\n}\n"; string(b) != want {
+		t.Errorf("Encode = %q, want %q", b, want)
+	}
+	l, err := Line(rec{Schema: "s", Text: "<x>", N: 2})
+	if err != nil || string(l) != `{"schema":"s","text":"<x>","n":2}`+"\n" {
+		t.Errorf("Line = %q %v", l, err)
+	}
+	if _, err := Encode(func() {}); err == nil {
+		t.Error("Encode of a func succeeded")
+	}
+	if _, err := Line(make(chan int)); err == nil {
+		t.Error("Line of a chan succeeded")
+	}
+
+	var got rec
+	if err := Decode("notes/a.json", b, "note", 1, &got); err != nil || got.Text != "<a&b>" {
+		t.Errorf("Decode = %+v %v", got, err)
+	}
+	for _, c := range []struct{ data, want string }{
+		{`{"schema":"impyard.note/2","text":"x"}`, "not supported"},
+		{`{"schema":"impyard.note/1","text":"x","extra":1}`, "notes/a.json: "},
+		{`{"schema":"impyard.note/1","text":"x","text":"y"}`, "notes/a.json: "},
+		{`{"schema":"impyard.note/1","text":1}`, "notes/a.json: "},
+	} {
+		if err := Decode("notes/a.json", []byte(c.data), "note", 1, &got); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Decode(%s) = %v, want an error with %q", c.data, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		kind  string
+		major int
+		want  string
+	}{
+		{"task", 1, "impyard.task/1"},
+		{"gate", 12, "impyard.gate/12"},
+	} {
+		if got := Schema(c.kind, c.major); got != c.want {
+			t.Errorf("Schema(%s, %d) = %s, want %s", c.kind, c.major, got, c.want)
+		}
+	}
+	// The major must match exactly, not as a prefix.
+	for _, s := range []string{"impyard.note/10", "impyard.note/01", "impyard.note/", "impyard.Note/1", "xmpyard.note/1", "impyard.note/1 "} {
+		if err := CheckSchema("a", []byte(`{"schema":"`+s+`"}`), "note", 1); err == nil {
+			t.Errorf("schema %q accepted as impyard.note/1", s)
+		}
+	}
+}
+
+// readAll grows its buffer as the file turns out longer than its size
+// said, reads through short reads, and returns a read error.
+func TestReadAll(t *testing.T) {
+	type result struct {
+		b   []byte
+		err error
+	}
+	run := func(r io.Reader, buf []byte) result {
+		done := make(chan result, 1)
+		go func() { b, err := readAll(r, buf); done <- result{b, err} }()
+		select {
+		case res := <-done:
+			return res
+		case <-time.After(30 * time.Second):
+			t.Fatal("readAll did not return")
+			return result{}
+		}
+	}
+	text := "a file that grew after it was measured"
+	for _, c := range []int{0, 1, 5, len(text), len(text) + 1} {
+		if res := run(strings.NewReader(text), make([]byte, 0, c)); res.err != nil || string(res.b) != text {
+			t.Errorf("capacity %d: %q %v", c, res.b, res.err)
+		}
+	}
+	if res := run(iotest.OneByteReader(strings.NewReader(text)), make([]byte, 0, 4)); res.err != nil || string(res.b) != text {
+		t.Errorf("one byte at a time: %q %v", res.b, res.err)
+	}
+	boom := errors.New("device gone")
+	if res := run(io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(boom)), make([]byte, 0, 8)); res.err != boom {
+		t.Errorf("read error: %q %v", res.b, res.err)
+	}
+}
