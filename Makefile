@@ -53,7 +53,8 @@ bench:
 # Mutation testing of the core packages, one at a time (not part of test):
 # make mutate PKGS=lib/http1 runs one.
 PKGS ?= lib/store lib/gate lib/queue lib/executor lib/trust lib/judge \
-	lib/control lib/http1 lib/mcp lib/strictjson
+	lib/control lib/http1 lib/mcp lib/strictjson lib/transition \
+	lib/proposal lib/payload lib/approval
 mutate:
 	@command -v gremlins >/dev/null 2>&1 || \
 	  $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
