@@ -39,7 +39,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/renameio/v2"
 
 	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/store"
@@ -138,11 +137,7 @@ func Create(home, name string) (*Key, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	dir, err := makeDir(home)
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := store.Lock(filepath.Join(dir, ".lock"))
+	unlock, err := lockKeys(home)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +165,7 @@ func create(home, name string) (*Key, error) {
 	}
 	// The private key goes first: a crash between the writes leaves a key
 	// nobody trusts yet, never a trusted public key without its private half.
-	if err := writeFile(k.Path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), 0o600); err != nil {
+	if err := store.WriteMode(k.Path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), 0o600); err != nil {
 		return nil, err
 	}
 	if err := writePublic(home, k); err != nil {
@@ -186,11 +181,7 @@ func WritePublic(home string, k *Key) error {
 	if err := checkName(k.Name); err != nil {
 		return err
 	}
-	dir, err := makeDir(home)
-	if err != nil {
-		return err
-	}
-	unlock, err := store.Lock(filepath.Join(dir, ".lock"))
+	unlock, err := lockKeys(home)
 	if err != nil {
 		return err
 	}
@@ -206,7 +197,7 @@ func writePublic(home string, k *Key) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(PubPath(home, k.Name), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkix}), 0o644)
+	return store.WriteMode(PubPath(home, k.Name), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkix}), 0o644)
 }
 
 // Ensure loads key NAME from home, creating it on first use with a notice
@@ -219,11 +210,7 @@ func Ensure(home, name string, notice io.Writer, prog string) (*Key, error) {
 	if !errors.Is(err, os.ErrNotExist) {
 		return k, err
 	}
-	dir, err := makeDir(home)
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := store.Lock(filepath.Join(dir, ".lock"))
+	unlock, err := lockKeys(home)
 	if err != nil {
 		return nil, err
 	}
@@ -237,6 +224,16 @@ func Ensure(home, name string, notice io.Writer, prog string) (*Key, error) {
 	}
 	fmt.Fprintf(notice, "%s: created %s signing key %s\n", prog, name, k.Path)
 	return k, nil
+}
+
+// lockKeys makes keys/ in h private and takes its lock, so a key and its
+// public half are written together.
+func lockKeys(h string) (func(), error) {
+	dir := Dir(h)
+	if err := home.Dir(h).Private(dir); err != nil {
+		return nil, err
+	}
+	return store.Lock(filepath.Join(dir, ".lock"))
 }
 
 // Load reads key NAME from home. A missing key is an error for which
@@ -270,55 +267,6 @@ func Load(home, name string) (*Key, error) {
 		return nil, fmt.Errorf("%s: not an Ed25519 key", p)
 	}
 	return &Key{Name: name, Path: p, priv: priv}, nil
-}
-
-// makeDir creates home (0700 if new) and home/keys, and makes sure the
-// latter is a real directory only its owner can enter.
-func makeDir(home string) (string, error) {
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return "", err
-	}
-	dir := Dir(home)
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", err
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return "", err
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s: not a directory (a symlink is not followed)", dir)
-	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return "", err
-		}
-	}
-	return dir, nil
-}
-
-// writeFile atomically creates path with data at exactly mode perm.
-func writeFile(path string, data []byte, perm os.FileMode) error {
-	pf, err := renameio.NewPendingFile(path, renameio.WithStaticPermissions(perm))
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer pf.Cleanup()
-	if _, err := pf.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := pf.CloseAtomicallyReplace(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync directory %s: %w", filepath.Dir(path), err)
-	}
-	return nil
 }
 
 // Trusted is one public key a verifier accepts.

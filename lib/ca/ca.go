@@ -35,9 +35,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/renameio/v2"
 
-	"github.com/impyard/impyard/lib/home"
+	homedir "github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/store"
 )
 
@@ -55,13 +54,13 @@ type CA struct {
 }
 
 // Dir is IMPYARD_HOME/ca.
-func Dir(h string) string { return home.Dir(h).CA() }
+func Dir(h string) string { return homedir.Dir(h).CA() }
 
 // KeyPath is IMPYARD_HOME/ca/ca.key.
-func KeyPath(h string) string { return home.Dir(h).CAKey() }
+func KeyPath(h string) string { return homedir.Dir(h).CAKey() }
 
 // CertPath is IMPYARD_HOME/ca/ca.crt.
-func CertPath(h string) string { return home.Dir(h).CACert() }
+func CertPath(h string) string { return homedir.Dir(h).CACert() }
 
 // ErrExists means Init found a CA (or half of one) already in place.
 var ErrExists = errors.New("a CA already exists")
@@ -69,8 +68,8 @@ var ErrExists = errors.New("a CA already exists")
 // Init creates a new CA in home and returns it. It never replaces an
 // existing ca.key or ca.crt.
 func Init(home string) (*CA, error) {
-	dir, err := makeDir(home)
-	if err != nil {
+	dir := Dir(home)
+	if err := homedir.Dir(home).Private(dir); err != nil {
 		return nil, err
 	}
 	unlock, err := store.Lock(filepath.Join(dir, ".lock"))
@@ -91,38 +90,13 @@ func Init(home string) (*CA, error) {
 	}
 	// The key goes first: a crash between the two writes leaves a key with
 	// no certificate, which Load refuses and Init will not paper over.
-	if err := writeFile(KeyPath(home), keyPEM, 0o600); err != nil {
+	if err := store.WriteMode(KeyPath(home), keyPEM, 0o600); err != nil {
 		return nil, err
 	}
-	if err := writeFile(CertPath(home), c.CertPEM, 0o644); err != nil {
+	if err := store.WriteMode(CertPath(home), c.CertPEM, 0o644); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-// makeDir creates home (0700 if new) and home/ca, and makes sure the latter
-// is a real directory only its owner can enter.
-func makeDir(home string) (string, error) {
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return "", err
-	}
-	dir := Dir(home)
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", err
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return "", err
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s: not a directory (a symlink is not followed)", dir)
-	}
-	if fi.Mode().Perm() != 0o700 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return "", err
-		}
-	}
-	return dir, nil
 }
 
 func generate() (*CA, []byte, error) {
@@ -166,32 +140,6 @@ func generate() (*CA, []byte, error) {
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8})
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	return &CA{Cert: cert, CertPEM: certPEM, Key: key}, keyPEM, nil
-}
-
-// writeFile atomically replaces path with data at exactly mode perm.
-// store.WriteAtomic is not used because it fixes the yard's 0640 mode,
-// which is wrong for both a private key and a certificate a box must read.
-func writeFile(path string, data []byte, perm os.FileMode) error {
-	pf, err := renameio.NewPendingFile(path, renameio.WithStaticPermissions(perm))
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer pf.Cleanup()
-	if _, err := pf.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := pf.CloseAtomicallyReplace(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync directory %s: %w", filepath.Dir(path), err)
-	}
-	return nil
 }
 
 // Load reads the CA from home.

@@ -6,6 +6,7 @@
 package home
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,6 +32,29 @@ func Resolve() (Dir, error) {
 
 func (h Dir) join(rel ...string) string {
 	return filepath.Join(append([]string{string(h)}, rel...)...)
+}
+
+// Private creates IMPYARD_HOME (0700 if new) and dir, one of its
+// directories (CA, Keys), and makes sure dir is a real directory only its
+// owner can enter: a symlink there is refused, a looser mode tightened.
+func (h Dir) Private(dir string) error {
+	if err := os.MkdirAll(string(h), 0o700); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s: not a directory (a symlink is not followed)", dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		return os.Chmod(dir, 0o700)
+	}
+	return nil
 }
 
 // CA is ca/, the gateway's certificate authority (mode 0700).

@@ -214,7 +214,18 @@ func (tx *Tx) resolve(name string) (string, error) {
 // must be on the same file system. Callers outside a Tx must hold a lock
 // that covers tmpDir.
 func WriteAtomic(path string, data []byte, tmpDir string) error {
-	pf, err := renameio.NewPendingFile(path, renameio.WithTempDir(tmpDir), renameio.WithPermissions(FilePerm))
+	return writeAtomic(path, data, renameio.WithTempDir(tmpDir), renameio.WithPermissions(FilePerm))
+}
+
+// WriteMode replaces path with data at exactly mode perm, whatever the
+// umask, through a temp file beside it: for keys and certificates, whose
+// mode is part of their meaning.
+func WriteMode(path string, data []byte, perm os.FileMode) error {
+	return writeAtomic(path, data, renameio.WithStaticPermissions(perm))
+}
+
+func writeAtomic(path string, data []byte, opts ...renameio.Option) error {
+	pf, err := renameio.NewPendingFile(path, opts...)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}

@@ -375,3 +375,20 @@ func TestLog(t *testing.T) {
 		t.Fatal("the failure was not reported")
 	}
 }
+
+// TestWriteMode: the file gets exactly the mode asked for, under any
+// umask, and replaces what was there.
+func TestWriteMode(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	p := filepath.Join(t.TempDir(), "ca.crt")
+	os.WriteFile(p, []byte("old"), 0o600)
+	if err := WriteMode(p, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	b, _ := os.ReadFile(p)
+	if err != nil || fi.Mode().Perm() != 0o644 || string(b) != "new" {
+		t.Errorf("%v %v %q, want 0644 with the new bytes", fi.Mode(), err, b)
+	}
+}
