@@ -39,7 +39,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/store"
 )

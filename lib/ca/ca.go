@@ -35,7 +35,6 @@ import (
 	"strings"
 	"time"
 
-
 	homedir "github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/store"
 )
