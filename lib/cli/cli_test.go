@@ -73,6 +73,9 @@ func TestFlagSetAndParse(t *testing.T) {
 	if fs.Name() != "impq add" {
 		t.Errorf("flag set named %q", fs.Name())
 	}
+	if out.Len() != 0 || errb.Len() != 0 {
+		t.Errorf("a good parse printed %q %q", out, errb)
+	}
 
 	e, out, errb = newEnv()
 	fs = e.FlagSet("add", "\nusage: impq add TEXT\n")

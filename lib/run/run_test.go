@@ -69,7 +69,7 @@ func TestRunLifecycle(t *testing.T) {
 	if err != nil || r.Started == nil || r.Ended != nil {
 		t.Fatalf("running: %v %+v", err, r)
 	}
-	r, err = Move(y, testRun, Change{To: Failed, By: "impsup", Why: "box error", Edit: func(r *Run) error {
+	_, err = Move(y, testRun, Change{To: Failed, By: "impsup", Why: "box error", Edit: func(r *Run) error {
 		r.Exit = &Exit{Code: 137, Killed: true}
 		return nil
 	}})

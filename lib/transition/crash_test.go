@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -40,7 +39,8 @@ func crasherBin(t *testing.T) string {
 	buildOnce.Do(func() {
 		goBin, err := exec.LookPath("go")
 		if err != nil {
-			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+			buildErr = err
+			return
 		}
 		dir, err := os.MkdirTemp("", "impyard-crasher-")
 		if err != nil {
