@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -62,23 +63,52 @@ func validName(s string) bool {
 	return true
 }
 
-// New returns a fresh id of the given kind.
+// New returns a fresh id of the given kind. Ids made by one process in the
+// same millisecond still sort in the order they were made: the random part
+// is raised above the last one's when it would not sort after it.
 func New(kind string) string {
 	var b [18]byte
 	b[0], b[1] = kind[0], '-'
 	ms := uint64(Now().UnixMilli())
-	for i := 11; i >= 2; i-- {
-		b[i] = alphabet[ms&31]
-		ms >>= 5
-	}
 	var r [6]byte
 	if _, err := io.ReadFull(Rand, r[:]); err != nil {
 		panic(fmt.Sprintf("id: no randomness: %v", err))
 	}
-	for i, c := range r {
-		b[12+i] = alphabet[c&31]
+	var rnd uint32
+	for _, c := range r {
+		rnd = rnd<<5 | uint32(c&31)
+	}
+	rnd = monotonic(ms, rnd)
+	for i := 11; i >= 2; i-- {
+		b[i] = alphabet[ms&31]
+		ms >>= 5
+	}
+	for i := 17; i >= 12; i-- {
+		b[i] = alphabet[rnd&31]
+		rnd >>= 5
 	}
 	return string(b[:])
+}
+
+const maxRand = 1<<30 - 1
+
+var last struct {
+	sync.Mutex
+	ms  uint64
+	rnd uint32
+}
+
+// monotonic returns rnd, or the last random part plus one when the last id
+// had the same millisecond and rnd would not sort after it. At the top of
+// the range it gives up order rather than repeat an id.
+func monotonic(ms uint64, rnd uint32) uint32 {
+	last.Lock()
+	defer last.Unlock()
+	if ms == last.ms && rnd <= last.rnd && last.rnd < maxRand {
+		rnd = last.rnd + 1
+	}
+	last.ms, last.rnd = ms, rnd
+	return rnd
 }
 
 // Check returns an error unless s is a well-formed id of the given kind.

@@ -27,6 +27,26 @@ func TestNewIsWellFormedAndSortable(t *testing.T) {
 	Now = time.Now
 }
 
+// TestSameMillisecond: ids made in one millisecond sort in the order they
+// were made, whatever the random bytes say.
+func TestSameMillisecond(t *testing.T) {
+	at := time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC)
+	Now = func() time.Time { return at }
+	Rand = bytes.NewReader(bytes.Repeat([]byte{31, 31, 31, 31, 31, 30, 0, 0, 0, 0, 0, 0, 5, 5, 5, 5, 5, 5}, 1))
+	defer func() { Now, Rand = time.Now, randReader }()
+	a, b, c := New(Task), New(Task), New(Task)
+	if a >= b {
+		t.Errorf("%s %s do not sort in the order made", a, b)
+	}
+	if a[12:] != "zzzzzy" || b[12:] != "zzzzzz" {
+		t.Errorf("%s %s: want the random part raised by one", a, b)
+	}
+	// Past the top of the range, order gives way; the id is still new.
+	if c[12:] != "555555" || c == b || !Time(c).Equal(at) {
+		t.Errorf("%s: want the fresh random part at the top of the range", c)
+	}
+}
+
 func TestDeterministic(t *testing.T) {
 	Now = func() time.Time { return time.UnixMilli(0) }
 	Rand = bytes.NewReader(make([]byte, 6))
