@@ -63,7 +63,9 @@ func main() {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"msg-%s","status":"queued"}`, r.Header.Get("Idempotency-Key"))
 	})
-	go func() { log.Fatal(http.Serve(tls.NewListener(tln, &tls.Config{Certificates: []tls.Certificate{cert}}), nil)) }()
+	go func() {
+		log.Fatal(http.Serve(tls.NewListener(tln, &tls.Config{Certificates: []tls.Certificate{cert}}), nil))
+	}()
 	log.Fatal(http.Serve(ln, nil))
 }
 
