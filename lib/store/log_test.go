@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestLogAppendsWholeLines(t *testing.T) {
@@ -241,5 +244,79 @@ func TestLogClosesReplacedFiles(t *testing.T) {
 	}
 	if after := fds(); after > before+5 {
 		t.Errorf("%d descriptors open after 50 rotations, %d before", after, before)
+	}
+}
+
+// watchOpens counts, through inotify, the opens of each file in dir from
+// now until the returned function is called. The kernel folds an event
+// into an identical one not yet read, so a count says whether a file was
+// opened, not always how often.
+func watchOpens(t *testing.T, dir string) func() map[string]int {
+	t.Helper()
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		t.Skipf("no inotify: %v", err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_OPEN); err != nil {
+		t.Fatal(err)
+	}
+	return func() map[string]int {
+		n := map[string]int{}
+		buf := make([]byte, 64<<10)
+		for {
+			k, err := unix.Read(fd, buf)
+			if errors.Is(err, unix.EAGAIN) {
+				return n
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= k; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				name := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+				if s := strings.TrimRight(string(name), "\x00"); s != "" {
+					n[s]++
+				}
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+			}
+		}
+	}
+}
+
+// The log keeps its file and the directory's lock file open between
+// writes: once open, many writes open neither again (one lstat per write
+// checks the path still names them).
+func TestLogKeepsItsFilesOpen(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.jsonl")
+	l := NewLog(p, nil)
+	if err := l.Append([]byte("{\"n\":0}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	opens := watchOpens(t, dir)
+	for i := range 5 {
+		if err := l.Append([]byte("{\"n\":"+strconv.Itoa(i+1)+"}\n"), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := opens(); n["a.jsonl"] != 0 || n[lockName] != 0 {
+		t.Errorf("5 writes opened the log %d times and the lock file %d times, want neither", n["a.jsonl"], n[lockName])
+	}
+	good, bad := readLines(t, p)
+	if len(good) != 6 || len(bad) != 0 || good[5] != `{"n":5}` {
+		t.Errorf("log holds %q, bad %v", good, bad)
+	}
+	// Moved away, the log is opened again where the path points.
+	os.Rename(p, p+".1")
+	opens = watchOpens(t, dir)
+	if err := l.Append([]byte("{\"n\":6}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if n := opens(); n["a.jsonl"] == 0 {
+		t.Error("after a rotation the log was not opened again")
+	}
+	if b, _ := os.ReadFile(p); string(b) != "{\"n\":6}\n" {
+		t.Errorf("new log holds %q", b)
 	}
 }
