@@ -320,3 +320,96 @@ func TestLogKeepsItsFilesOpen(t *testing.T) {
 		t.Errorf("new log holds %q", b)
 	}
 }
+
+// Callers that do not wait are not held up until more than maxPending
+// bytes are queued: with the writer stuck behind another process's lock,
+// exactly maxPending queued still returns at once, one byte more waits
+// for the write.
+func TestLogBackpressureStartsOverMaxPending(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.jsonl")
+	l := NewLog(p, nil)
+	lockPath := filepath.Join(dir, lockName)
+	unlock, err := Lock(lockPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { unlock() }()
+	if err := l.Append([]byte("{\"n\":0}\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !blockedOn(t, inode(t, lockPath)) {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never waited on the lock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The writer holds the first record; queue exactly maxPending more.
+	big := []byte(`"` + strings.Repeat("a", MaxLine-3) + "\"\n")
+	queued := make(chan error, 1)
+	go func() {
+		for range maxPending / len(big) {
+			if err := l.Append(big, false); err != nil {
+				queued <- err
+				return
+			}
+		}
+		queued <- nil
+	}()
+	select {
+	case err := <-queued:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		unlock()
+		<-queued
+		t.Fatal("Append without waiting blocked with exactly maxPending bytes queued")
+	}
+	over := make(chan error, 1)
+	go func() { over <- l.Append([]byte("{}\n"), false) }()
+	select {
+	case err := <-over:
+		t.Fatalf("Append with more than maxPending queued returned (%v) before its write", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	unlock()
+	unlock = func() {}
+	if err := <-over; err != nil {
+		t.Fatal(err)
+	}
+	good, bad := readLines(t, p)
+	if len(good) != 2+maxPending/len(big) || len(bad) != 0 || good[0] != `{"n":0}` || good[len(good)-1] != "{}" {
+		t.Errorf("log holds %d lines, bad %v", len(good), bad)
+	}
+}
+
+// The writer goroutine runs only while there is something to write: once
+// everything is written it ends.
+func TestLogWriterEnds(t *testing.T) {
+	l := NewLog(filepath.Join(t.TempDir(), "a.jsonl"), nil)
+	for i := range 3 {
+		l.Append([]byte("{}\n"), i == 2)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l.mu.Lock()
+		writing := l.writing
+		l.mu.Unlock()
+		if !writing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer goroutine still runs with nothing to write")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A later record starts a writer again.
+	if err := l.Append([]byte("{}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if good, _ := readLines(t, l.path); len(good) != 4 {
+		t.Errorf("log holds %d lines, want 4", len(good))
+	}
+}
