@@ -211,6 +211,11 @@ func TestReadLineTruncates(t *testing.T) {
 		if len(line) != want || line[0] != 'x' {
 			t.Errorf("line of %d bytes: kept %d, want %d of it", n+1, len(line), want)
 		}
+		// One that fits, up to a byte over MaxLine with its newline, is
+		// kept byte for byte.
+		if n+1 <= MaxLine+1 && string(line) != long {
+			t.Errorf("line of %d bytes was not kept whole", n+1)
+		}
 		if next, err := readLine(r); err != nil || string(next) != "{}\n" {
 			t.Errorf("line of %d bytes: the next line read as %q %v", n+1, next, err)
 		}

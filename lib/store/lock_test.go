@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -8,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func inode(t *testing.T, path string) uint64 {
@@ -167,4 +170,43 @@ func TestLogLockReplaced(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TryLock follows a lock file replaced under it, but not forever: when
+// the file keeps being replaced it gives up after tryLockAttempts, as
+// busy, and holds nothing.
+func TestTryLockGivesUpOnAChurningFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "g.lock")
+	opens := 0
+	open := func() (*os.File, error) {
+		opens++
+		if opens > 2*tryLockAttempts {
+			return nil, errors.New("still trying")
+		}
+		f, err := openLock(unix.AT_FDCWD, p, p)
+		if err != nil {
+			return nil, err
+		}
+		// Someone replaces the lock file right after it is opened.
+		if err := os.WriteFile(p+".new", nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(p+".new", p); err != nil {
+			t.Fatal(err)
+		}
+		return f, nil
+	}
+	unlock, ok, err := acquire(p, open, false)
+	if err != nil || ok || unlock != nil {
+		t.Fatalf("acquire on a churning lock file: %v %v, want not ok and no error", ok, err)
+	}
+	if opens != tryLockAttempts {
+		t.Errorf("opened the lock file %d times, want %d", opens, tryLockAttempts)
+	}
+	// Nothing is held: the file the path names now is free.
+	u, ok, err := TryLock(p)
+	if err != nil || !ok {
+		t.Fatalf("TryLock after giving up: %v %v", ok, err)
+	}
+	u()
 }

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestLogAppendsWholeLines(t *testing.T) {
@@ -241,5 +244,172 @@ func TestLogClosesReplacedFiles(t *testing.T) {
 	}
 	if after := fds(); after > before+5 {
 		t.Errorf("%d descriptors open after 50 rotations, %d before", after, before)
+	}
+}
+
+// watchOpens counts, through inotify, the opens of each file in dir from
+// now until the returned function is called. The kernel folds an event
+// into an identical one not yet read, so a count says whether a file was
+// opened, not always how often.
+func watchOpens(t *testing.T, dir string) func() map[string]int {
+	t.Helper()
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		t.Skipf("no inotify: %v", err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_OPEN); err != nil {
+		t.Fatal(err)
+	}
+	return func() map[string]int {
+		n := map[string]int{}
+		buf := make([]byte, 64<<10)
+		for {
+			k, err := unix.Read(fd, buf)
+			if errors.Is(err, unix.EAGAIN) {
+				return n
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= k; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				name := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+				if s := strings.TrimRight(string(name), "\x00"); s != "" {
+					n[s]++
+				}
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+			}
+		}
+	}
+}
+
+// The log keeps its file and the directory's lock file open between
+// writes: once open, many writes open neither again (one lstat per write
+// checks the path still names them).
+func TestLogKeepsItsFilesOpen(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.jsonl")
+	l := NewLog(p, nil)
+	if err := l.Append([]byte("{\"n\":0}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	opens := watchOpens(t, dir)
+	for i := range 5 {
+		if err := l.Append([]byte("{\"n\":"+strconv.Itoa(i+1)+"}\n"), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := opens(); n["a.jsonl"] != 0 || n[lockName] != 0 {
+		t.Errorf("5 writes opened the log %d times and the lock file %d times, want neither", n["a.jsonl"], n[lockName])
+	}
+	good, bad := readLines(t, p)
+	if len(good) != 6 || len(bad) != 0 || good[5] != `{"n":5}` {
+		t.Errorf("log holds %q, bad %v", good, bad)
+	}
+	// Moved away, the log is opened again where the path points.
+	os.Rename(p, p+".1")
+	opens = watchOpens(t, dir)
+	if err := l.Append([]byte("{\"n\":6}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if n := opens(); n["a.jsonl"] == 0 {
+		t.Error("after a rotation the log was not opened again")
+	}
+	if b, _ := os.ReadFile(p); string(b) != "{\"n\":6}\n" {
+		t.Errorf("new log holds %q", b)
+	}
+}
+
+// Callers that do not wait are not held up until more than maxPending
+// bytes are queued: with the writer stuck behind another process's lock,
+// exactly maxPending queued still returns at once, one byte more waits
+// for the write.
+func TestLogBackpressureStartsOverMaxPending(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.jsonl")
+	l := NewLog(p, nil)
+	lockPath := filepath.Join(dir, lockName)
+	unlock, err := Lock(lockPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { unlock() }()
+	if err := l.Append([]byte("{\"n\":0}\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !blockedOn(t, inode(t, lockPath)) {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never waited on the lock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The writer holds the first record; queue exactly maxPending more.
+	big := []byte(`"` + strings.Repeat("a", MaxLine-3) + "\"\n")
+	queued := make(chan error, 1)
+	go func() {
+		for range maxPending / len(big) {
+			if err := l.Append(big, false); err != nil {
+				queued <- err
+				return
+			}
+		}
+		queued <- nil
+	}()
+	select {
+	case err := <-queued:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		unlock()
+		<-queued
+		t.Fatal("Append without waiting blocked with exactly maxPending bytes queued")
+	}
+	over := make(chan error, 1)
+	go func() { over <- l.Append([]byte("{}\n"), false) }()
+	select {
+	case err := <-over:
+		t.Fatalf("Append with more than maxPending queued returned (%v) before its write", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	unlock()
+	unlock = func() {}
+	if err := <-over; err != nil {
+		t.Fatal(err)
+	}
+	good, bad := readLines(t, p)
+	if len(good) != 2+maxPending/len(big) || len(bad) != 0 || good[0] != `{"n":0}` || good[len(good)-1] != "{}" {
+		t.Errorf("log holds %d lines, bad %v", len(good), bad)
+	}
+}
+
+// The writer goroutine runs only while there is something to write: once
+// everything is written it ends.
+func TestLogWriterEnds(t *testing.T) {
+	l := NewLog(filepath.Join(t.TempDir(), "a.jsonl"), nil)
+	for i := range 3 {
+		l.Append([]byte("{}\n"), i == 2)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l.mu.Lock()
+		writing := l.writing
+		l.mu.Unlock()
+		if !writing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer goroutine still runs with nothing to write")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A later record starts a writer again.
+	if err := l.Append([]byte("{}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if good, _ := readLines(t, l.path); len(good) != 4 {
+		t.Errorf("log holds %d lines, want 4", len(good))
 	}
 }

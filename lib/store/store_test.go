@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func mustDir(t *testing.T) *Dir {
@@ -390,5 +392,42 @@ func TestWriteMode(t *testing.T) {
 	b, _ := os.ReadFile(p)
 	if err != nil || fi.Mode().Perm() != 0o644 || string(b) != "new" {
 		t.Errorf("%v %v %q, want 0644 with the new bytes", fi.Mode(), err, b)
+	}
+}
+
+// A writer's descriptor is in blocking mode: O_NONBLOCK, there only so a
+// planted FIFO cannot block the open, is undone once the file is known
+// to be regular.
+func TestOpenRegularWritersBlock(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "a.jsonl")
+	os.WriteFile(p, nil, 0o640)
+	f, err := openRegular(p, os.O_RDWR|os.O_APPEND)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fl int
+	var flErr error
+	if err := rc.Control(func(fd uintptr) { fl, flErr = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil {
+		t.Fatal(err)
+	}
+	if flErr != nil || fl&unix.O_NONBLOCK != 0 {
+		t.Errorf("writer's descriptor flags %#x %v: still non-blocking", fl, flErr)
+	}
+}
+
+// syncDir fsyncs a directory, and a directory that is not there is
+// reported as missing.
+func TestSyncDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := syncDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := syncDir(filepath.Join(dir, "gone")); !IsNotExist(err) {
+		t.Errorf("syncDir of a missing directory: %v, want not-exist", err)
 	}
 }

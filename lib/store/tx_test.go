@@ -259,3 +259,39 @@ func TestReadAll(t *testing.T) {
 		t.Errorf("read error: %q %v", res.b, res.err)
 	}
 }
+
+// Check makes the sub-directories the names need and refuses a name that
+// could not be written, before the transaction changes anything.
+func TestTxCheck(t *testing.T) {
+	d := mustDir(t)
+	elsewhere := t.TempDir()
+	os.Symlink(elsewhere, filepath.Join(d.Path(), "linked"))
+	err := d.Update(func(tx *Tx) error {
+		if err := tx.Check("a.json", "sub/b.json", "other/c.json"); err != nil {
+			return err
+		}
+		for _, sub := range []string{"sub", "other"} {
+			if fi, err := os.Lstat(filepath.Join(d.Path(), sub)); err != nil || !fi.IsDir() {
+				t.Errorf("Check did not make %s: %v %v", sub, fi, err)
+			}
+		}
+		if err := tx.Check("a.json", "linked/x.json"); err == nil || !strings.Contains(err.Error(), "symlink") {
+			t.Errorf("Check through a symlinked directory: %v", err)
+		}
+		if err := tx.Check("b.json", ".."); err == nil || !strings.Contains(err.Error(), "not a plain name") {
+			t.Errorf("Check(..): %v", err)
+		}
+		return tx.Check()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+		t.Errorf("Check made %v through the symlink", entries)
+	}
+	for _, n := range []string{"a.json", "b.json"} {
+		if _, err := os.Lstat(filepath.Join(d.Path(), n)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("Check wrote %s: %v", n, err)
+		}
+	}
+}
