@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
@@ -14,9 +15,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/token"
@@ -102,7 +105,11 @@ func newGateway(t *testing.T, refuse bool) *gateway {
 		}
 		io.WriteString(conn, "HTTP/1.1 200 OK\r\n\r\n")
 		go func() { io.Copy(up, conn); up.Close() }()
-		io.Copy(conn, up)
+		if _, err := io.Copy(conn, up); errors.Is(err, syscall.ECONNRESET) {
+			// A reset from the upstream is passed on as a reset, as a
+			// TCP relay does.
+			conn.(*net.TCPConn).SetLinger(0)
+		}
 		conn.Close()
 	}))
 	t.Cleanup(gw.srv.Close)
@@ -419,5 +426,96 @@ func TestSendHTTPBadExecutor(t *testing.T) {
 	}
 	if n := len(u.requests()); n != 0 {
 		t.Errorf("upstream saw %d requests from broken executors", n)
+	}
+}
+
+// The upstream resets the connection once the request has reached it: it
+// may have acted on it, so the attempt counts as sent, and as transient.
+func TestSendHTTPResetAfterTheRequest(t *testing.T) {
+	u := newUpstream(t, func(n int, w http.ResponseWriter) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		// Close the TCP connection under TLS with no close_notify and
+		// linger 0: a reset, not an end of stream.
+		tc := conn.(*tls.Conn).NetConn().(*net.TCPConn)
+		tc.SetLinger(0)
+		tc.Close()
+	})
+	gw := newGateway(t, false)
+	r, _ := httpRunner(t, u)
+	_, err := r.sendHTTP(context.Background(), sendGate, gw.listen(), httpExecutor(u.srv.URL), []byte(`{}`))
+	var o *outcome
+	if !errors.As(err, &o) || !o.sent || !o.transient {
+		t.Errorf("reset: got %v, want sent and transient", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "connection reset by peer") {
+		t.Errorf("reset: got %v, want the reset named", err)
+	}
+	if n := len(u.requests()); n != 1 {
+		t.Errorf("upstream saw %d requests, want 1", n)
+	}
+}
+
+// systemCA stands for a public CA: TestMain names its certificate in
+// SSL_CERT_FILE, so the system roots of this test process trust it.
+var systemCA *ca.CA
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "executor-system-roots-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if systemCA, err = ca.Init(dir); err == nil {
+		// Read once, at the first x509.SystemCertPool: set before any test.
+		err = os.Setenv("SSL_CERT_FILE", ca.CertPath(dir))
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// The gateway's CA is trusted besides the system roots, not instead of
+// them: an upstream whose certificate a public CA signed, which the gateway
+// tunnels without terminating its TLS, is reached with IMPYARD_HOME/ca
+// holding the gateway's own CA.
+func TestSendHTTPTrustsSystemRootsBesideTheGatewayCA(t *testing.T) {
+	m, err := ca.NewMinter(systemCA, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := m.Leaf("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstream{}
+	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.got = append(u.got, seen{method: r.Method, path: r.URL.Path})
+		u.mu.Unlock()
+		io.WriteString(w, "publicly trusted")
+	}))
+	u.srv.TLS = &tls.Config{Certificates: []tls.Certificate{*leaf}}
+	u.srv.StartTLS()
+	t.Cleanup(u.srv.Close)
+	gw := newGateway(t, false)
+	r, _ := httpRunner(t, nil)
+	if _, err := ca.Init(r.Home); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.sendHTTP(context.Background(), sendGate, gw.listen(), httpExecutor(u.srv.URL+"/v1/send"), []byte(`{}`))
+	if err != nil || res.Status != http.StatusOK || res.Body != "publicly trusted" {
+		t.Fatalf("got %+v %v, want the upstream's 200", res, err)
+	}
+	if got := u.requests(); len(got) != 1 || got[0].path != "/v1/send" {
+		t.Errorf("upstream saw %+v, want one request to /v1/send", got)
 	}
 }
