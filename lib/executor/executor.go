@@ -148,7 +148,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 			return g, err
 		}
 		if err := r.markStarted(gateID); err != nil {
-			return g, err
+			return g, fmt.Errorf("gate %s not executed, nothing sent: %w", gateID, err)
 		}
 		crash.Point("after-mark-executing")
 	case state.Executing:
@@ -160,7 +160,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		}
 		r.logf("gate %s: resuming an interrupted execution (idempotent)", gateID)
 		if err := r.markStarted(gateID); err != nil {
-			return g, err
+			return g, fmt.Errorf("gate %s not resumed, nothing sent: %w", gateID, err)
 		}
 	default:
 		return g, nil

@@ -98,7 +98,7 @@ func TestMarkerNotWrittenNothingSent(t *testing.T) {
 			if at, _ := u.log(); len(at) != 0 {
 				t.Errorf("the upstream received %d requests though the marker was not written", len(at))
 			}
-			if want := c.op + " " + marker + ": no space left on device"; err == nil || err.Error() != want {
+			if want := "gate " + g.ID + " not executed, nothing sent: " + c.op + " " + marker + ": no space left on device"; err == nil || err.Error() != want {
 				t.Fatalf("got %v, want %q", err, want)
 			}
 			if _, err := os.Lstat(marker); (err == nil) != c.marker {
