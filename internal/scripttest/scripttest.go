@@ -1,8 +1,8 @@
 // Package scripttest is what the commands' testscript files share: the
-// yard and IMPYARD_HOME inside the script's work directory, and the script
-// commands capture (as $(...) in a shell), exits (a command's exact exit
-// status) and hold/release (a lock in the yard kept by another process,
-// as a live impyard process would keep it).
+// yard (the work directory, with its marker) and IMPYARD_HOME inside it,
+// and the script commands capture (as $(...) in a shell), exits (a
+// command's exact exit status) and hold/release (a lock in the yard kept
+// by another process, as a live impyard process would keep it).
 package scripttest
 
 import (
@@ -18,6 +18,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
 )
 
 // LockTimeoutEnv, set in a script (env LOCK_TIMEOUT=200ms), shortens how
@@ -40,13 +41,18 @@ func Main(main func()) func() {
 	}
 }
 
-// Setup points IMPYARD_ROOT at the work directory, IMPYARD_HOME below it,
-// and USER at alice.
+// Setup makes the work directory a yard (its marker, nothing else) and
+// points IMPYARD_ROOT at it, IMPYARD_HOME below it, and USER at alice.
 func Setup(env *testscript.Env) error {
 	env.Setenv("USER", "alice")
 	env.Setenv("IMPYARD_ROOT", env.WorkDir)
 	env.Setenv("IMPYARD_HOME", filepath.Join(env.WorkDir, ".home"))
-	return nil
+	y, _, err := yard.Prepare(env.WorkDir)
+	if err != nil {
+		return err
+	}
+	_, err = y.Mark()
+	return err
 }
 
 // Cmds returns the shared script commands, with more added.
