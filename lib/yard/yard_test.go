@@ -144,3 +144,30 @@ func TestSkeleton(t *testing.T) {
 		t.Errorf("second Skeleton made %v, %v; want nothing", made, err)
 	}
 }
+
+// TestSkeletonRefusesSymlink: a directory of the yard planted as a
+// symlink is refused, naming it, and nothing is made through it.
+func TestSkeletonRefusesSymlink(t *testing.T) {
+	y := yardtest.New(t)
+	elsewhere := t.TempDir()
+	if err := os.Symlink(elsewhere, y.Path("gates")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := y.Skeleton(); err == nil || !strings.Contains(err.Error(), y.Path("gates")) {
+		t.Errorf("Skeleton with gates/ a symlink: %v; want a refusal naming it", err)
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+		t.Errorf("Skeleton made %v through the symlink", entries)
+	}
+	if _, err := y.CreatePolicy([]byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(y.PolicyPath())
+	os.Symlink(filepath.Join(elsewhere, "p.json"), y.PolicyPath())
+	if made, err := y.CreatePolicy([]byte("{}")); err != nil || made {
+		t.Errorf("CreatePolicy over a symlink: %v, %v; want it left alone", made, err)
+	}
+	if _, err := os.Lstat(filepath.Join(elsewhere, "p.json")); !os.IsNotExist(err) {
+		t.Errorf("CreatePolicy wrote through a symlink: %v", err)
+	}
+}
