@@ -30,7 +30,7 @@ func BenchmarkAddVsNq(b *testing.B) {
 	if err != nil {
 		b.Skip("nq is not installed (apt-get install nq)")
 	}
-	root := b.TempDir()
+	root := newYardB(b).Root
 	nqdir := b.TempDir()
 	b.ResetTimer()
 	start := time.Now()

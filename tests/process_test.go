@@ -19,6 +19,7 @@ import (
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 // run starts one of the built binaries against the yard and waits for it.
@@ -36,10 +37,7 @@ func newYard(t testing.TB) *yard.Yard { return newYardB(t) }
 
 func newYardB(t testing.TB) *yard.Yard {
 	t.Helper()
-	y, err := yard.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := yardtest.New(t)
 	return y
 }
 

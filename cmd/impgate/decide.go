@@ -56,18 +56,7 @@ func approve(e *cli.Env, args []string) error {
 			return cli.Usagef("approve: --sha wants at least 8 hex digits of the payload sha256")
 		}
 	}
-	if fs.NArg() != 1 {
-		return cli.Usagef("want exactly one gate id")
-	}
-	home, err := yard.Home()
-	if err != nil {
-		return err
-	}
-	key, err := approval.Ensure(home, approval.Owner, e.Stderr, "impgate")
-	if err != nil {
-		return err
-	}
-	return decide(e, fs.Args(), *root, gate.Change{To: state.Approved, By: decider(*as), Actor: "impgate", Why: *note, SHA: *sha, Signer: key})
+	return decide(e, fs.Args(), *root, gate.Change{To: state.Approved, By: decider(*as), Actor: "impgate", Why: *note, SHA: *sha})
 }
 
 func deny(e *cli.Env, args []string) error {
@@ -81,6 +70,8 @@ func deny(e *cli.Env, args []string) error {
 	return decide(e, fs.Args(), *root, gate.Change{To: state.Denied, By: decider(*as), Actor: "impgate", Why: *reason})
 }
 
+// decide moves one gate as c says. An approval is signed with the
+// owner's key, made on first use, once the yard is known to be one.
 func decide(e *cli.Env, args []string, root string, c gate.Change) error {
 	if len(args) != 1 {
 		return cli.Usagef("want exactly one gate id")
@@ -91,6 +82,15 @@ func decide(e *cli.Env, args []string, root string, c gate.Change) error {
 	y, err := yard.Open(root)
 	if err != nil {
 		return err
+	}
+	if c.To == state.Approved {
+		home, err := yard.Home()
+		if err != nil {
+			return err
+		}
+		if c.Signer, err = approval.Ensure(home, approval.Owner, e.Stderr, "impgate"); err != nil {
+			return err
+		}
 	}
 	g, err := gate.Move(y, args[0], c)
 	if err != nil {

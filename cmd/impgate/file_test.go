@@ -8,16 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 // impgate file holds a payload to its executor's declared fields, as the
 // gateway does: a refused payload files nothing.
 func TestFileChecksDeclaredFields(t *testing.T) {
-	y, err := yard.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := yardtest.New(t)
 	os.WriteFile(y.Path("org.toml"), []byte(`[executors.email-send]
 kind = "message-user"
 fields = { to = "addresses", subject = "text" }

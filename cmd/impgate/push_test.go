@@ -19,7 +19,7 @@ import (
 	runpkg "github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/worktree"
-	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 // A commit-and-push payload filed as the supervisor files it (an
@@ -27,10 +27,7 @@ import (
 // the executor, which reads the same fields: one definition, three
 // processes.
 func TestPushPayloadRoundTrip(t *testing.T) {
-	y, err := yard.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := yardtest.New(t)
 	home := t.TempDir()
 	tmp := t.TempDir()
 	repo, remote := filepath.Join(tmp, "repo"), filepath.Join(tmp, "remote.git")

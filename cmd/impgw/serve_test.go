@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/gateway"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 // live is a running `impgw serve` process with its yard and home.
@@ -80,7 +81,7 @@ func startLive(t *testing.T, policy, trust string) *live {
 // startLiveOrg is startLive with an org.toml in the yard, if not "".
 func startLiveOrg(t *testing.T, policy, trust, org string) *live {
 	dir := t.TempDir()
-	l := &live{t: t, root: filepath.Join(dir, "yard"), home: filepath.Join(dir, "home"), stderr: &strings.Builder{}}
+	l := &live{t: t, root: yardtest.At(t, filepath.Join(dir, "yard")).Root, home: filepath.Join(dir, "home"), stderr: &strings.Builder{}}
 	os.MkdirAll(filepath.Join(l.root, "policies"), 0o755)
 	if org != "" {
 		os.WriteFile(filepath.Join(l.root, "org.toml"), []byte(org), 0o644)

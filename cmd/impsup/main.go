@@ -25,11 +25,13 @@ containerd boxes that can reach nothing but impgw, briefs each box, turns
 each exit into the task's outcome and files continuation tasks.
 
 Commands:
+  init     make a directory a yard, or finish one
   run      supervise until stopped
   once     one pass: start what may start, wait for those boxes, settle
   doctor   check every prerequisite, one line each
 
 Examples:
+  impsup init /srv/yard
   impsup doctor
   impsup run
   */5 * * * * impsup once
@@ -44,6 +46,7 @@ func main() {
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &cli.Env{Name: "impsup", Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	return e.Dispatch(args, usage, map[string]func([]string) error{
+		"init":   func(a []string) error { return initCmd(e, a) },
 		"run":    func(a []string) error { return runCmd(ctx, e, a) },
 		"once":   func(a []string) error { return onceCmd(ctx, e, a) },
 		"doctor": func(a []string) error { return doctor(ctx, e, a) },

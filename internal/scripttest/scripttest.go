@@ -1,15 +1,18 @@
 // Package scripttest is what the commands' testscript files share: the
-// yard and IMPYARD_HOME inside the script's work directory, and the script
-// commands capture (as $(...) in a shell), exits (a command's exact exit
-// status) and hold/release (a lock in the yard kept by another process,
-// as a live impyard process would keep it).
+// yard (the work directory, with its marker) and IMPYARD_HOME inside it,
+// and the script commands capture (as $(...) in a shell), exits (a
+// command's exact exit status), hold/release (a lock in the yard kept
+// by another process, as a live impyard process would keep it) and
+// snapshot/unchanged (a tree a command must not have changed).
 package scripttest
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +21,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
 )
 
 // LockTimeoutEnv, set in a script (env LOCK_TIMEOUT=200ms), shortens how
@@ -40,13 +44,18 @@ func Main(main func()) func() {
 	}
 }
 
-// Setup points IMPYARD_ROOT at the work directory, IMPYARD_HOME below it,
-// and USER at alice.
+// Setup makes the work directory a yard (its marker, nothing else) and
+// points IMPYARD_ROOT at it, IMPYARD_HOME below it, and USER at alice.
 func Setup(env *testscript.Env) error {
 	env.Setenv("USER", "alice")
 	env.Setenv("IMPYARD_ROOT", env.WorkDir)
 	env.Setenv("IMPYARD_HOME", filepath.Join(env.WorkDir, ".home"))
-	return nil
+	y, _, err := yard.Prepare(env.WorkDir)
+	if err != nil {
+		return err
+	}
+	_, err = y.Mark()
+	return err
 }
 
 // Cmds returns the shared script commands, with more added.
@@ -113,9 +122,62 @@ func Cmds(more map[string]func(ts *testscript.TestScript, neg bool, args []strin
 				ts.Fatalf("usage: release FILE (a file held by hold)")
 			}
 		},
+		// snapshot VAR [DIR] keeps a listing of every path below DIR
+		// (default the work directory) with its mode and contents;
+		// unchanged VAR [DIR] fails if the tree is no longer
+		// byte-for-byte the same.
+		"snapshot": func(ts *testscript.TestScript, neg bool, args []string) {
+			if neg || len(args) < 1 || len(args) > 2 {
+				ts.Fatalf("usage: snapshot VAR [DIR]")
+			}
+			ts.Setenv(args[0], listTree(ts, treeRoot(ts, args[1:])))
+		},
+		"unchanged": func(ts *testscript.TestScript, neg bool, args []string) {
+			if neg || len(args) < 1 || len(args) > 2 {
+				ts.Fatalf("usage: unchanged VAR [DIR]")
+			}
+			if now := listTree(ts, treeRoot(ts, args[1:])); now != ts.Getenv(args[0]) {
+				ts.Fatalf("the tree changed:\nbefore:\n%s\nafter:\n%s", ts.Getenv(args[0]), now)
+			}
+		},
 	}
 	for k, v := range more {
 		cmds[k] = v
 	}
 	return cmds
+}
+
+func treeRoot(ts *testscript.TestScript, dir []string) string {
+	if len(dir) == 0 {
+		return ts.Getenv("WORK")
+	}
+	return ts.MkAbs(dir[0])
+}
+
+// listTree lists every path below root with its mode and, for a regular
+// file, its contents, one line each, sorted.
+func listTree(ts *testscript.TestScript, root string) string {
+	var lines []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		line := strings.TrimPrefix(p, root) + " " + fi.Mode().String()
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			line += " " + string(b)
+		}
+		lines = append(lines, line)
+		return nil
+	})
+	ts.Check(err)
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/impyard/impyard/lib/netns"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/token"
-	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 // dialIn connects to addr from inside the namespace at ns, as the box
@@ -83,7 +83,7 @@ func TestBoxListener(t *testing.T) {
 	}
 	netns.Dir = filepath.Join(t.TempDir(), "netns")
 	defer unix.Unmount(netns.Dir, unix.MNT_DETACH)
-	y, _ := yard.Open(t.TempDir())
+	y := yardtest.New(t)
 	home := t.TempDir()
 	os.MkdirAll(y.Path("policies"), 0o750)
 	os.WriteFile(y.PolicyPath(), []byte(`{"schema":"impyard.policy/1","rules":[]}`), 0o640)
@@ -169,7 +169,7 @@ func TestBoxShares(t *testing.T) {
 	}
 	netns.Dir = filepath.Join(t.TempDir(), "netns")
 	defer unix.Unmount(netns.Dir, unix.MNT_DETACH)
-	y, _ := yard.Open(t.TempDir())
+	y := yardtest.New(t)
 	home := t.TempDir()
 	os.MkdirAll(y.Path("policies"), 0o750)
 	os.WriteFile(y.PolicyPath(), []byte(`{"schema":"impyard.policy/1","rules":[]}`), 0o640)

@@ -108,7 +108,7 @@ func Parse(fs *flag.FlagSet, args []string) error {
 
 // RootFlag adds --root to fs.
 func RootFlag(fs *flag.FlagSet) *string {
-	return fs.String("root", "", "the yard `DIR` (default $IMPYARD_ROOT, else the current directory)")
+	return fs.String("root", "", "the yard `DIR`, a directory 'impsup init' made (default $IMPYARD_ROOT, else the current directory)")
 }
 
 // JSONLine writes v as one NDJSON line.

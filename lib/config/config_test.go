@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 const full = `
@@ -44,10 +45,7 @@ daily = 2.5
 
 func yardWith(t *testing.T, org string) *yard.Yard {
 	t.Helper()
-	y, err := yard.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := yardtest.New(t)
 	if org != "" {
 		if err := os.WriteFile(y.Path("org.toml"), []byte(org), 0o640); err != nil {
 			t.Fatal(err)

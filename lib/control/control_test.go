@@ -19,6 +19,7 @@ import (
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/token"
 	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 const policy = `{"schema":"impyard.policy/1","rules":[
@@ -59,7 +60,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	y, _ := yard.Open(t.TempDir())
+	y := yardtest.New(t)
 	os.WriteFile(y.Path("org.toml"), []byte(org), 0o640)
 	p, err := judge.Parse([]byte(policy))
 	if err != nil {

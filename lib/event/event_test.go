@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/store"
-	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 func count(t *testing.T, path, id string) map[int]int {
@@ -27,7 +27,7 @@ func count(t *testing.T, path, id string) map[int]int {
 }
 
 func TestEnsure(t *testing.T) {
-	y, _ := yard.Open(t.TempDir())
+	y := yardtest.New(t)
 	now := time.Now().UTC()
 	e := func(seq int) Event {
 		return Event{TS: now.Add(time.Duration(seq) * time.Second), Event: "gate-x", Imp: "yuko", ID: "g-0000000000000001", Seq: seq}

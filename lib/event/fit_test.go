@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/impyard/impyard/lib/store"
-	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 // A reason too long for one record is cut so the record fits, at a rune
@@ -31,7 +31,7 @@ func TestRecordFitsLongReasons(t *testing.T) {
 		{"three-byte runes after two bytes", "ab" + strings.Repeat("€", store.MaxLine/3), true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			y, _ := yard.Open(t.TempDir())
+			y := yardtest.New(t)
 			e := Event{Event: "gate-filed", Imp: "yuko", ID: "g-0000000000000001", Seq: 1, Why: c.why}
 			if err := Record(y, e); err != nil {
 				t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 func TestMarker(t *testing.T) {
@@ -54,7 +54,7 @@ func TestMarker(t *testing.T) {
 }
 
 func TestRecover(t *testing.T) {
-	y, _ := yard.Open(t.TempDir())
+	y := yardtest.New(t)
 	dir := t.TempDir()
 	ev := Event{TS: time.Now().UTC(), Event: "task-running", Imp: "yuko", ID: "t-0000000000000001", Seq: 2}
 	var asked []string
@@ -112,7 +112,7 @@ func TestRecover(t *testing.T) {
 // the window before the event it stops, and what lies behind is not
 // looked at.
 func TestEnsureWindow(t *testing.T) {
-	y, _ := yard.Open(t.TempDir())
+	y := yardtest.New(t)
 	now := time.Now().UTC()
 	e := Event{TS: now, Event: "gate-x", Imp: "yuko", ID: "g-0000000000000002", Seq: 1}
 	if err := Record(y, e); err != nil {

@@ -11,15 +11,12 @@ import (
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
-	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 func setup(t *testing.T, org string) *Runner {
 	t.Helper()
-	y, err := yard.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := yardtest.New(t)
 	os.WriteFile(y.Path("org.toml"), []byte(org), 0o640)
 	return &Runner{Yard: y, Home: t.TempDir(), Logf: t.Logf}
 }

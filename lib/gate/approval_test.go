@@ -11,7 +11,7 @@ import (
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
-	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 var testKey = func() *approval.Key {
@@ -139,10 +139,7 @@ func TestFileApprovedSigned(t *testing.T) {
 // signed gate's file, an approval that still verifies is for the same gate
 // id, payload bytes, decider and time.
 func FuzzVerifyApproval(f *testing.F) {
-	y, err := yard.Open(f.TempDir())
-	if err != nil {
-		f.Fatal(err)
-	}
+	y := yardtest.New(f)
 	g, err := File(y, FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"to":["team@ourco.com"],"n":1.50}`), By: "yuko", Actor: "test"})
 	if err != nil {
 		f.Fatal(err)

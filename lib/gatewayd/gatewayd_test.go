@@ -13,15 +13,12 @@ import (
 
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/ca"
-	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 func parts(t *testing.T) Config {
 	t.Helper()
-	y, err := yard.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := yardtest.New(t)
 	os.MkdirAll(y.Path("policies"), 0o750)
 	os.WriteFile(y.PolicyPath(), []byte(`{"schema":"impyard.policy/1","rules":[]}`), 0o640)
 	home := t.TempDir()

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/impyard/impyard/lib/judge"
-	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 const policy = `{"schema":"impyard.policy/1","rules":[
@@ -15,7 +15,7 @@ const policy = `{"schema":"impyard.policy/1","rules":[
  {"name":"default-deny","match":{"host":"*"},"verdict":"deny"}]}`
 
 func TestRuleAndApply(t *testing.T) {
-	y, _ := yard.Open(t.TempDir())
+	y := yardtest.New(t)
 	os.MkdirAll(y.Path("policies"), 0o750)
 	os.WriteFile(y.PolicyPath(), []byte(policy), 0o640)
 
@@ -96,7 +96,7 @@ func TestRuleRefuses(t *testing.T) {
 			t.Errorf("accepted %s", bad)
 		}
 	}
-	y, _ := yard.Open(t.TempDir())
+	y := yardtest.New(t)
 	os.MkdirAll(y.Path("policies"), 0o750)
 	os.WriteFile(y.PolicyPath(), []byte(policy), 0o640)
 	raw := []byte(`{"match":{"host":"a.example"},"name":"x","verdict":"allow"}`)

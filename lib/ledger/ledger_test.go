@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/config"
-	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 func TestBudget(t *testing.T) {
-	y, _ := yard.Open(t.TempDir())
+	y := yardtest.New(t)
 	org := &config.Org{Budget: map[string]config.Budget{"yuko": {Daily: 1.0}}}
 	now := time.Now()
 	for _, e := range []Entry{

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 func file(t *testing.T, y *yard.Yard, imp, msgID string) string {
@@ -21,10 +22,7 @@ func file(t *testing.T, y *yard.Yard, imp, msgID string) string {
 // is delivered to the first run marked and to no other; a message removed
 // meanwhile is skipped.
 func TestDelivery(t *testing.T) {
-	y, err := yard.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := yardtest.New(t)
 	first, _ := Send(y, "yuko", "alice", "skip sports")
 	second, _ := Send(y, "yuko", "alice", "and weather")
 	Send(y, "rex", "alice", "not for yuko")
@@ -71,7 +69,7 @@ func TestDelivery(t *testing.T) {
 // name is refused, naming the file, so marking one id cannot leave
 // another message undelivered for ever.
 func TestDeliveryRefusesAMisnamedMessage(t *testing.T) {
-	y, _ := yard.Open(t.TempDir())
+	y := yardtest.New(t)
 	a, _ := Send(y, "yuko", "alice", "one")
 	b, _ := Send(y, "yuko", "alice", "two")
 	data, _ := os.ReadFile(y.Path("mailbox", "yuko", a+".json"))

@@ -9,14 +9,12 @@ import (
 
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 func openYard(t *testing.T) *yard.Yard {
 	t.Helper()
-	y, err := yard.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := yardtest.New(t)
 	return y
 }
 

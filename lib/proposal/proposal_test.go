@@ -16,6 +16,7 @@ import (
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 const org = `
@@ -44,10 +45,7 @@ const run = "r-0000000000000001"
 
 func newYard(t *testing.T) *yard.Yard {
 	t.Helper()
-	y, err := yard.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := yardtest.New(t)
 	if err := os.WriteFile(y.Path("org.toml"), []byte(org), 0o640); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 // cycle moves a task through running -> failed -> waiting -> running ...,
@@ -17,10 +18,7 @@ import (
 var cycle = []string{state.Running, state.Failed, state.Waiting}
 
 func benchYard(b *testing.B) *yard.Yard {
-	y, err := yard.Open(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
+	y := yardtest.New(b)
 	return y
 }
 

@@ -101,6 +101,27 @@ func checkComponent(c string) error {
 	return nil
 }
 
+// Create writes name with data unless something is there already (a
+// symlink included, which is not followed), and leaves what is there
+// exactly as it was; created says whether it wrote. The check and the
+// write are one transaction under the directory's lock. It is for the
+// defaults a yard starts with: a default never replaces a file its owner
+// may have edited since.
+func (d *Dir) Create(name string, data []byte) (created bool, err error) {
+	err = d.Update(func(tx *Tx) error {
+		there, err := ExistsIn(d.root, filepath.Join(d.rel, name))
+		if err != nil || there {
+			return err
+		}
+		if err := tx.Write(name, data); err != nil {
+			return err
+		}
+		created = true
+		return nil
+	})
+	return created, err
+}
+
 // Tx is one transaction on a Dir, valid only inside Update.
 type Tx struct {
 	d *Dir

@@ -431,3 +431,34 @@ func TestSyncDir(t *testing.T) {
 		t.Errorf("syncDir of a missing directory: %v, want not-exist", err)
 	}
 }
+
+// TestCreateNeverReplaces: Create writes a missing file once, and leaves
+// a file, a symlink or a directory already there exactly as it was.
+func TestCreateNeverReplaces(t *testing.T) {
+	d := mustDir(t)
+	created, err := d.Create("a.toml", []byte("default\n"))
+	if err != nil || !created {
+		t.Fatalf("first Create: created %v, %v; want true, nil", created, err)
+	}
+	if err := os.WriteFile(filepath.Join(d.Path(), "a.toml"), []byte("owner's\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	created, err = d.Create("a.toml", []byte("default\n"))
+	if err != nil || created {
+		t.Fatalf("second Create: created %v, %v; want false, nil", created, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(d.Path(), "a.toml")); string(b) != "owner's\n" {
+		t.Errorf("a.toml is %q after Create; want the owner's file kept", b)
+	}
+	elsewhere := filepath.Join(t.TempDir(), "target")
+	os.Symlink(elsewhere, filepath.Join(d.Path(), "link.toml"))
+	os.Mkdir(filepath.Join(d.Path(), "dir.toml"), 0o750)
+	for _, name := range []string{"link.toml", "dir.toml"} {
+		if created, err := d.Create(name, []byte("default\n")); err != nil || created {
+			t.Errorf("Create(%s) over what is there: created %v, %v; want false, nil", name, created, err)
+		}
+	}
+	if _, err := os.Lstat(elsewhere); !os.IsNotExist(err) {
+		t.Errorf("Create wrote through a symlink: %v", err)
+	}
+}

@@ -15,14 +15,12 @@ import (
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 func newSup(t *testing.T) (*Supervisor, *time.Time) {
 	t.Helper()
-	y, err := yard.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := yardtest.New(t)
 	now := time.Date(2026, 11, 30, 8, 0, 30, 0, time.UTC)
 	s := &Supervisor{Yard: y, Home: t.TempDir(), Now: func() time.Time { return now }, Logf: t.Logf}
 	s.init()
@@ -192,7 +190,7 @@ func TestBrief(t *testing.T) {
 }
 
 func TestCheckBox(t *testing.T) {
-	y, _ := yard.Open(t.TempDir())
+	y := yardtest.New(t)
 	for conf, want := range map[string]string{
 		"command = [\"x\"]":                                       "names no box",
 		"rootfs = \"/nonexistent\"\ncommand = [\"x\"]":            "no such file",

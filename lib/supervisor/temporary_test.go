@@ -5,15 +5,12 @@ import (
 	"testing"
 
 	"github.com/impyard/impyard/lib/temporary"
-	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 // A second supervisor on a yard is told to try again, not refused.
 func TestLockHeldIsTemporary(t *testing.T) {
-	y, err := yard.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := yardtest.New(t)
 	unlock, err := Lock(y)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // opened for their owners (QueueDir, GatesDir, JournalPath, Decisions,
 // PolicyPath).
 var owners = map[string][]string{
+	".impyard":            {"lib/yard"},
 	"queue":               {"lib/queue", "lib/yard"},
 	"gates":               {"lib/gate", "lib/yard"},
 	"runs":                {"lib/run", "lib/yard"},
@@ -33,7 +34,7 @@ var owners = map[string][]string{
 var homeNames = map[string]bool{"ca": true, "ca.crt": true, "ca.key": true, "secrets": true, "tokens": true, "keys": true, "executed": true}
 
 // pathCalls are the calls whose string arguments are paths.
-var pathCalls = map[string]bool{"Path": true, "Dir": true, "ReadDir": true, "Imps": true, "MkdirAll": true, "OpenDir": true, "OpenIn": true, "Join": true}
+var pathCalls = map[string]bool{"Path": true, "Dir": true, "ReadDir": true, "Imps": true, "MkdirAll": true, "Mkdir": true, "OpenDir": true, "OpenIn": true, "Join": true}
 
 // TestPathsBuiltByOwners fails when a package builds a path into a yard
 // directory, or into IMPYARD_HOME, that another package owns: each such

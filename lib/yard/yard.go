@@ -4,13 +4,22 @@
 // policies/). Every other path into the yard is named by the package
 // that owns the directory (see impyard(7) FILES), and every path into
 // IMPYARD_HOME by lib/home. lib/store reads and writes them.
+//
+// A yard is a directory holding the marker .impyard, which 'impsup init'
+// writes last. Open refuses any other directory (ErrNotAYard) before
+// anything is created in it, so a program pointed at the wrong place (a
+// cron job without IMPYARD_ROOT, a typo) fails instead of building a
+// second yard there.
 package yard
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/id"
@@ -22,9 +31,32 @@ type Yard struct {
 	Root string
 }
 
-// Open resolves the yard root: the flag value, else IMPYARD_ROOT, else the
-// current directory. The root must exist and be a directory.
-func Open(flagRoot string) (*Yard, error) {
+// Marker is the file at the root that makes a directory a yard.
+const Marker = ".impyard"
+
+// The marker's schema kind and major.
+const (
+	markerKind  = "yard"
+	markerMajor = 1
+)
+
+// ErrNotAYard is Open's error for a directory without the marker, a
+// missing directory, or a path that is not a directory.
+var ErrNotAYard = errors.New("not a yard")
+
+// Now is the clock the marker's created time comes from, replaceable in
+// tests.
+var Now = time.Now
+
+// marker is the content of .impyard.
+type marker struct {
+	Schema  string `json:"schema"`
+	Created string `json:"created"`
+}
+
+// Resolve names the yard root without looking at it: the flag value, else
+// IMPYARD_ROOT, else the current directory, made absolute.
+func Resolve(flagRoot string) (string, error) {
 	root := flagRoot
 	if root == "" {
 		root = os.Getenv("IMPYARD_ROOT")
@@ -32,18 +64,129 @@ func Open(flagRoot string) (*Yard, error) {
 	if root == "" {
 		root = "."
 	}
-	abs, err := filepath.Abs(root)
+	return filepath.Abs(root)
+}
+
+// Open opens the yard named as Resolve names it. The root must be a
+// directory holding the marker; anything else is an error wrapping
+// ErrNotAYard, and nothing is created. A marker of another schema major
+// is refused by name.
+func Open(flagRoot string) (*Yard, error) {
+	abs, err := Resolve(flagRoot)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(abs)
+	y := &Yard{Root: abs}
+	marked, err := y.Marked()
 	if err != nil {
-		return nil, fmt.Errorf("yard %s: %w", abs, err)
+		return nil, err
 	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("yard %s: not a directory", abs)
+	if !marked {
+		return nil, fmt.Errorf("%w: %s (set IMPYARD_ROOT or run 'impsup init %s')", ErrNotAYard, abs, abs)
 	}
-	return &Yard{Root: abs}, nil
+	return y, nil
+}
+
+// Marked reports whether the root holds the marker, read as every yard
+// file is read (no symlink followed, a regular file, a schema this
+// impyard reads). A missing root, or one that is not a directory, has no
+// marker.
+func (y *Yard) Marked() (bool, error) {
+	data, err := store.ReadFileIn(y.Root, Marker)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := store.CheckSchema(y.Path(Marker), data, markerKind, markerMajor); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// Prepare makes root, a directory, for 'impsup init' to fill, creating it
+// (and its parents) if needed; made says it did. The yard it returns has
+// no marker until Mark: Open refuses it until then. A root that is not a
+// directory is refused.
+func Prepare(root string) (y *Yard, made bool, err error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, false, err
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(abs, 0o750); err != nil {
+			return nil, false, err
+		}
+		made = true
+	case err != nil:
+		return nil, false, err
+	case !fi.IsDir():
+		return nil, false, fmt.Errorf("%s: exists and is not a directory", abs)
+	}
+	return &Yard{Root: abs}, made, nil
+}
+
+// Mark writes the marker unless something is there, and reports whether
+// it wrote it. Written last by 'impsup init', it is what makes every
+// program accept the directory, so an init cut short leaves nothing they
+// accept.
+func (y *Yard) Mark() (bool, error) {
+	b, err := store.Line(marker{
+		Schema:  store.Schema(markerKind, markerMajor),
+		Created: Now().UTC().Truncate(time.Second).Format(time.RFC3339),
+	})
+	if err != nil {
+		return false, err
+	}
+	d, err := y.Dir()
+	if err != nil {
+		return false, err
+	}
+	return d.Create(Marker, b)
+}
+
+// Skeleton creates the directories the yard's programs work in from the
+// start (queue/, gates/pending/, gates/resolved/, journal/, runs/,
+// policies/) and returns those it made. imps/ is lib/config's; the other
+// directories appear with their first file.
+func (y *Yard) Skeleton() ([]string, error) {
+	var made []string
+	for _, rel := range [][]string{{"queue"}, {"gates", "pending"}, {"gates", "resolved"}, {"journal"}, {"runs"}, {"policies"}} {
+		p, ok, err := y.Mkdir(rel...)
+		if err != nil {
+			return made, err
+		}
+		if ok {
+			made = append(made, p)
+		}
+	}
+	return made, nil
+}
+
+// CreatePolicy writes policies/gateway.json with data unless something is
+// there; an owner's policy is never replaced.
+func (y *Yard) CreatePolicy(data []byte) (bool, error) {
+	d, err := y.Dir("policies")
+	if err != nil {
+		return false, err
+	}
+	return d.Create(filepath.Base(y.PolicyPath()), data)
+}
+
+// Mkdir creates the directory rel below the root as store.MkdirAll does,
+// and reports whether it was not there before, for what 'impsup init'
+// says it made.
+func (y *Yard) Mkdir(rel ...string) (path string, made bool, err error) {
+	r := filepath.Join(rel...)
+	there, err := store.ExistsIn(y.Root, r)
+	if err != nil {
+		return "", false, err
+	}
+	path, err = store.MkdirAll(y.Root, r)
+	return path, err == nil && !there, err
 }
 
 // Home is home.Resolve as a plain string, for callers that keep one.

@@ -1,6 +1,6 @@
 // Package yardtest holds what the tests of the yard's stores share: a
-// fresh yard in a test's temporary directory, and a listing of a tree
-// that shows an operation changed nothing.
+// fresh yard (with its marker) in a test's temporary directory, and a
+// listing of a tree that shows an operation changed nothing.
 package yardtest
 
 import (
@@ -13,11 +13,24 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-// New opens a yard in a new temporary directory of t.
+// New makes a yard, marker and all, in a new temporary directory of t
+// and opens it.
 func New(t testing.TB) *yard.Yard {
 	t.Helper()
-	y, err := yard.Open(t.TempDir())
+	return At(t, t.TempDir())
+}
+
+// At makes dir a yard, creating it if needed, and opens it.
+func At(t testing.TB, dir string) *yard.Yard {
+	t.Helper()
+	y, _, err := yard.Prepare(dir)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := y.Mark(); err != nil {
+		t.Fatal(err)
+	}
+	if y, err = yard.Open(dir); err != nil {
 		t.Fatal(err)
 	}
 	return y

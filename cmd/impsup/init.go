@@ -1,0 +1,147 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/impyard/impyard/lib/approval"
+	"github.com/impyard/impyard/lib/ca"
+	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/policies"
+)
+
+const initUsage = `usage: impsup init [--json] [DIR]
+
+Make DIR a yard, creating what is missing and replacing nothing. DIR
+defaults to --root, else $IMPYARD_ROOT, else the current directory.
+
+  DIR and its directories   queue/ gates/pending/ gates/resolved/ journal/
+                            runs/ policies/ imps/
+  org.toml                  every setting, commented out (impyard(7))
+  policies/gateway.json     the policy impyard ships (impgw(8))
+  IMPYARD_HOME/ca/          the gateway's CA, as 'impgw ca init' makes it
+  IMPYARD_HOME/keys/owner.* the key 'impgate approve' signs with
+  .impyard                  the marker, written last: until it is there no
+                            program takes DIR for a yard
+
+Prints one line per thing it created (--json: one object each, none when
+it created nothing). A file already there is kept as it is, even one that
+differs from what init would write; run on a yard, init creates nothing
+and says so; run after an init that was cut short, it finishes it. A DIR
+that is not a directory is refused (exit 1).
+
+Examples:
+  impsup init /srv/yard
+  IMPYARD_ROOT=/srv/yard impsup init
+  impsup init --json ~/yard | jq -r .path
+`
+
+// created is one thing init created.
+type created struct {
+	What string `json:"what"`
+	Path string `json:"path"`
+}
+
+func initCmd(e *cli.Env, args []string) error {
+	fs := e.FlagSet("init", initUsage)
+	root := fs.String("root", "", "the `DIR` to make a yard, as DIR (default $IMPYARD_ROOT, else the current directory)")
+	asJSON := fs.Bool("json", false, "print one JSON object per line")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	dir := *root
+	switch {
+	case fs.NArg() > 1:
+		return cli.Usagef("init: want at most one DIR")
+	case fs.NArg() == 1 && dir != "":
+		return cli.Usagef("init: name the yard with DIR or --root, not both")
+	case fs.NArg() == 1:
+		dir = fs.Arg(0)
+	}
+	dir, err := yard.Resolve(dir)
+	if err != nil {
+		return err
+	}
+	home, err := yard.Home()
+	if err != nil {
+		return err
+	}
+	made, err := create(dir, home)
+	for _, m := range made {
+		if *asJSON {
+			cli.JSONLine(e.Stdout, m)
+		} else {
+			fmt.Fprintf(e.Stdout, "created %s\n", m.Path)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if len(made) == 0 && !*asJSON {
+		fmt.Fprintf(e.Stdout, "nothing to create: %s is a yard\n", dir)
+	}
+	return nil
+}
+
+// create makes dir a yard with its IMPYARD_HOME, in the order that lets
+// an interrupted run be finished by the next: everything else first, the
+// marker last. It returns what it created, up to an error.
+func create(dir, home string) (made []created, err error) {
+	add := func(what string, paths ...string) {
+		for _, p := range paths {
+			made = append(made, created{What: what, Path: p})
+		}
+	}
+	y, mkdir, err := yard.Prepare(dir)
+	if err != nil {
+		return made, err
+	}
+	if mkdir {
+		add("directory", y.Root)
+	}
+	// A marker that does not read as one is refused before anything is
+	// added beside it.
+	if _, err := y.Marked(); err != nil {
+		return made, err
+	}
+	dirs, err := y.Skeleton()
+	add("directory", dirs...)
+	if err != nil {
+		return made, err
+	}
+	imps, ok, err := config.MkImps(y)
+	if err != nil {
+		return made, err
+	}
+	if ok {
+		add("directory", imps)
+	}
+	if ok, err := config.CreateOrg(y); err != nil {
+		return made, err
+	} else if ok {
+		add("config", config.OrgPath(y))
+	}
+	if ok, err := y.CreatePolicy(policies.Gateway); err != nil {
+		return made, err
+	} else if ok {
+		add("policy", y.PolicyPath())
+	}
+	if _, err := ca.Init(home); err == nil {
+		add("ca", ca.KeyPath(home), ca.CertPath(home))
+	} else if !errors.Is(err, ca.ErrExists) {
+		return made, err
+	}
+	if k, err := approval.Create(home, approval.Owner); err == nil {
+		add("signing-key", k.Path, approval.PubPath(home, approval.Owner))
+	} else if !errors.Is(err, approval.ErrExists) {
+		return made, err
+	}
+	if ok, err := y.Mark(); err != nil {
+		return made, err
+	} else if ok {
+		add("marker", y.Path(yard.Marker))
+	}
+	return made, nil
+}
