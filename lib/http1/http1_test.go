@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -171,4 +172,78 @@ func FuzzReadRequest(f *testing.F) {
 			t.Fatal("accepted both Content-Length and Transfer-Encoding")
 		}
 	})
+}
+
+// refusal asserts err is an *Error with status and reason.
+func refusal(t *testing.T, what string, err error, status int, reason string) {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Errorf("%s: got %v, want %d %q", what, err, status, reason)
+		return
+	}
+	if e.Status != status || e.Reason != reason {
+		t.Errorf("%s: got %d %q, want %d %q", what, e.Status, e.Reason, status, reason)
+	}
+}
+
+// The limit covers the request line and header block together, final CRLF
+// included: a head of exactly limit bytes is read, one byte more is not,
+// whether a line arrives in one buffer or in several.
+func TestHeadLimitEdge(t *testing.T) {
+	line := "GET /abcdefgh HTTP/1.1\r\n"
+	head := line + "Host: a\r\nX-Pad: " + strings.Repeat("p", 40) + "\r\n\r\n"
+	for _, size := range []int{16, 4096} {
+		at := func(raw string, limit int) (*Request, error) {
+			return ReadRequest(bufio.NewReaderSize(strings.NewReader(raw), size), limit)
+		}
+		r, err := at(head, len(head))
+		if err != nil || r.Target != "/abcdefgh" || r.Header.Get("X-Pad") != strings.Repeat("p", 40) {
+			t.Errorf("buffer %d: head of exactly the limit: %+v %v", size, r, err)
+		}
+		_, err = at(head, len(head)-1)
+		refusal(t, "head one byte over", err, 431, fmt.Sprintf("request header block over %d bytes", len(head)-1))
+		// A request line of exactly the limit is read; the header block
+		// then has no room left.
+		_, err = at(head, len(line))
+		refusal(t, "request line of exactly the limit", err, 431, fmt.Sprintf("request header block over %d bytes", len(line)))
+		_, err = at(head, len(line)-1)
+		refusal(t, "request line one byte over", err, 414, fmt.Sprintf("request line over %d bytes", len(line)-1))
+	}
+}
+
+// At most maxFields header fields: the last one allowed is read, the next
+// is refused.
+func TestFieldCountEdge(t *testing.T) {
+	head := func(n int) string {
+		var b strings.Builder
+		b.WriteString("GET / HTTP/1.1\r\nHost: a\r\n")
+		for i := 1; i < n; i++ {
+			fmt.Fprintf(&b, "X-%d: v\r\n", i)
+		}
+		b.WriteString("\r\n")
+		return b.String()
+	}
+	r, err := ReadRequest(bufio.NewReader(strings.NewReader(head(maxFields))), 1<<16)
+	if err != nil || len(r.Header) != maxFields || r.Header.Get(fmt.Sprintf("X-%d", maxFields-1)) != "v" {
+		t.Fatalf("%d fields: %d read, %v", maxFields, len(r.Header), err)
+	}
+	_, err = ReadRequest(bufio.NewReader(strings.NewReader(head(maxFields+1))), 1<<16)
+	refusal(t, "one field too many", err, 431, "more than 256 header fields")
+}
+
+// A connection that ends inside a request line is cut short, not a clean
+// end between requests.
+func TestRequestLineCutShort(t *testing.T) {
+	for raw, want := range map[string]error{
+		"":                              io.EOF,
+		"\r\n":                          io.EOF,
+		"GET / HTTP/1.1":                io.ErrUnexpectedEOF,
+		"\r\nGET / HTTP/1":              io.ErrUnexpectedEOF,
+		"GET / HTTP/1.1\r\nHost: a\r\n": io.ErrUnexpectedEOF,
+	} {
+		if _, err := ReadRequest(bufio.NewReader(strings.NewReader(raw)), 256); err != want {
+			t.Errorf("%q: got %v, want %v", raw, err, want)
+		}
+	}
 }
