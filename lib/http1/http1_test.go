@@ -247,3 +247,56 @@ func TestRequestLineCutShort(t *testing.T) {
 		}
 	}
 }
+
+func TestMethodLengthEdge(t *testing.T) {
+	m := strings.Repeat("M", 32)
+	r, err := ReadRequest(bufio.NewReader(strings.NewReader(m+" / HTTP/1.1\r\nHost: a\r\n\r\n")), 256)
+	if err != nil || r.Method != m {
+		t.Fatalf("32-byte method: %+v %v", r, err)
+	}
+	_, err = ReadRequest(bufio.NewReader(strings.NewReader(m+"M / HTTP/1.1\r\nHost: a\r\n\r\n")), 256)
+	refusal(t, "33-byte method", err, 400, "malformed method")
+}
+
+// The target check is the request line's own: it holds for a line that
+// did not come through readLine's control-byte check.
+func TestTargetBytes(t *testing.T) {
+	for _, c := range []struct {
+		target string
+		reason string
+	}{
+		{"/~!", ""},
+		{"/a\x7f", "request target has a byte 0x7f that is not visible ASCII"},
+		{"/a\x80", "request target has a byte 0x80 that is not visible ASCII"},
+		{"/a\x1f", "request target has a byte 0x1f that is not visible ASCII"},
+		{"/a\tb", "request target has a byte 0x09 that is not visible ASCII"},
+	} {
+		r := &Request{Header: http.Header{}}
+		err := r.parseRequestLine([]byte("GET " + c.target + " HTTP/1.1\r\n"))
+		if c.reason == "" {
+			if err != nil || r.Target != c.target {
+				t.Errorf("%q: %v", c.target, err)
+			}
+			continue
+		}
+		refusal(t, fmt.Sprintf("target %q", c.target), err, 400, c.reason)
+	}
+}
+
+func TestVersionEdges(t *testing.T) {
+	for _, c := range []struct {
+		version string
+		status  int
+		reason  string
+	}{
+		{"HTTP/2.0", 505, "HTTP/2.0 is not supported; use HTTP/1.1"},
+		{"HTTP/9.9", 505, "HTTP/9.9 is not supported; use HTTP/1.1"},
+		{"HTTP/1.2", 400, "malformed HTTP version"},
+		{"HTTP/:.0", 400, "malformed HTTP version"},
+		{"HTTP/9.", 400, "malformed HTTP version"},
+		{"HTTP/9x0", 400, "malformed HTTP version"},
+	} {
+		_, err := ReadRequest(bufio.NewReader(strings.NewReader("GET / "+c.version+"\r\nHost: a\r\n\r\n")), 256)
+		refusal(t, c.version, err, c.status, c.reason)
+	}
+}
