@@ -300,3 +300,54 @@ func TestVersionEdges(t *testing.T) {
 		refusal(t, c.version, err, c.status, c.reason)
 	}
 }
+
+func TestExpect(t *testing.T) {
+	for _, c := range []struct {
+		raw       string
+		expect100 bool
+	}{
+		{"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n", true},
+		{"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 1\r\n\r\n", true},
+		// An HTTP/1.0 client does not wait for a 100 it cannot be sent.
+		{"POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n", false},
+		{"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\n", false},
+	} {
+		r, err := ReadRequest(bufio.NewReader(strings.NewReader(c.raw)), 256)
+		if err != nil || r.Expect100 != c.expect100 {
+			t.Errorf("%q: %+v %v, want Expect100 %v", c.raw, r, err, c.expect100)
+		}
+	}
+	_, err := ReadRequest(bufio.NewReader(strings.NewReader("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nExpect: 100-continue\r\n\r\n")), 256)
+	refusal(t, "two Expect fields", err, 417, `unsupported Expect "100-continue, 100-continue"`)
+}
+
+// Content-Length is 1 to 18 ASCII digits: the edge digits and the longest
+// length are read, the bytes next to the digits and a 19th digit are not.
+func TestContentLengthEdges(t *testing.T) {
+	for _, c := range []struct {
+		value string
+		want  int64
+	}{
+		{"0", 0},
+		{"9", 9},
+		{"10", 10},
+		{"0009", 9},
+		{"999999999999999999", 999999999999999999},
+		{"", -2},
+		{"1/", -2},
+		{"/", -2},
+		{"1:", -2},
+		{":", -2},
+		{"1000000000000000000", -2},
+	} {
+		raw := "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: " + c.value + "\r\n\r\n"
+		r, err := ReadRequest(bufio.NewReader(strings.NewReader(raw)), 256)
+		if c.want == -2 {
+			refusal(t, "Content-Length "+c.value, err, 400, fmt.Sprintf("malformed Content-Length %q", c.value))
+			continue
+		}
+		if err != nil || r.ContentLength != c.want {
+			t.Errorf("Content-Length %q: %+v %v, want %d", c.value, r, err, c.want)
+		}
+	}
+}
