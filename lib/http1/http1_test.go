@@ -351,3 +351,27 @@ func TestContentLengthEdges(t *testing.T) {
 		}
 	}
 }
+
+// Header names and methods are tokens: every tchar, the edges of each
+// range included, is read; the bytes just outside the ranges are not.
+func TestTokenEdges(t *testing.T) {
+	name := "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+-.^_`|~"
+	r, err := ReadRequest(bufio.NewReader(strings.NewReader("GET / HTTP/1.1\r\nHost: a\r\n"+name+": v\r\n\r\n")), 512)
+	if err != nil || len(r.Header) != 2 {
+		t.Fatalf("every tchar in a name: %+v %v", r, err)
+	}
+	for _, m := range []string{"Z09", "z9", "0", "a~|"} {
+		r, err := ReadRequest(bufio.NewReader(strings.NewReader(m+" / HTTP/1.1\r\nHost: a\r\n\r\n")), 256)
+		if err != nil || r.Method != m {
+			t.Errorf("method %q: %+v %v", m, r, err)
+		}
+	}
+	for _, n := range []string{"X/", "X@", "X[", "X{", "X\"", "X\x7f", "X\x80", "X\xff", "X\x7e\x80"} {
+		_, err := ReadRequest(bufio.NewReader(strings.NewReader("GET / HTTP/1.1\r\nHost: a\r\n"+n+": v\r\n\r\n")), 256)
+		reason := fmt.Sprintf("malformed header name %q", n)
+		if n == "X\x7f" {
+			reason = "control byte 0x7f in request line or header"
+		}
+		refusal(t, fmt.Sprintf("name %q", n), err, 400, reason)
+	}
+}
