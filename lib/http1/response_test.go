@@ -160,3 +160,16 @@ func TestReadBodyLimits(t *testing.T) {
 		t.Errorf("long trailer: %v", err)
 	}
 }
+
+// A HEAD response keeps a declared length of zero: zero is a length, only
+// -1 is unknown.
+func TestWriteResponseHeadOfLengthZero(t *testing.T) {
+	var buf bytes.Buffer
+	resp := &http.Response{StatusCode: 200, Header: http.Header{}, ContentLength: 0, Body: io.NopCloser(strings.NewReader(""))}
+	if _, _, err := WriteResponse(bufio.NewWriter(&buf), resp, "HEAD", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if want := "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"; buf.String() != want {
+		t.Errorf("got %q, want %q", buf.String(), want)
+	}
+}
