@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -171,4 +172,206 @@ func FuzzReadRequest(f *testing.F) {
 			t.Fatal("accepted both Content-Length and Transfer-Encoding")
 		}
 	})
+}
+
+// refusal asserts err is an *Error with status and reason.
+func refusal(t *testing.T, what string, err error, status int, reason string) {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Errorf("%s: got %v, want %d %q", what, err, status, reason)
+		return
+	}
+	if e.Status != status || e.Reason != reason {
+		t.Errorf("%s: got %d %q, want %d %q", what, e.Status, e.Reason, status, reason)
+	}
+}
+
+// The limit covers the request line and header block together, final CRLF
+// included: a head of exactly limit bytes is read, one byte more is not,
+// whether a line arrives in one buffer or in several.
+func TestHeadLimitEdge(t *testing.T) {
+	line := "GET /abcdefgh HTTP/1.1\r\n"
+	head := line + "Host: a\r\nX-Pad: " + strings.Repeat("p", 40) + "\r\n\r\n"
+	for _, size := range []int{16, 4096} {
+		at := func(raw string, limit int) (*Request, error) {
+			return ReadRequest(bufio.NewReaderSize(strings.NewReader(raw), size), limit)
+		}
+		r, err := at(head, len(head))
+		if err != nil || r.Target != "/abcdefgh" || r.Header.Get("X-Pad") != strings.Repeat("p", 40) {
+			t.Errorf("buffer %d: head of exactly the limit: %+v %v", size, r, err)
+		}
+		_, err = at(head, len(head)-1)
+		refusal(t, "head one byte over", err, 431, fmt.Sprintf("request header block over %d bytes", len(head)-1))
+		// A request line of exactly the limit is read; the header block
+		// then has no room left.
+		_, err = at(head, len(line))
+		refusal(t, "request line of exactly the limit", err, 431, fmt.Sprintf("request header block over %d bytes", len(line)))
+		_, err = at(head, len(line)-1)
+		refusal(t, "request line one byte over", err, 414, fmt.Sprintf("request line over %d bytes", len(line)-1))
+	}
+}
+
+// At most maxFields header fields: the last one allowed is read, the next
+// is refused.
+func TestFieldCountEdge(t *testing.T) {
+	head := func(n int) string {
+		var b strings.Builder
+		b.WriteString("GET / HTTP/1.1\r\nHost: a\r\n")
+		for i := 1; i < n; i++ {
+			fmt.Fprintf(&b, "X-%d: v\r\n", i)
+		}
+		b.WriteString("\r\n")
+		return b.String()
+	}
+	r, err := ReadRequest(bufio.NewReader(strings.NewReader(head(maxFields))), 1<<16)
+	if err != nil || len(r.Header) != maxFields || r.Header.Get(fmt.Sprintf("X-%d", maxFields-1)) != "v" {
+		t.Fatalf("%d fields: %d read, %v", maxFields, len(r.Header), err)
+	}
+	_, err = ReadRequest(bufio.NewReader(strings.NewReader(head(maxFields+1))), 1<<16)
+	refusal(t, "one field too many", err, 431, "more than 256 header fields")
+}
+
+// A connection that ends inside a request line is cut short, not a clean
+// end between requests.
+func TestRequestLineCutShort(t *testing.T) {
+	for raw, want := range map[string]error{
+		"":                              io.EOF,
+		"\r\n":                          io.EOF,
+		"GET / HTTP/1.1":                io.ErrUnexpectedEOF,
+		"\r\nGET / HTTP/1":              io.ErrUnexpectedEOF,
+		"GET / HTTP/1.1\r\nHost: a\r\n": io.ErrUnexpectedEOF,
+	} {
+		if _, err := ReadRequest(bufio.NewReader(strings.NewReader(raw)), 256); err != want {
+			t.Errorf("%q: got %v, want %v", raw, err, want)
+		}
+	}
+}
+
+func TestMethodLengthEdge(t *testing.T) {
+	m := strings.Repeat("M", 32)
+	r, err := ReadRequest(bufio.NewReader(strings.NewReader(m+" / HTTP/1.1\r\nHost: a\r\n\r\n")), 256)
+	if err != nil || r.Method != m {
+		t.Fatalf("32-byte method: %+v %v", r, err)
+	}
+	_, err = ReadRequest(bufio.NewReader(strings.NewReader(m+"M / HTTP/1.1\r\nHost: a\r\n\r\n")), 256)
+	refusal(t, "33-byte method", err, 400, "malformed method")
+}
+
+// The target check is the request line's own: it holds for a line that
+// did not come through readLine's control-byte check.
+func TestTargetBytes(t *testing.T) {
+	for _, c := range []struct {
+		target string
+		reason string
+	}{
+		{"/~!", ""},
+		{"/a\x7f", "request target has a byte 0x7f that is not visible ASCII"},
+		{"/a\x80", "request target has a byte 0x80 that is not visible ASCII"},
+		{"/a\x1f", "request target has a byte 0x1f that is not visible ASCII"},
+		{"/a\tb", "request target has a byte 0x09 that is not visible ASCII"},
+	} {
+		r := &Request{Header: http.Header{}}
+		err := r.parseRequestLine([]byte("GET " + c.target + " HTTP/1.1\r\n"))
+		if c.reason == "" {
+			if err != nil || r.Target != c.target {
+				t.Errorf("%q: %v", c.target, err)
+			}
+			continue
+		}
+		refusal(t, fmt.Sprintf("target %q", c.target), err, 400, c.reason)
+	}
+}
+
+func TestVersionEdges(t *testing.T) {
+	for _, c := range []struct {
+		version string
+		status  int
+		reason  string
+	}{
+		{"HTTP/2.0", 505, "HTTP/2.0 is not supported; use HTTP/1.1"},
+		{"HTTP/9.9", 505, "HTTP/9.9 is not supported; use HTTP/1.1"},
+		{"HTTP/1.2", 400, "malformed HTTP version"},
+		{"HTTP/:.0", 400, "malformed HTTP version"},
+		{"HTTP/9.", 400, "malformed HTTP version"},
+		{"HTTP/9x0", 400, "malformed HTTP version"},
+	} {
+		_, err := ReadRequest(bufio.NewReader(strings.NewReader("GET / "+c.version+"\r\nHost: a\r\n\r\n")), 256)
+		refusal(t, c.version, err, c.status, c.reason)
+	}
+}
+
+func TestExpect(t *testing.T) {
+	for _, c := range []struct {
+		raw       string
+		expect100 bool
+	}{
+		{"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n", true},
+		{"POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 1\r\n\r\n", true},
+		// An HTTP/1.0 client does not wait for a 100 it cannot be sent.
+		{"POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n", false},
+		{"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\n", false},
+	} {
+		r, err := ReadRequest(bufio.NewReader(strings.NewReader(c.raw)), 256)
+		if err != nil || r.Expect100 != c.expect100 {
+			t.Errorf("%q: %+v %v, want Expect100 %v", c.raw, r, err, c.expect100)
+		}
+	}
+	_, err := ReadRequest(bufio.NewReader(strings.NewReader("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nExpect: 100-continue\r\n\r\n")), 256)
+	refusal(t, "two Expect fields", err, 417, `unsupported Expect "100-continue, 100-continue"`)
+}
+
+// Content-Length is 1 to 18 ASCII digits: the edge digits and the longest
+// length are read, the bytes next to the digits and a 19th digit are not.
+func TestContentLengthEdges(t *testing.T) {
+	for _, c := range []struct {
+		value string
+		want  int64
+	}{
+		{"0", 0},
+		{"9", 9},
+		{"10", 10},
+		{"0009", 9},
+		{"999999999999999999", 999999999999999999},
+		{"", -2},
+		{"1/", -2},
+		{"/", -2},
+		{"1:", -2},
+		{":", -2},
+		{"1000000000000000000", -2},
+	} {
+		raw := "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: " + c.value + "\r\n\r\n"
+		r, err := ReadRequest(bufio.NewReader(strings.NewReader(raw)), 256)
+		if c.want == -2 {
+			refusal(t, "Content-Length "+c.value, err, 400, fmt.Sprintf("malformed Content-Length %q", c.value))
+			continue
+		}
+		if err != nil || r.ContentLength != c.want {
+			t.Errorf("Content-Length %q: %+v %v, want %d", c.value, r, err, c.want)
+		}
+	}
+}
+
+// Header names and methods are tokens: every tchar, the edges of each
+// range included, is read; the bytes just outside the ranges are not.
+func TestTokenEdges(t *testing.T) {
+	name := "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ!#$%&'*+-.^_`|~"
+	r, err := ReadRequest(bufio.NewReader(strings.NewReader("GET / HTTP/1.1\r\nHost: a\r\n"+name+": v\r\n\r\n")), 512)
+	if err != nil || len(r.Header) != 2 {
+		t.Fatalf("every tchar in a name: %+v %v", r, err)
+	}
+	for _, m := range []string{"Z09", "z9", "0", "a~|"} {
+		r, err := ReadRequest(bufio.NewReader(strings.NewReader(m+" / HTTP/1.1\r\nHost: a\r\n\r\n")), 256)
+		if err != nil || r.Method != m {
+			t.Errorf("method %q: %+v %v", m, r, err)
+		}
+	}
+	for _, n := range []string{"X/", "X@", "X[", "X{", "X\"", "X\x7f", "X\x80", "X\xff", "X\x7e\x80"} {
+		_, err := ReadRequest(bufio.NewReader(strings.NewReader("GET / HTTP/1.1\r\nHost: a\r\n"+n+": v\r\n\r\n")), 256)
+		reason := fmt.Sprintf("malformed header name %q", n)
+		if n == "X\x7f" {
+			reason = "control byte 0x7f in request line or header"
+		}
+		refusal(t, fmt.Sprintf("name %q", n), err, 400, reason)
+	}
 }

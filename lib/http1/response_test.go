@@ -160,3 +160,52 @@ func TestReadBodyLimits(t *testing.T) {
 		t.Errorf("long trailer: %v", err)
 	}
 }
+
+// A HEAD response keeps a declared length of zero: zero is a length, only
+// -1 is unknown.
+func TestWriteResponseHeadOfLengthZero(t *testing.T) {
+	var buf bytes.Buffer
+	resp := &http.Response{StatusCode: 200, Header: http.Header{}, ContentLength: 0, Body: io.NopCloser(strings.NewReader(""))}
+	if _, _, err := WriteResponse(bufio.NewWriter(&buf), resp, "HEAD", 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if want := "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"; buf.String() != want {
+		t.Errorf("got %q, want %q", buf.String(), want)
+	}
+}
+
+// Only fields with a token name and a value free of control bytes (HTAB
+// aside) reach the client; the edges of both checks are exercised one
+// field at a time.
+func TestWriteResponseFieldEdges(t *testing.T) {
+	for _, c := range []struct {
+		name, value string
+		want        string // the field line written, "" when dropped
+	}{
+		{"X-Ok9z", "v", "X-Ok9z: v\r\n"},
+		{"X~", "v", "X~: v\r\n"},
+		{"Bad Name", "v", ""},
+		{"X:", "v", ""},
+		{"X\x7f", "v", ""},
+		{"X\x80", "v", ""},
+		{"X\xff", "v", ""},
+		{"", "v", ""},
+		{"X", "a b", "X: a b\r\n"},
+		{"X", "  a\tb ", "X: a\tb\r\n"},
+		{"X", "a!~", "X: a!~\r\n"},
+		{"X", "a\x1fb", ""},
+		{"X", "\x01a", ""},
+		{"X", "a\x7f", ""},
+		{"X", "a\rb", ""},
+		{"X", "a\nb", ""},
+	} {
+		var buf bytes.Buffer
+		resp := &http.Response{StatusCode: 204, Header: http.Header{c.name: {c.value}}}
+		if _, _, err := WriteResponse(bufio.NewWriter(&buf), resp, "GET", 1, false); err != nil {
+			t.Fatal(err)
+		}
+		if want := "HTTP/1.1 204 No Content\r\n" + c.want + "\r\n"; buf.String() != want {
+			t.Errorf("field %q: %q\ngot  %q\nwant %q", c.name, c.value, buf.String(), want)
+		}
+	}
+}
