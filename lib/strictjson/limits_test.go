@@ -62,3 +62,41 @@ func TestMessageKeyLength(t *testing.T) {
 		}
 	}
 }
+
+// JSON whitespace (space, tab, CR, LF) may stand between any two tokens;
+// the walk skips all of it and still finds every key.
+func TestWhitespaceBetweenTokens(t *testing.T) {
+	ws := " \t\r\n"
+	spaced := func(tokens ...string) []byte {
+		return []byte(ws + strings.Join(tokens, ws) + ws)
+	}
+	err := Valid(spaced(`{`, `"a"`, `:`, `[`, `1`, `,`, `{`, `"b"`, `:`, `1`, `,`, `"b"`, `:`, `2`, `}`, `]`, `}`))
+	if err == nil || err.Error() != `duplicate key "b" at $.a[1]` {
+		t.Errorf("spaced duplicate: %v", err)
+	}
+	var v outer
+	in := spaced(`{`, `"schema"`, `:`, `"s"`, `,`, `"rules"`, `:`, `[`, `{`, `"name"`, `:`, `"n"`, `}`, `,`, `{`, `}`, `]`, `,`, `"Untagged"`, `:`, `7`, `}`)
+	if err := Unmarshal(in, &v); err != nil || v.Schema != "s" || len(v.Rules) != 2 || v.Rules[0].Name != "n" || v.Untagged != 7 {
+		t.Errorf("spaced document: %+v %v", v, err)
+	}
+	err = Unmarshal(spaced(`{`, `"rules"`, `:`, `[`, `{`, `}`, `,`, `{`, `"nmae"`, `:`, `1`, `}`, `]`, `}`), &v)
+	if err == nil || err.Error() != `unknown field "nmae" at $.rules[1]` {
+		t.Errorf("spaced unknown field: %v", err)
+	}
+}
+
+// An empty array or object ends where its closing bracket does: what
+// follows it is still walked, at the right index.
+func TestEmptyContainersThenMore(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`[[],{"a":1,"a":2}]`, `duplicate key "a" at $[1]`},
+		{`[{},{"a":1,"a":2}]`, `duplicate key "a" at $[1]`},
+		{`{"x":[],"y":{"a":1,"a":2}}`, `duplicate key "a" at $.y`},
+		{`{"x":{},"y":{"a":1,"a":2}}`, `duplicate key "a" at $.y`},
+		{`[[ ],[],{ },{"a":1,"a":2}]`, `duplicate key "a" at $[3]`},
+	} {
+		if err := Valid([]byte(c.in)); err == nil || err.Error() != c.want {
+			t.Errorf("Valid(%s): %v, want %s", c.in, err, c.want)
+		}
+	}
+}
