@@ -100,3 +100,29 @@ func TestEmptyContainersThenMore(t *testing.T) {
 		}
 	}
 }
+
+type promoted struct {
+	X int `json:"x"`
+}
+
+type level int
+
+// An unexported embedded struct still promotes its exported fields; an
+// unexported embedded non-struct is no field at all, as in encoding/json.
+func TestUnexportedEmbedded(t *testing.T) {
+	type T struct {
+		promoted
+		level
+	}
+	var v T
+	if err := Unmarshal([]byte(`{"x":3}`), &v); err != nil || v.X != 3 {
+		t.Errorf("promoted field: %+v %v", v, err)
+	}
+	err := Unmarshal([]byte(`{"level":1}`), &v)
+	if err == nil || err.Error() != `unknown field "level" at $` {
+		t.Errorf("unexported embedded int: %v", err)
+	}
+	if err := Unmarshal([]byte(`{"promoted":{}}`), &v); err == nil || err.Error() != `unknown field "promoted" at $` {
+		t.Errorf("unexported embedded struct name: %v", err)
+	}
+}
