@@ -126,3 +126,45 @@ func TestUnexportedEmbedded(t *testing.T) {
 		t.Errorf("unexported embedded struct name: %v", err)
 	}
 }
+
+func plainKeys(n int) []byte {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"k%d":%d`, i, i)
+	}
+	b.WriteString("}")
+	return []byte(b.String())
+}
+
+// Keys are checked for duplicates by a scan of the keys so far while an
+// object has fewer than 16, without allocating for them; from the 16th
+// key on, a set sized for twice that takes over and does not grow before
+// 32 keys, so each further key costs the same.
+func TestDuplicateCheckAllocations(t *testing.T) {
+	allocs := func(n int) float64 {
+		data := plainKeys(n)
+		if err := Valid(data); err != nil {
+			t.Fatalf("%d keys: %v", n, err)
+		}
+		return testing.AllocsPerRun(50, func() { Valid(data) })
+	}
+	one := allocs(1)
+	for n := 2; n < 16; n++ {
+		if a := allocs(n); a != one {
+			t.Errorf("%d plain keys: %v allocations, one key takes %v", n, a, one)
+		}
+	}
+	if allocs(16) == one {
+		t.Errorf("16 keys allocate no set")
+	}
+	step := allocs(17) - allocs(16)
+	for n := 17; n < 32; n++ {
+		if d := allocs(n+1) - allocs(n); d != step {
+			t.Errorf("key %d costs %v allocations, key 17 costs %v: the set grew", n+1, d, step)
+		}
+	}
+}
