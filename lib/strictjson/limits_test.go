@@ -168,3 +168,23 @@ func TestDuplicateCheckAllocations(t *testing.T) {
 		}
 	}
 }
+
+// Nesting is bounded by encoding/json's limit of 10000: at the limit the
+// walk still reaches the innermost object, one past it is refused.
+func TestNestingLimit(t *testing.T) {
+	const max = 10000
+	nest := func(depth int, inner string) []byte {
+		return []byte(strings.Repeat(`{"a":`, depth-1) + inner + strings.Repeat("}", depth-1))
+	}
+	err := Valid(nest(max, `{"d":1,"d":2}`))
+	if want := `duplicate key "d" at $` + strings.Repeat(".a", max-1); err == nil || err.Error() != want {
+		t.Errorf("duplicate at depth %d: %.80v", max, err)
+	}
+	if err := Valid(nest(max, `{"d":1}`)); err != nil {
+		t.Errorf("depth %d: %v", max, err)
+	}
+	err = Valid(nest(max+1, `{"d":1}`))
+	if want := fmt.Sprintf("invalid JSON at byte %d: invalid character '{' exceeded max depth", 5*max+1); err == nil || err.Error() != want {
+		t.Errorf("depth %d: %v, want %s", max+1, err, want)
+	}
+}
