@@ -1,0 +1,65 @@
+package mcp
+
+import (
+	"reflect"
+	"testing"
+)
+
+// liftCase is one body and what Lift must make of it.
+type liftCase struct {
+	name  string
+	ctype string
+	body  string
+	want  Lifted
+	err   string
+}
+
+func runLift(t *testing.T, tests []liftCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Lift(tt.ctype, []byte(tt.body))
+			gotErr := ""
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if gotErr != tt.err {
+				t.Errorf("error\n got: %s\nwant: %s", gotErr, tt.err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+const (
+	notJSON  = "body is not valid JSON"
+	encoding = "JSON body is not plain UTF-8 (byte-order mark or UTF-16/32)"
+)
+
+// A content type that mime.ParseMediaType refuses outright is still read
+// for its media type, so a malformed parameter cannot hide that a body
+// is declared as JSON.
+func TestMalformedJSONContentType(t *testing.T) {
+	runLift(t, []liftCase{
+		{"duplicate parameter", "application/json; a=1; a=2", `hello`, Lifted{}, notJSON},
+		{"duplicate parameter, upper case", " Application/JSON ; a=1; a=2", `hello`, Lifted{}, notJSON},
+		{"text/json, duplicate parameter", "text/json; q=1; q=2", `{`, Lifted{}, notJSON},
+		{"+json, duplicate parameter", "application/vnd.api+json; a=1; a=2", `<xml/>`, Lifted{}, notJSON},
+		{"text/plain, duplicate parameter", "text/plain; a=1; a=2", `hello`, Lifted{}, ""},
+		{"duplicate parameter, JSON-RPC", "application/json; a=1; a=2", rpc("ping", ""), Lifted{Calls: []Call{{Method: "ping"}}}, ""},
+	})
+}
+
+// Brace-led text that is not JSON is refused when it mentions jsonrpc in
+// any letter case anywhere, up to its very last byte.
+func TestBraceTextMentioningJSONRPC(t *testing.T) {
+	runLift(t, []liftCase{
+		{"at the end", "text/plain", `{jsonrpc`, Lifted{}, notJSON},
+		{"at the end, upper case", "text/plain", `{ x: JSONRPC`, Lifted{}, notJSON},
+		{"in the middle", "text/plain", `{JsonRpc: 2.0}`, Lifted{}, notJSON},
+		{"one byte short", "text/plain", `{jsonrp`, Lifted{}, ""},
+		{"split", "text/plain", `{json rpc}`, Lifted{}, ""},
+	})
+}
