@@ -63,3 +63,34 @@ func TestBraceTextMentioningJSONRPC(t *testing.T) {
 		{"split", "text/plain", `{json rpc}`, Lifted{}, ""},
 	})
 }
+
+// A byte-order mark is refused only before an object or array; a mark
+// alone, or before other text, is not JSON-RPC.
+func TestByteOrderMark(t *testing.T) {
+	const bom = "\xef\xbb\xbf"
+	runLift(t, []liftCase{
+		{"before an object", "text/plain", bom + rpc("ping", ""), Lifted{}, encoding},
+		{"before a batch", "text/plain", bom + "[" + rpc("ping", "") + "]", Lifted{}, encoding},
+		{"before spaces and a batch", "", bom + " \r\n\t[1]", Lifted{}, encoding},
+		{"alone", "text/plain", bom, Lifted{}, ""},
+		{"alone, declared JSON", jsonType, bom, Lifted{}, notJSON},
+		{"before spaces only", "text/plain", bom + " \n", Lifted{}, ""},
+		{"before text", "text/plain", bom + "hello", Lifted{}, ""},
+		{"before a string", "text/plain", bom + `"x"`, Lifted{}, ""},
+	})
+}
+
+// UTF-16 is recognised from its first two code units, the second of which
+// may be the body's last: {} is the shortest disguised object.
+func TestUTF16Shortest(t *testing.T) {
+	runLift(t, []liftCase{
+		{"{} little-endian", "text/plain", utf16Body("{}", false, false), Lifted{}, encoding},
+		{"{} big-endian", "text/plain", utf16Body("{}", true, false), Lifted{}, encoding},
+		{"[] little-endian", "text/plain", utf16Body("[]", false, false), Lifted{}, encoding},
+		{`{" big-endian`, "text/plain", utf16Body(`{"`, true, false), Lifted{}, encoding},
+		{"lone { little-endian", "text/plain", utf16Body("{", false, false), Lifted{}, ""},
+		{"lone [ big-endian", "text/plain", utf16Body("[", true, false), Lifted{}, ""},
+		{"{x little-endian", "text/plain", utf16Body("{x", false, false), Lifted{}, ""},
+		{"[x big-endian", "text/plain", utf16Body("[x", true, false), Lifted{}, ""},
+	})
+}
