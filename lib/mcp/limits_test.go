@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -92,5 +93,16 @@ func TestUTF16Shortest(t *testing.T) {
 		{"lone [ big-endian", "text/plain", utf16Body("[", true, false), Lifted{}, ""},
 		{"{x little-endian", "text/plain", utf16Body("{x", false, false), Lifted{}, ""},
 		{"[x big-endian", "text/plain", utf16Body("[x", true, false), Lifted{}, ""},
+	})
+}
+
+// A method, like a tool name, may be MaxName bytes long and no longer.
+func TestMethodLength(t *testing.T) {
+	longest := strings.Repeat("m", MaxName)
+	runLift(t, []liftCase{
+		{"longest method", jsonType, rpc(longest, ""), Lifted{Calls: []Call{{Method: longest}}}, ""},
+		{"method one byte too long", jsonType, rpc(longest+"m", ""), Lifted{}, `JSON-RPC "method" must be a non-empty string of at most 256 bytes without control characters`},
+		{"longest multi-byte method", jsonType, rpc(strings.Repeat("é", MaxName/2), ""), Lifted{Calls: []Call{{Method: strings.Repeat("é", MaxName/2)}}}, ""},
+		{"multi-byte method one byte too long", jsonType, rpc("m"+strings.Repeat("é", MaxName/2), ""), Lifted{}, `JSON-RPC "method" must be a non-empty string of at most 256 bytes without control characters`},
 	})
 }
