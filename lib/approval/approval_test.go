@@ -117,3 +117,25 @@ func TestWritePublicTrustsAnotherKey(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyNames: a key name is a plain name of at most 64 bytes; a longer
+// one, or one that could leave keys/, is refused and nothing is written.
+func TestKeyNames(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	if _, err := Create(home, strings.Repeat("a", 64)); err != nil {
+		t.Errorf("a 64-byte name: %v", err)
+	}
+	for _, name := range []string{"", strings.Repeat("b", 65), "../x", "a/b", "a.b", `a\b`, "a\x00b"} {
+		if _, err := Create(home, name); err == nil || !strings.Contains(err.Error(), "invalid key name") {
+			t.Errorf("Create(%q): %v, want an invalid key name", name, err)
+		}
+	}
+	entries, _ := os.ReadDir(Dir(home))
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if len(names) != 3 {
+		t.Errorf("keys/ holds %v, want the 64-byte key, its public half and .lock", names)
+	}
+}
