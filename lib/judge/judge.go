@@ -219,8 +219,12 @@ func (p *Policy) prepare(r *Request) (input, Decision, bool) {
 	if c, err := CanonicalHost(r.Host); err != nil || c != r.Host {
 		return input{}, deny("", "host is not in canonical form"), false
 	}
-	in := input{Request: r, traversal: traversal(r.Path), upgrade: wantsUpgrade(r.Header)}
+	in := input{Request: r, upgrade: wantsUpgrade(r.Header)}
 	in.path = NormalPath(r.Path)
+	// The normal form is checked too: a stray % before an escape ("%2%66")
+	// is a double-encoded slash to a server that decodes twice, and reads
+	// as one ("%252F") only once normalised.
+	in.traversal = traversal(r.Path) || traversal(in.path)
 	in.bare = bareSegments(in.path)
 	if r.Addr.IsValid() {
 		in.addr = r.Addr.WithZone("").Unmap()
