@@ -396,6 +396,36 @@ func TestFindPlaceholders(t *testing.T) {
 	}
 }
 
+// TestPlaceholderSecretEdges checks the characters a placeholder's secret
+// name is read with: each edge of a-z and 0-9 is in it, the byte past
+// each edge ends it.
+func TestPlaceholderSecretEdges(t *testing.T) {
+	for _, tc := range []struct{ after, secret string }{
+		{"a`", "a"}, {"`a", ""},
+		{"z{", "z"}, {"{z", ""},
+		{"0/", "0"}, {"/0", ""},
+		{"9:", "9"}, {":9", ""},
+		{"._-Z", "._-"}, {"@", ""},
+	} {
+		got := FindPlaceholders(nil, "/x?k=IMPYARD_PLACEHOLDER_"+tc.after, nil)
+		if want := []Placeholder{{"url", tc.secret}}; !reflect.DeepEqual(got, want) {
+			t.Errorf("after the prefix %q: got %+v, want %+v", tc.after, got, want)
+		}
+	}
+
+	// A placeholder whose name runs through every edge passes only under
+	// the rule that injects that very name, in that header.
+	p := policy(t, `{"name":"keyed","match":{"protocol":"https","host":"api.example.com"},"verdict":"allow","inject":{"header":"authorization","secret":"a-z.0_9","format":"Bearer %s"}}`)
+	r := base()
+	r.Header.Set("Authorization", "Bearer IMPYARD_PLACEHOLDER_a-z.0_9")
+	r.Placeholders = FindPlaceholders(r.Header, r.Path, nil)
+	checkDecision(t, p.Judge(r), Decision{Verdict: Allow, Rule: "keyed", Reason: `rule "keyed" allows it`,
+		Inject: &Inject{Header: "authorization", Secret: "a-z.0_9", Format: "Bearer %s"}})
+	r.Header.Set("Authorization", "Bearer IMPYARD_PLACEHOLDER_a-z.0_9z")
+	r.Placeholders = FindPlaceholders(r.Header, r.Path, nil)
+	checkDecision(t, p.Judge(r), Decision{Rule: "keyed", Reason: `credential placeholder for "a-z.0_9z" in authorization and rule "keyed" does not inject it there`})
+}
+
 func TestBatches(t *testing.T) {
 	p := policy(t,
 		`{"name":"session","match":{"host":"api.example.com","mcp":{"method":["initialize","tools/list"]}},"verdict":"allow"}`,
