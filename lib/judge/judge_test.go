@@ -76,6 +76,11 @@ func TestMatchFields(t *testing.T) {
 		{"method case-insensitive", `{"method":"post"}`, func(r *Request) { r.Method = "POST" }, true},
 		{"method case-insensitive in the request", `{"method":"POST"}`, func(r *Request) { r.Method = "post" }, true},
 		{"method list", `{"method":["PUT","GET"]}`, func(r *Request) {}, true},
+		// Case folding at each edge of A-Z, on either side.
+		{"method A and Z", `{"method":"AZ"}`, func(r *Request) { r.Method = "AZ" }, true},
+		{"method a and z in the request", `{"method":"AZ"}`, func(r *Request) { r.Method = "az" }, true},
+		{"method a and z in the rule", `{"method":"az"}`, func(r *Request) { r.Method = "AZ" }, true},
+		{"method @ is not folded", `{"method":"X` + "`" + `"}`, func(r *Request) { r.Method = "X@" }, false},
 
 		{"path prefix", `{"pathPrefix":"/v1/"}`, func(r *Request) {}, true},
 		{"path prefix other", `{"pathPrefix":"/v2/"}`, func(r *Request) {}, false},
@@ -99,12 +104,15 @@ func TestMatchFields(t *testing.T) {
 		{"header substring is case-sensitive", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) { r.Header.Set("X-Api", "ABC") }, false},
 		{"header presence", `{"headerContains":{"X-API":""}}`, func(r *Request) { r.Header.Set("X-Api", "") }, true},
 		{"header under a non-canonical key", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) { r.Header["x-api"] = []string{"abc"} }, true},
+		{"header key folded at A and Z", `{"headerContains":{"x-az":""}}`, func(r *Request) { r.Header["X-AZ"] = []string{""} }, true},
+		{"header key @ is not folded", `{"headerContains":{"x-` + "`" + `":""}}`, func(r *Request) { r.Header["X-@"] = []string{""} }, false},
 		{"header any of its values", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) { r.Header["X-Api"] = []string{"no", "abc"} }, true},
 		{"headers all must hold", `{"headerContains":{"x-a":"","x-b":""}}`, func(r *Request) { r.Header.Set("X-A", "1") }, false},
 
 		{"body size at the limit", `{"maxBodySize":100}`, func(r *Request) { r.BodySize = 100 }, true},
 		{"body size over", `{"maxBodySize":100}`, func(r *Request) { r.BodySize = 101 }, false},
 		{"body size zero", `{"maxBodySize":0}`, func(r *Request) {}, true},
+		{"body size one over zero", `{"maxBodySize":0}`, func(r *Request) { r.BodySize = 1 }, false},
 
 		{"mcp method and tool", `{"mcp":{"method":"tools/call","tool":"get_*"}}`, func(r *Request) { r.MCP = liftOne("tools/call", "get_issue") }, true},
 		{"mcp other tool", `{"mcp":{"method":"tools/call","tool":"get_*"}}`, func(r *Request) { r.MCP = liftOne("tools/call", "create_pull_request") }, false},
@@ -516,6 +524,8 @@ func TestJudgeConnect(t *testing.T) {
 			Decision{Verdict: Allow, Rule: "rest", Reason: `rule "rest" allows it`}},
 		{"request rules are skipped for the tunnel", policy(t, `{"name":"api","match":{"host":"x.example.com","method":"POST"},"verdict":"allow"}`, `{"name":"pinned","match":{"host":"x.example.com"},"verdict":"tunnel"}`), "x.example.com", "93.184.216.34",
 			Decision{Verdict: Tunnel, Rule: "pinned", Reason: `rule "pinned" tunnels it`}},
+		{"request rules are skipped for the tunnel, even maxBodySize 0", policy(t, `{"name":"api","match":{"host":"x.example.com","maxBodySize":0},"verdict":"allow"}`, `{"name":"pinned","match":{"host":"x.example.com"},"verdict":"tunnel"}`), "x.example.com", "93.184.216.34",
+			Decision{Verdict: Tunnel, Rule: "pinned", Reason: `rule "pinned" tunnels it`}},
 		{"terminate: a host rule", policy(t, `{"name":"api","match":{"host":"x.example.com"},"verdict":"allow"}`, `{"name":"pinned","match":{"host":"x.example.com"},"verdict":"tunnel"}`), "x.example.com", "",
 			Decision{Verdict: Allow, Rule: "api", Reason: `rule "api" allows it`, NeedsAddr: true}},
 		{"terminate: a request rule may match", policy(t, `{"name":"api","match":{"host":"x.example.com","pathPrefix":"/v1/"},"verdict":"allow"}`), "x.example.com", "",
@@ -621,6 +631,49 @@ func TestVerdictString(t *testing.T) {
 	}
 }
 
+// TestWildcardNeedsALabel checks that *.example.com covers a name with
+// at least one label before .example.com and never the suffix itself.
+// Judge refuses a host like ".example.com" before any rule (it is not
+// canonical); hostMatch holds the line on its own too, so that a caller
+// that skips that check still cannot match the bare suffix.
+func TestWildcardNeedsALabel(t *testing.T) {
+	p := policy(t, `{"name":"w","match":{"host":"*.example.com"},"verdict":"allow"}`)
+	m := &p.rules[0].m
+	for host, want := range map[string]bool{
+		"a.example.com":  true,
+		".example.com":   false,
+		"example.com":    false,
+		"xexample.com":   false,
+		"a.example.com.": false,
+	} {
+		if got := m.hostMatch(host); got != want {
+			t.Errorf("hostMatch(%q) = %v, want %v", host, got, want)
+		}
+	}
+	r := base()
+	r.Host = ".example.com"
+	checkDecision(t, p.Judge(r), Decision{Reason: "host is not in canonical form"})
+}
+
+// TestASCIIEqualFold checks the fold at each edge of A-Z and the byte
+// past each edge, in both argument positions.
+func TestASCIIEqualFold(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"A", "a", true}, {"Z", "z", true}, {"AZ", "az", true}, {"AZ", "AZ", true}, {"az", "az", true},
+		{"@", "`", false}, {"[", "{", false},
+		{"A", "b", false}, {"Z", "y", false}, {"a", "ab", false},
+	} {
+		for _, ab := range [][2]string{{tc.a, tc.b}, {tc.b, tc.a}} {
+			if got := asciiEqualFold(ab[0], ab[1]); got != tc.want {
+				t.Errorf("asciiEqualFold(%q, %q) = %v, want %v", ab[0], ab[1], got, tc.want)
+			}
+		}
+	}
+}
+
 func TestTraversal(t *testing.T) {
 	for p, want := range map[string]bool{
 		"/":              false,
@@ -653,7 +706,7 @@ func TestRequestLevelFieldsListed(t *testing.T) {
 	// Every field that only a request shows must keep a rule from being
 	// a tunnel rule; this catches a field added to one list but not the
 	// other.
-	for _, m := range []string{`{"method":"GET"}`, `{"pathPrefix":"/"}`, `{"headerContains":{"a":""}}`, `{"maxBodySize":1}`, `{"mcp":{}}`} {
+	for _, m := range []string{`{"method":"GET"}`, `{"pathPrefix":"/"}`, `{"headerContains":{"a":""}}`, `{"maxBodySize":1}`, `{"maxBodySize":0}`, `{"mcp":{}}`} {
 		_, err := Parse([]byte(`{"schema":"impyard.policy/1","rules":[{"name":"t","match":` + m + `,"verdict":"tunnel"}]}`))
 		if err == nil || !strings.Contains(err.Error(), "a tunnel rule can match only") {
 			t.Errorf("tunnel rule with %s: %v", m, err)
