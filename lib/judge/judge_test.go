@@ -472,6 +472,47 @@ func TestBatches(t *testing.T) {
 	}
 }
 
+// TestBatchNetworksAndCredentials checks what a batch allowed by several
+// rules carries: a network only when one rule allowed every call, and a
+// credential when every call's rule injects the same one, even if the
+// rules are different.
+func TestBatchNetworksAndCredentials(t *testing.T) {
+	p := policy(t,
+		`{"name":"read","match":{"host":"api.example.com","network":"93.184.216.0/24","mcp":{"method":"tools/call","tool":"get_*"}},"verdict":"allow"}`,
+		`{"name":"list","match":{"host":"api.example.com","network":"93.184.216.0/24","mcp":{"method":"tools/call","tool":"list_*"}},"verdict":"allow"}`,
+		`{"name":"send","match":{"protocol":"https","host":"api.example.com","mcp":{"method":"tools/call","tool":"send_*"}},"verdict":"allow","inject":{"header":"authorization","secret":"k","format":"Bearer %s"}}`,
+		`{"name":"post","match":{"protocol":"https","host":"api.example.com","mcp":{"method":"tools/call","tool":"post_*"}},"verdict":"allow","inject":{"header":"authorization","secret":"k","format":"Bearer %s"}}`,
+		`{"name":"page","match":{"protocol":"https","host":"api.example.com","mcp":{"method":"tools/call","tool":"page_*"}},"verdict":"allow","inject":{"header":"authorization","secret":"k2","format":"Bearer %s"}}`,
+	)
+	nets := []netip.Prefix{netip.MustParsePrefix("93.184.216.0/24")}
+	k := &Inject{Header: "authorization", Secret: "k", Format: "Bearer %s"}
+	tests := []struct {
+		name  string
+		tools []string
+		want  Decision
+	}{
+		{"one network rule", []string{"get_a", "get_b"},
+			Decision{Verdict: Allow, Rule: "read", Reason: `rule "read" allows it`, Networks: nets}},
+		{"two network rules", []string{"get_a", "list_b"},
+			Decision{Verdict: Allow, Rule: "read", Reason: "every call in the batch is allowed"}},
+		{"two rules, one credential", []string{"send_a", "post_b"},
+			Decision{Verdict: Allow, Rule: "send", Reason: "every call in the batch is allowed", Inject: k}},
+		{"two rules, two credentials", []string{"send_a", "page_b"},
+			Decision{Rule: "page", Reason: `batch call 1 (method "tools/call", tool "page_b"): allowed by a rule with another credential than the calls before it`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := base()
+			r.Method = "POST"
+			r.MCP = &mcp.Lifted{Batch: true}
+			for _, tool := range tt.tools {
+				r.MCP.Calls = append(r.MCP.Calls, mcp.Call{Method: "tools/call", Tool: tool})
+			}
+			checkDecision(t, p.Judge(r), tt.want)
+		})
+	}
+}
+
 // From body to decision, as the gateway does it.
 func TestLiftedBodies(t *testing.T) {
 	p := policy(t, `{"name":"read","match":{"host":"api.example.com","mcp":{"method":"tools/call","tool":"get_*"}},"verdict":"allow"}`)
