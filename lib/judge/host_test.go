@@ -9,6 +9,10 @@ import (
 	"github.com/gobwas/glob"
 )
 
+// name253 is a host name of exactly 253 characters, the DNS limit,
+// in labels of at most 63.
+var name253 = strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61)
+
 func TestCanonicalHost(t *testing.T) {
 	tests := []struct {
 		in, want, err string
@@ -61,6 +65,16 @@ func TestCanonicalHost(t *testing.T) {
 		{in: "a\u200db.example", err: `host "a\u200db.example": idna: invalid label "a\u200db"`},
 		{in: strings.Repeat("a", 64) + ".example", err: `host "` + strings.Repeat("a", 64) + `.example": label "aaaaaaaaaaaaaaaaaaaa"... longer than 63 characters`},
 		{in: strings.Repeat("abcdefghi.", 26), err: `host "abcdefghi.abcdefghi.abcdefghi.abcdefghi."...: longer than 253 characters`},
+		// The name limit: 253 characters, counted without the trailing dot.
+		{in: name253, want: name253},
+		{in: name253 + ".", want: name253},
+		{in: strings.ToUpper(name253), want: name253},
+		{in: name253 + "d", err: `host "` + name253[:40] + `"...: longer than 253 characters`},
+		{in: name253 + "d.", err: `host "` + name253[:40] + `"...: longer than 253 characters`},
+		// The ASCII edge: 0x7f is ASCII and fails as a character, 0x80
+		// is not and goes through IDNA (which makes it U+FFFD).
+		{in: "a\x7f.example", err: `host "a\x7f.example": label "a\x7f" has a character other than a-z, 0-9 and hyphen`},
+		{in: "a\x80.example", err: "host \"a\\x80.example\": label \"xn--a-q10i\": idna: invalid label \"a\ufffd\""},
 	}
 	for _, tt := range tests {
 		got, err := CanonicalHost(tt.in)

@@ -76,6 +76,11 @@ func TestMatchFields(t *testing.T) {
 		{"method case-insensitive", `{"method":"post"}`, func(r *Request) { r.Method = "POST" }, true},
 		{"method case-insensitive in the request", `{"method":"POST"}`, func(r *Request) { r.Method = "post" }, true},
 		{"method list", `{"method":["PUT","GET"]}`, func(r *Request) {}, true},
+		// Case folding at each edge of A-Z, on either side.
+		{"method A and Z", `{"method":"AZ"}`, func(r *Request) { r.Method = "AZ" }, true},
+		{"method a and z in the request", `{"method":"AZ"}`, func(r *Request) { r.Method = "az" }, true},
+		{"method a and z in the rule", `{"method":"az"}`, func(r *Request) { r.Method = "AZ" }, true},
+		{"method @ is not folded", `{"method":"X` + "`" + `"}`, func(r *Request) { r.Method = "X@" }, false},
 
 		{"path prefix", `{"pathPrefix":"/v1/"}`, func(r *Request) {}, true},
 		{"path prefix other", `{"pathPrefix":"/v2/"}`, func(r *Request) {}, false},
@@ -99,12 +104,15 @@ func TestMatchFields(t *testing.T) {
 		{"header substring is case-sensitive", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) { r.Header.Set("X-Api", "ABC") }, false},
 		{"header presence", `{"headerContains":{"X-API":""}}`, func(r *Request) { r.Header.Set("X-Api", "") }, true},
 		{"header under a non-canonical key", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) { r.Header["x-api"] = []string{"abc"} }, true},
+		{"header key folded at A and Z", `{"headerContains":{"x-az":""}}`, func(r *Request) { r.Header["X-AZ"] = []string{""} }, true},
+		{"header key @ is not folded", `{"headerContains":{"x-` + "`" + `":""}}`, func(r *Request) { r.Header["X-@"] = []string{""} }, false},
 		{"header any of its values", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) { r.Header["X-Api"] = []string{"no", "abc"} }, true},
 		{"headers all must hold", `{"headerContains":{"x-a":"","x-b":""}}`, func(r *Request) { r.Header.Set("X-A", "1") }, false},
 
 		{"body size at the limit", `{"maxBodySize":100}`, func(r *Request) { r.BodySize = 100 }, true},
 		{"body size over", `{"maxBodySize":100}`, func(r *Request) { r.BodySize = 101 }, false},
 		{"body size zero", `{"maxBodySize":0}`, func(r *Request) {}, true},
+		{"body size one over zero", `{"maxBodySize":0}`, func(r *Request) { r.BodySize = 1 }, false},
 
 		{"mcp method and tool", `{"mcp":{"method":"tools/call","tool":"get_*"}}`, func(r *Request) { r.MCP = liftOne("tools/call", "get_issue") }, true},
 		{"mcp other tool", `{"mcp":{"method":"tools/call","tool":"get_*"}}`, func(r *Request) { r.MCP = liftOne("tools/call", "create_pull_request") }, false},
@@ -396,6 +404,36 @@ func TestFindPlaceholders(t *testing.T) {
 	}
 }
 
+// TestPlaceholderSecretEdges checks the characters a placeholder's secret
+// name is read with: each edge of a-z and 0-9 is in it, the byte past
+// each edge ends it.
+func TestPlaceholderSecretEdges(t *testing.T) {
+	for _, tc := range []struct{ after, secret string }{
+		{"a`", "a"}, {"`a", ""},
+		{"z{", "z"}, {"{z", ""},
+		{"0/", "0"}, {"/0", ""},
+		{"9:", "9"}, {":9", ""},
+		{"._-Z", "._-"}, {"@", ""},
+	} {
+		got := FindPlaceholders(nil, "/x?k=IMPYARD_PLACEHOLDER_"+tc.after, nil)
+		if want := []Placeholder{{"url", tc.secret}}; !reflect.DeepEqual(got, want) {
+			t.Errorf("after the prefix %q: got %+v, want %+v", tc.after, got, want)
+		}
+	}
+
+	// A placeholder whose name runs through every edge passes only under
+	// the rule that injects that very name, in that header.
+	p := policy(t, `{"name":"keyed","match":{"protocol":"https","host":"api.example.com"},"verdict":"allow","inject":{"header":"authorization","secret":"a-z.0_9","format":"Bearer %s"}}`)
+	r := base()
+	r.Header.Set("Authorization", "Bearer IMPYARD_PLACEHOLDER_a-z.0_9")
+	r.Placeholders = FindPlaceholders(r.Header, r.Path, nil)
+	checkDecision(t, p.Judge(r), Decision{Verdict: Allow, Rule: "keyed", Reason: `rule "keyed" allows it`,
+		Inject: &Inject{Header: "authorization", Secret: "a-z.0_9", Format: "Bearer %s"}})
+	r.Header.Set("Authorization", "Bearer IMPYARD_PLACEHOLDER_a-z.0_9z")
+	r.Placeholders = FindPlaceholders(r.Header, r.Path, nil)
+	checkDecision(t, p.Judge(r), Decision{Rule: "keyed", Reason: `credential placeholder for "a-z.0_9z" in authorization and rule "keyed" does not inject it there`})
+}
+
 func TestBatches(t *testing.T) {
 	p := policy(t,
 		`{"name":"session","match":{"host":"api.example.com","mcp":{"method":["initialize","tools/list"]}},"verdict":"allow"}`,
@@ -429,6 +467,47 @@ func TestBatches(t *testing.T) {
 			r := base()
 			r.Method = "POST"
 			r.MCP = &mcp.Lifted{Calls: tt.calls, Batch: tt.batch}
+			checkDecision(t, p.Judge(r), tt.want)
+		})
+	}
+}
+
+// TestBatchNetworksAndCredentials checks what a batch allowed by several
+// rules carries: a network only when one rule allowed every call, and a
+// credential when every call's rule injects the same one, even if the
+// rules are different.
+func TestBatchNetworksAndCredentials(t *testing.T) {
+	p := policy(t,
+		`{"name":"read","match":{"host":"api.example.com","network":"93.184.216.0/24","mcp":{"method":"tools/call","tool":"get_*"}},"verdict":"allow"}`,
+		`{"name":"list","match":{"host":"api.example.com","network":"93.184.216.0/24","mcp":{"method":"tools/call","tool":"list_*"}},"verdict":"allow"}`,
+		`{"name":"send","match":{"protocol":"https","host":"api.example.com","mcp":{"method":"tools/call","tool":"send_*"}},"verdict":"allow","inject":{"header":"authorization","secret":"k","format":"Bearer %s"}}`,
+		`{"name":"post","match":{"protocol":"https","host":"api.example.com","mcp":{"method":"tools/call","tool":"post_*"}},"verdict":"allow","inject":{"header":"authorization","secret":"k","format":"Bearer %s"}}`,
+		`{"name":"page","match":{"protocol":"https","host":"api.example.com","mcp":{"method":"tools/call","tool":"page_*"}},"verdict":"allow","inject":{"header":"authorization","secret":"k2","format":"Bearer %s"}}`,
+	)
+	nets := []netip.Prefix{netip.MustParsePrefix("93.184.216.0/24")}
+	k := &Inject{Header: "authorization", Secret: "k", Format: "Bearer %s"}
+	tests := []struct {
+		name  string
+		tools []string
+		want  Decision
+	}{
+		{"one network rule", []string{"get_a", "get_b"},
+			Decision{Verdict: Allow, Rule: "read", Reason: `rule "read" allows it`, Networks: nets}},
+		{"two network rules", []string{"get_a", "list_b"},
+			Decision{Verdict: Allow, Rule: "read", Reason: "every call in the batch is allowed"}},
+		{"two rules, one credential", []string{"send_a", "post_b"},
+			Decision{Verdict: Allow, Rule: "send", Reason: "every call in the batch is allowed", Inject: k}},
+		{"two rules, two credentials", []string{"send_a", "page_b"},
+			Decision{Rule: "page", Reason: `batch call 1 (method "tools/call", tool "page_b"): allowed by a rule with another credential than the calls before it`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := base()
+			r.Method = "POST"
+			r.MCP = &mcp.Lifted{Batch: true}
+			for _, tool := range tt.tools {
+				r.MCP.Calls = append(r.MCP.Calls, mcp.Call{Method: "tools/call", Tool: tool})
+			}
 			checkDecision(t, p.Judge(r), tt.want)
 		})
 	}
@@ -485,6 +564,8 @@ func TestJudgeConnect(t *testing.T) {
 		{"tunnel network, outside it", policy(t, `{"name":"local","match":{"host":"pinned.example.com","network":"127.0.0.0/8"},"verdict":"tunnel"}`, `{"name":"rest","match":{"host":"pinned.example.com"},"verdict":"allow"}`), "pinned.example.com", "93.184.216.34",
 			Decision{Verdict: Allow, Rule: "rest", Reason: `rule "rest" allows it`}},
 		{"request rules are skipped for the tunnel", policy(t, `{"name":"api","match":{"host":"x.example.com","method":"POST"},"verdict":"allow"}`, `{"name":"pinned","match":{"host":"x.example.com"},"verdict":"tunnel"}`), "x.example.com", "93.184.216.34",
+			Decision{Verdict: Tunnel, Rule: "pinned", Reason: `rule "pinned" tunnels it`}},
+		{"request rules are skipped for the tunnel, even maxBodySize 0", policy(t, `{"name":"api","match":{"host":"x.example.com","maxBodySize":0},"verdict":"allow"}`, `{"name":"pinned","match":{"host":"x.example.com"},"verdict":"tunnel"}`), "x.example.com", "93.184.216.34",
 			Decision{Verdict: Tunnel, Rule: "pinned", Reason: `rule "pinned" tunnels it`}},
 		{"terminate: a host rule", policy(t, `{"name":"api","match":{"host":"x.example.com"},"verdict":"allow"}`, `{"name":"pinned","match":{"host":"x.example.com"},"verdict":"tunnel"}`), "x.example.com", "",
 			Decision{Verdict: Allow, Rule: "api", Reason: `rule "api" allows it`, NeedsAddr: true}},
@@ -591,6 +672,49 @@ func TestVerdictString(t *testing.T) {
 	}
 }
 
+// TestWildcardNeedsALabel checks that *.example.com covers a name with
+// at least one label before .example.com and never the suffix itself.
+// Judge refuses a host like ".example.com" before any rule (it is not
+// canonical); hostMatch holds the line on its own too, so that a caller
+// that skips that check still cannot match the bare suffix.
+func TestWildcardNeedsALabel(t *testing.T) {
+	p := policy(t, `{"name":"w","match":{"host":"*.example.com"},"verdict":"allow"}`)
+	m := &p.rules[0].m
+	for host, want := range map[string]bool{
+		"a.example.com":  true,
+		".example.com":   false,
+		"example.com":    false,
+		"xexample.com":   false,
+		"a.example.com.": false,
+	} {
+		if got := m.hostMatch(host); got != want {
+			t.Errorf("hostMatch(%q) = %v, want %v", host, got, want)
+		}
+	}
+	r := base()
+	r.Host = ".example.com"
+	checkDecision(t, p.Judge(r), Decision{Reason: "host is not in canonical form"})
+}
+
+// TestASCIIEqualFold checks the fold at each edge of A-Z and the byte
+// past each edge, in both argument positions.
+func TestASCIIEqualFold(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"A", "a", true}, {"Z", "z", true}, {"AZ", "az", true}, {"AZ", "AZ", true}, {"az", "az", true},
+		{"@", "`", false}, {"[", "{", false},
+		{"A", "b", false}, {"Z", "y", false}, {"a", "ab", false},
+	} {
+		for _, ab := range [][2]string{{tc.a, tc.b}, {tc.b, tc.a}} {
+			if got := asciiEqualFold(ab[0], ab[1]); got != tc.want {
+				t.Errorf("asciiEqualFold(%q, %q) = %v, want %v", ab[0], ab[1], got, tc.want)
+			}
+		}
+	}
+}
+
 func TestTraversal(t *testing.T) {
 	for p, want := range map[string]bool{
 		"/":              false,
@@ -623,7 +747,7 @@ func TestRequestLevelFieldsListed(t *testing.T) {
 	// Every field that only a request shows must keep a rule from being
 	// a tunnel rule; this catches a field added to one list but not the
 	// other.
-	for _, m := range []string{`{"method":"GET"}`, `{"pathPrefix":"/"}`, `{"headerContains":{"a":""}}`, `{"maxBodySize":1}`, `{"mcp":{}}`} {
+	for _, m := range []string{`{"method":"GET"}`, `{"pathPrefix":"/"}`, `{"headerContains":{"a":""}}`, `{"maxBodySize":1}`, `{"maxBodySize":0}`, `{"mcp":{}}`} {
 		_, err := Parse([]byte(`{"schema":"impyard.policy/1","rules":[{"name":"t","match":` + m + `,"verdict":"tunnel"}]}`))
 		if err == nil || !strings.Contains(err.Error(), "a tunnel rule can match only") {
 			t.Errorf("tunnel rule with %s: %v", m, err)

@@ -50,7 +50,7 @@ func NormalPath(p string) string {
 			b.WriteString("%25")
 			continue
 		}
-		if c == '/' && b.Len() > 0 && strings.HasSuffix(b.String(), "/") {
+		if c == '/' && strings.HasSuffix(b.String(), "/") {
 			continue
 		}
 		b.WriteByte(c)

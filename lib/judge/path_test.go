@@ -17,6 +17,17 @@ func TestNormalPath(t *testing.T) {
 		{"/%%34%31", "/%2541"},
 		{"/a%", "/a%25"},
 		{"/a%4", "/a%254"},
+		// Each edge of each unreserved range is decoded; the byte one
+		// past it keeps its escape, upper-cased.
+		{"/%61%7a%7A", "/azz"},
+		{"/%60%7b", "/%60%7B"},
+		{"/%41%5a%5A", "/AZZ"},
+		{"/%40%5b", "/%40%5B"},
+		{"/%30%39", "/09"},
+		{"/%2f%3a", "/%2F%3A"},
+		// The other unreserved characters, and their neighbours.
+		{"/%2d%2e%5f%7e", "/-._~"},
+		{"/%2c%5e%7f", "/%2C%5E%7F"},
 	} {
 		if got := NormalPath(tc[0]); got != tc[1] {
 			t.Errorf("NormalPath(%q) = %q, want %q", tc[0], got, tc[1])

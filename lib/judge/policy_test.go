@@ -1,12 +1,14 @@
 package judge
 
 import (
+	"encoding/json"
 	"github.com/impyard/impyard/lib/id"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -109,6 +111,81 @@ func TestBrokenPolicies(t *testing.T) {
 		if d.Verdict != Deny || d.WouldDeny || d.Reason != "policy unusable: "+err.Error() {
 			t.Errorf("%s: broken policy judged %+v", path, d)
 		}
+	}
+}
+
+// TestParseLimits checks each numeric limit of the file format at the
+// limit and one past it, with the refusal reason.
+func TestParseLimits(t *testing.T) {
+	for _, tc := range []struct{ data, err string }{
+		// Majors start at 0: /0 is a well-formed major this build does
+		// not read, /-1 is no major at all.
+		{`{"schema":"impyard.policy/0","rules":[]}`, `schema: unsupported "impyard.policy/0" (this build reads "impyard.policy/1")`},
+		{`{"schema":"impyard.policy/-1","rules":[]}`, `schema: "impyard.policy/-1" is not impyard.policy/<major>`},
+		{`{"schema":"impyard.policy/1","rules":[{"name":"a","match":{"port":0},"verdict":"allow"}]}`, `rules[0] "a": match.port: 0 is not a port number (1..65535)`},
+		{`{"schema":"impyard.policy/1","rules":[{"name":"a","match":{"port":[1,65536]},"verdict":"allow"}]}`, `rules[0] "a": match.port: 65536 is not a port number (1..65535)`},
+		{`{"schema":"impyard.policy/1","rules":[{"name":"a","match":{"port":-1},"verdict":"allow"}]}`, `rules[0] "a": match.port: -1 is not a port number (1..65535)`},
+		// A strict-decoding error in a rule past the end of the rules list
+		// that encoding/json keeps (the last of two "rules" keys) is
+		// reported as is: there is no rule to name.
+		{`{"schema":"impyard.policy/1","rules":[{"name":"a","verdict":"allow"},{"name":"b","verdict":"deny","verdict":"allow"}],"rules":[{"name":"x","verdict":"deny"}]}`, `duplicate key "verdict" at $.rules[1]`},
+		{`{"schema":"impyard.policy/1","rules":[{"name":"a","verdict":"allow"},{"name":"b","verdict":"deny","verdict":"allow"}],"rules":[]}`, `duplicate key "verdict" at $.rules[1]`},
+	} {
+		p, err := Parse([]byte(tc.data))
+		if p != nil || err == nil || err.Error() != tc.err {
+			t.Errorf("Parse(%s)\n got: %v\nwant: %s", tc.data, err, tc.err)
+		}
+	}
+
+	// The first and last ports are ports.
+	p := policy(t, `{"name":"edges","match":{"port":[1,65535]},"verdict":"allow"}`)
+	for port, rule := range map[int]string{1: "edges", 2: "", 65534: "", 65535: "edges"} {
+		r := base()
+		r.Port = port
+		if d := p.Judge(r); d.Rule != rule {
+			t.Errorf("port %d: %+v, want rule %q", port, d, rule)
+		}
+	}
+}
+
+// TestTokens checks the characters of an HTTP token (method and header
+// names): each edge of a-z, A-Z and 0-9 and the first and last of the
+// other tchars are in, the byte past each range edge is out, in a rule
+// and in a request.
+func TestTokens(t *testing.T) {
+	in := []string{"a", "z", "A", "Z", "0", "9", "!", "~", "`", "^", "|", "Z9!", "!A0z~"}
+	out := []string{"@", "[", "/", ":", "{", "\"", " ", "\x7f", "(", ")", ",", "\\", "]", "}", "A:"}
+	js := func(s string) string {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	quoted := make([]string, len(in))
+	for i, m := range in {
+		quoted[i] = js(m)
+	}
+	p := policy(t, `{"name":"m","match":{"method":[`+strings.Join(quoted, ",")+`]},"verdict":"allow"}`)
+	for _, m := range in {
+		r := base()
+		r.Method = m
+		if d := p.Judge(r); d.Verdict != Allow || d.Rule != "m" {
+			t.Errorf("method %q: %+v, want rule %q", m, d, "m")
+		}
+	}
+	for _, m := range out {
+		_, err := Parse([]byte(`{"schema":"impyard.policy/1","rules":[{"name":"m","match":{"method":` + js(m) + `},"verdict":"allow"}]}`))
+		if want := `rules[0] "m": match.method: ` + strconv.Quote(m) + ` is not an HTTP method`; err == nil || err.Error() != want {
+			t.Errorf("method %q in a rule: %v, want %s", m, err, want)
+		}
+		_, err = Parse([]byte(`{"schema":"impyard.policy/1","rules":[{"name":"h","match":{"headerContains":{` + js("x"+m) + `:""}},"verdict":"allow"}]}`))
+		if want := `rules[0] "h": match.headerContains: ` + strconv.Quote("x"+m) + ` is not a header name`; err == nil || err.Error() != want {
+			t.Errorf("header %q in a rule: %v, want %s", "x"+m, err, want)
+		}
+		r := base()
+		r.Method = m
+		checkDecision(t, p.Judge(r), Decision{Reason: "method is not an HTTP token"})
 	}
 }
 
