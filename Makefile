@@ -29,11 +29,12 @@ unit:
 
 # Every fuzz target, briefly: go test runs one target per invocation.
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
+	@mkdir -p bin; set -e; for pkg in $$($(GO) list ./...); do \
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
 	    echo "fuzz $$pkg $$f"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >bin/fuzz.out 2>&1 || \
+	      { cat bin/fuzz.out; exit 1; }; \
 	  done; \
 	done
 
