@@ -119,8 +119,8 @@ func TestUnexportedEmbedded(t *testing.T) {
 		t.Errorf("promoted field: %+v %v", v, err)
 	}
 	err := Unmarshal([]byte(`{"level":1}`), &v)
-	if err == nil || err.Error() != `unknown field "level" at $` {
-		t.Errorf("unexported embedded int: %v", err)
+	if err == nil || err.Error() != `unknown field "level" at $` || v.level != 0 {
+		t.Errorf("unexported embedded int: %v, level %d", err, v.level)
 	}
 	if err := Unmarshal([]byte(`{"promoted":{}}`), &v); err == nil || err.Error() != `unknown field "promoted" at $` {
 		t.Errorf("unexported embedded struct name: %v", err)
