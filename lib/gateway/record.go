@@ -248,21 +248,7 @@ func (r *Record) appendJSON(b []byte) []byte {
 		b = field(b, FieldAddr, false)
 		b = appendString(b, r.Addr)
 	}
-	b = field(b, FieldStatus, false)
-	b = strconv.AppendInt(b, int64(r.Status), 10)
-	if r.UpstreamMS > 0 {
-		b = field(b, FieldUpstreamMS, false)
-		b = strconv.AppendFloat(b, math.Round(r.UpstreamMS*1000)/1000, 'f', -1, 64)
-	}
-	b = field(b, FieldBytesIn, false)
-	b = strconv.AppendInt(b, r.BytesIn, 10)
-	b = field(b, FieldBytesOut, false)
-	b = strconv.AppendInt(b, r.BytesOut, 10)
-	if r.Error != "" {
-		b = field(b, FieldError, false)
-		b = appendString(b, r.Error)
-	}
-	return append(b, '}')
+	return r.appendExchange(b)
 }
 
 // appendOutcomeJSON writes the outcome line of a forwarded exchange: the
@@ -277,6 +263,12 @@ func (r *Record) appendOutcomeJSON(b []byte, end time.Time) []byte {
 	b = append(b, '"')
 	b = end.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
+	return r.appendExchange(b)
+}
+
+// appendExchange writes what the exchange filled in, the fields a decision
+// record and an outcome line share, and closes the object.
+func (r *Record) appendExchange(b []byte) []byte {
 	b = field(b, FieldStatus, false)
 	b = strconv.AppendInt(b, int64(r.Status), 10)
 	if r.UpstreamMS > 0 {
