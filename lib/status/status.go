@@ -292,13 +292,13 @@ func (s *Status) WriteText(w io.Writer) error {
 	if len(s.Spend) == 0 {
 		fmt.Fprintln(tw, "  none")
 	} else {
-		fmt.Fprintln(tw, "  IMP\tCOST\tBUDGET\tBYTES\tBYTE BUDGET\t")
+		fmt.Fprintln(tw, "  IMP\tCOST\tBUDGET\tBYTES\tBYTE BUDGET")
 		for _, sp := range s.Spend {
 			over := ""
 			if sp.Over {
-				over = "over budget"
+				over = "\tover budget"
 			}
-			fmt.Fprintf(tw, "  %s\t%.4g\t%s\t%d\t%s\t%s\n", sp.Imp, sp.Cost, orDash(sp.Daily > 0, fmt.Sprintf("%.4g", sp.Daily)),
+			fmt.Fprintf(tw, "  %s\t%.4g\t%s\t%d\t%s%s\n", sp.Imp, sp.Cost, orDash(sp.Daily > 0, fmt.Sprintf("%.4g", sp.Daily)),
 				sp.Bytes, orDash(sp.DailyBytes > 0, fmt.Sprint(sp.DailyBytes)), over)
 		}
 	}
