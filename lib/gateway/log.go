@@ -126,18 +126,34 @@ func (l *LogReader) Next() ([]*Record, []store.BadLine, error) {
 	if _, err := f.Seek(l.off, io.SeekStart); err != nil {
 		return nil, nil, err
 	}
-	data, err := io.ReadAll(io.LimitReader(f, 64<<20))
-	if err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", l.Path, err)
-	}
-	l.off += int64(len(data))
-	data = append(l.partial, data...)
-	l.partial = nil
 	var out []*Record
 	var bad []store.BadLine
+	buf := make([]byte, 1<<20)
+	for {
+		n, err := f.Read(buf)
+		l.off += int64(n)
+		out, bad = l.lines(append(l.partial, buf[:n]...), out, bad)
+		if err == io.EOF || n == 0 && err == nil {
+			break
+		}
+		if err != nil {
+			return out, bad, fmt.Errorf("read %s: %w", l.Path, err)
+		}
+	}
+	return out, bad, nil
+}
+
+// lines takes the whole lines of data, keeping the rest as partial.
+func (l *LogReader) lines(data []byte, out []*Record, bad []store.BadLine) ([]*Record, []store.BadLine) {
+	l.partial = nil
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
+			if len(data) > store.MaxLine {
+				// No record is this long: drop it rather than grow.
+				bad = append(bad, store.BadLine{Path: l.Path, Line: l.line + 1, Err: fmt.Errorf("line over the %d byte limit", store.MaxLine)})
+				data = nil
+			}
 			l.partial = append([]byte(nil), data...)
 			break
 		}
@@ -157,7 +173,7 @@ func (l *LogReader) Next() ([]*Record, []store.BadLine, error) {
 			out = append(out, r)
 		}
 	}
-	return out, bad, nil
+	return out, bad
 }
 
 // take reads one line and returns the record it completes, if any.

@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -127,5 +129,32 @@ func TestLogReader(t *testing.T) {
 	recs, bad = l.Flush()
 	if len(recs) != 1 || recs[0].ID != "tun" || recs[0].Status != 0 || len(bad) != 0 {
 		t.Fatalf("flush: %v %v, want the open tunnel", recs, bad)
+	}
+}
+
+// TestLogReaderLarge reads a log longer than one read, records split
+// across reads included, in one call.
+func TestLogReaderLarge(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "decisions.jsonl")
+	t0 := time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
+	var b []byte
+	n := 0
+	for len(b) < 3<<20 {
+		r := logRecord(fmt.Sprint("id-", n), "yuko", VerdictDeny, "example.com", "", t0)
+		r.Request.Path = "/" + strings.Repeat("x", n%500)
+		r.Status = 403
+		b = append(r.appendJSON(b), '\n')
+		n++
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := &LogReader{Path: path}
+	recs, bad, err := l.Next()
+	if err != nil || len(bad) != 0 || len(recs) != n {
+		t.Fatalf("%d records, %v, %v; want %d", len(recs), bad, err, n)
+	}
+	if recs[n-1].ID != fmt.Sprint("id-", n-1) {
+		t.Fatalf("last = %s", recs[n-1].ID)
 	}
 }
