@@ -13,6 +13,7 @@ import (
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/executor"
 	"github.com/impyard/impyard/lib/gate"
+	runs "github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -85,6 +86,13 @@ func runCmd(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Held while it runs, shared with other executors: impsup status
+	// tells from it that an executor is running.
+	release, err := runs.Present(r.Yard, "impexec")
+	if err != nil {
+		return err
+	}
+	defer release()
 	r.Logf("watching %s", gate.Dir(r.Yard))
 	return r.Run(ctx, *rescan, *workers)
 }

@@ -25,6 +25,7 @@ Commands:
   ca       create (ca init) or show (ca show) the CA in IMPYARD_HOME/ca
   judge    dry-run one request against a policy; exit 0 allow, 1 deny
   replay   re-judge recorded decisions under a candidate policy
+  log      list the recorded decisions, filtered; -f to follow
   token    issue or revoke the tokens that say who is asking
 
 Run 'impgw COMMAND -h' for a command's flags.
@@ -34,6 +35,7 @@ Examples:
   impgw serve --listen 127.0.0.1:7300
   impgw judge --explain POST https://api.resend.com/emails -H 'content-type: application/json'
   impgw replay --policy candidate.json
+  impgw log --since 1h --verdict deny
 `
 
 func main() {
@@ -49,6 +51,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"serve":  func(a []string) error { return serve(ctx, e, a) },
 		"ca":     func(a []string) error { return caCmd(e, a) },
 		"replay": func(a []string) error { return replay(e, a) },
+		"log":    func(a []string) error { return logCmd(ctx, e, a) },
 		"token":  func(a []string) error { return tokenCmd(e, a) },
 		"judge": func(a []string) error {
 			// judge's exit status is its verdict, when it reached one.

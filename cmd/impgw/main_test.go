@@ -1,13 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/impyard/impyard/internal/scripttest"
+	"github.com/impyard/impyard/lib/gateway"
 )
 
 // TestMain makes this test binary double as impgw, on PATH for the
@@ -26,6 +29,66 @@ func TestScripts(t *testing.T) {
 			env.Setenv("HOME", env.WorkDir)
 			return os.MkdirAll(filepath.Join(env.WorkDir, "policies"), 0o755)
 		},
-		Cmds: scripttest.Cmds(nil),
+		Cmds: scripttest.Cmds(map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"decisions": decisionsCmd,
+			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
+				d, err := time.ParseDuration(args[0])
+				ts.Check(err)
+				time.Sleep(d)
+			},
+		}),
 	})
+}
+
+// decisionsCmd appends decision records to a file with the gateway's own
+// encoder, as impgw serve writes them: "decisions FILE" writes the set
+// below, "decisions FILE more" one more denial, dated now. The set is two
+// records of 2026-07-01 (an allow completed by its outcome, a deny), a
+// gate event sharing the log, and three of the last minutes: an allow of
+// kenji's with its outcome, a malformed request rejected, and a tunnel
+// still open (no outcome yet).
+func decisionsCmd(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: decisions FILE [more]")
+	}
+	ts.Check(os.MkdirAll(filepath.Dir(ts.MkAbs(args[0])), 0o755))
+	f, err := os.OpenFile(ts.MkAbs(args[0]), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	ts.Check(err)
+	defer f.Close()
+	now := time.Now().UTC()
+	put := func(b []byte) {
+		_, err := f.Write(append(b, '\n'))
+		ts.Check(err)
+	}
+	rec := func(id string, at time.Time, imp, verdict, rule, method, host, path string, status int) *gateway.Record {
+		r := &gateway.Record{ID: id, Time: at, Verdict: verdict, Rule: rule, Reason: "rule " + rule,
+			Request: gateway.RequestInfo{Imp: imp, Protocol: "https", Method: method, Host: host, Port: 443, Path: path}, Status: status}
+		b, err := r.MarshalJSON()
+		ts.Check(err)
+		put(b)
+		return r
+	}
+	outcome := func(r *gateway.Record, status int, out int64) {
+		r.Status, r.BytesOut = status, out
+		put(r.OutcomeJSON(r.Time.Add(time.Second)))
+	}
+	if len(args) == 2 {
+		rec("00000000-0000-4000-8000-000000000007", now, "yuko", gateway.VerdictDeny, "", "DELETE", "api.github.com", "/repos/x", 403)
+		return
+	}
+	t0 := time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
+	r := rec("00000000-0000-4000-8000-000000000001", t0, "yuko", gateway.VerdictAllow, "model-api", "POST", "chatgpt.com", "/backend-api/codex/responses", 0)
+	rec("00000000-0000-4000-8000-000000000002", t0.Add(time.Second), "yuko", gateway.VerdictDeny, "", "POST", "api.resend.com", "/emails", 403)
+	ev, err := json.Marshal(map[string]string{"schema": "impyard.event/1", "ts": t0.Add(2 * time.Second).Format(time.RFC3339), "event": "gate-filed", "imp": "yuko"})
+	ts.Check(err)
+	put(ev)
+	outcome(r, 200, 900)
+	r = rec("00000000-0000-4000-8000-000000000004", now.Add(-5*time.Minute), "kenji", gateway.VerdictAllow, "github", "GET", "API.GitHub.com", "/user", 0)
+	outcome(r, 200, 120)
+	bad := &gateway.Record{ID: "00000000-0000-4000-8000-000000000005", Time: now.Add(-time.Minute), Verdict: gateway.VerdictReject,
+		Reason: "both Content-Length and Transfer-Encoding (request smuggling)", Request: gateway.RequestInfo{Method: "POST"}, Status: 400}
+	b, err := bad.MarshalJSON()
+	ts.Check(err)
+	put(b)
+	rec("00000000-0000-4000-8000-000000000006", now.Add(-30*time.Second), "kenji", gateway.VerdictTunnel, "ws", "CONNECT", "ws.example.com", "", 0)
 }

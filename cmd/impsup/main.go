@@ -29,10 +29,12 @@ Commands:
   run      supervise until stopped
   once     one pass: start what may start, wait for those boxes, settle
   doctor   check every prerequisite, one line each
+  status   what needs the owner: tasks, pending gates, spend, daemons, failures
 
 Examples:
   impsup init /srv/yard
   impsup doctor
+  impsup status
   impsup run
   */5 * * * * impsup once
 `
@@ -50,6 +52,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"run":    func(a []string) error { return runCmd(ctx, e, a) },
 		"once":   func(a []string) error { return onceCmd(ctx, e, a) },
 		"doctor": func(a []string) error { return doctor(ctx, e, a) },
+		"status": func(a []string) error { return statusCmd(e, a) },
 	})
 }
 

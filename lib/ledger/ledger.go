@@ -68,10 +68,11 @@ func Debit(y *yard.Yard, e Entry) error {
 // counted once per gate: an executor that resumes after a crash may debit
 // the same gate again.
 func Spent(y *yard.Yard, imp string, at time.Time) (cost float64, bytes int64, err error) {
-	p, err := path(y, imp)
-	if err != nil {
+	if err := id.CheckName(imp); err != nil {
 		return 0, 0, err
 	}
+	// Reading makes nothing: a missing ledger/ has no entries.
+	p := filepath.Join(y.Path("ledger"), imp+".jsonl")
 	day := at.UTC().Format("2006-01-02")
 	gates := map[string]bool{}
 	_, err = store.ReadJSONL(p, func(line []byte) error {

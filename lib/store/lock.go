@@ -173,3 +173,63 @@ func release(f *os.File) {
 	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
 	f.Close()
 }
+
+// Share takes a shared flock on path, creating it without following a
+// symlink, and returns the function that releases it: any number of
+// processes may share it, and Held sees it while one does. It waits at
+// most LockTimeout for an exclusive holder (a Held probe holds it only
+// for an instant).
+func Share(path string) (unlock func(), err error) {
+	f, err := openLock(unix.AT_FDCWD, path, path)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(LockTimeout)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return func() { release(f) }, nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case !errors.Is(err, unix.EWOULDBLOCK):
+			f.Close()
+			return nil, &os.PathError{Op: "lock", Path: path, Err: err}
+		case time.Now().After(deadline):
+			f.Close()
+			return nil, &os.PathError{Op: "lock", Path: path, Err: ErrBusy}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Held reports whether some process holds a flock (shared or exclusive)
+// on path, without creating it or following a symlink: a missing file is
+// not held. It tries, and at once lets go of, an exclusive flock, so a
+// process that tries the same lock in that instant without waiting finds
+// it busy.
+func Held(path string) (bool, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return false, nil
+	case errors.Is(err, unix.ELOOP):
+		return false, &os.PathError{Op: "lock", Path: path, Err: errSymlink}
+	case err != nil:
+		return false, &os.PathError{Op: "lock", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			_ = unix.Flock(fd, unix.LOCK_UN)
+			return false, nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EWOULDBLOCK):
+			return true, nil
+		}
+		return false, &os.PathError{Op: "lock", Path: path, Err: err}
+	}
+}

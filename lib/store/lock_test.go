@@ -210,3 +210,52 @@ func TestTryLockGivesUpOnAChurningFile(t *testing.T) {
 	}
 	u()
 }
+
+// TestHeld sees an exclusive and a shared holder, creates no file, and
+// lets go at once so the lock can be taken after.
+func TestHeld(t *testing.T) {
+	p := filepath.Join(t.TempDir(), ".d.lock")
+	if held, err := Held(p); held || err != nil {
+		t.Fatalf("missing file: %v %v", held, err)
+	}
+	if _, err := os.Lstat(p); !os.IsNotExist(err) {
+		t.Fatalf("Held created %s: %v", p, err)
+	}
+	unlock, ok, err := TryLock(p)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if held, err := Held(p); !held || err != nil {
+		t.Fatalf("exclusive holder: %v %v", held, err)
+	}
+	unlock()
+	if held, err := Held(p); held || err != nil {
+		t.Fatalf("released: %v %v", held, err)
+	}
+	u1, err := Share(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u2, err := Share(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := Held(p); !held || err != nil {
+		t.Fatalf("shared holders: %v %v", held, err)
+	}
+	u1()
+	if held, _ := Held(p); !held {
+		t.Fatal("one shared holder left, not seen")
+	}
+	u2()
+	if _, ok, err := TryLock(p); !ok || err != nil {
+		t.Fatalf("after Held, TryLock: %v %v", ok, err)
+	}
+	link := p + ".link"
+	if err := os.Symlink(p, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Held(link); err == nil {
+		t.Fatal("Held followed a symlink")
+	}
+}

@@ -80,11 +80,10 @@ func (s *Supervisor) now() time.Time {
 
 // Lock makes this the yard's only supervisor until unlock.
 func Lock(y *yard.Yard) (unlock func(), err error) {
-	d, err := run.MkRoot(y)
-	if err != nil {
+	if _, err := run.MkRoot(y); err != nil {
 		return nil, err
 	}
-	unlock, ok, err := store.TryLock(d + "/.impsup.lock")
+	unlock, ok, err := store.TryLock(run.DaemonLock(y, Actor))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,246 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/impyard/impyard/lib/store"
+)
+
+// Filter selects decision records for a reader of the audit log (impgw
+// log). A zero field selects everything.
+type Filter struct {
+	Since   time.Time // records at or after
+	Imp     string    // the subject, exactly
+	Verdict string    // one of Verdicts
+	Host    string    // the request's host, without regard to case
+	Rule    string    // the rule that decided, exactly
+}
+
+// Verdicts are the verdicts a record can carry, in the order they are
+// listed to a user.
+var Verdicts = []string{VerdictAllow, VerdictDeny, VerdictTunnel, VerdictReject}
+
+// Match reports whether r passes every set field of f.
+func (f *Filter) Match(r *Record) bool {
+	switch {
+	case !f.Since.IsZero() && r.Time.Before(f.Since):
+		return false
+	case f.Imp != "" && r.Request.Imp != f.Imp:
+		return false
+	case f.Verdict != "" && r.Verdict != f.Verdict:
+		return false
+	case f.Host != "" && !strings.EqualFold(r.Request.Host, f.Host):
+		return false
+	case f.Rule != "" && r.Rule != f.Rule:
+		return false
+	}
+	return true
+}
+
+// CheckVerdict returns an error naming the valid verdicts when v is not
+// one of them.
+func CheckVerdict(v string) error {
+	for _, ok := range Verdicts {
+		if v == ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown verdict %q (want %s)", v, strings.Join(Verdicts, ", "))
+}
+
+// ParseSince reads a --since value relative to now: a duration back from
+// now (90s, 15m, 2h, 1h30m, or whole days such as 7d), an RFC 3339 time,
+// or a date (YYYY-MM-DD, midnight UTC).
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		if days, err := strconv.Atoi(n); err == nil && days > 0 {
+			return now.Add(-time.Duration(days) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("--since %s: a duration must be positive", s)
+		}
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("--since %q: want a duration (15m, 2h, 7d), an RFC 3339 time or a date (YYYY-MM-DD)", s)
+}
+
+// awaitsOutcome reports whether an outcome line will complete r: a
+// request the gateway forwarded (or a tunnel it opened) whose exchange
+// was not over when its decision was written.
+func awaitsOutcome(r *Record) bool {
+	return (r.Verdict == VerdictAllow || r.Verdict == VerdictTunnel) && r.RefusedBy == "" && r.Status == 0
+}
+
+// LogReader reads the decision records of an audit log as it grows, each
+// completed by its outcome line. Lines of other schemas (the gate and
+// task events that share the log) are skipped. A record is returned once
+// it is complete: at once when no outcome is to follow, else when its
+// outcome line is read, or by Flush.
+type LogReader struct {
+	Path string
+
+	off     int64
+	line    int
+	partial []byte
+	pending map[string]*Record
+	order   []*Record // pending, in the order their decisions were written
+}
+
+// Next reads the lines appended since the last call and returns the
+// records they complete, and the lines it skipped (damaged, or a decision
+// it could not read). A line without its newline yet is kept for the next
+// call. A missing file has no lines.
+func (l *LogReader) Next() ([]*Record, []store.BadLine, error) {
+	f, err := os.Open(l.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%s: not a regular file", l.Path)
+	} else if fi.Size() < l.off {
+		// Truncated or replaced: start over.
+		l.off, l.line, l.partial = 0, 0, nil
+	}
+	if _, err := f.Seek(l.off, io.SeekStart); err != nil {
+		return nil, nil, err
+	}
+	var out []*Record
+	var bad []store.BadLine
+	buf := make([]byte, 1<<20)
+	for {
+		n, err := f.Read(buf)
+		l.off += int64(n)
+		out, bad = l.lines(append(l.partial, buf[:n]...), out, bad)
+		if err == io.EOF || n == 0 && err == nil {
+			break
+		}
+		if err != nil {
+			return out, bad, fmt.Errorf("read %s: %w", l.Path, err)
+		}
+	}
+	return out, bad, nil
+}
+
+// lines takes the whole lines of data, keeping the rest as partial.
+func (l *LogReader) lines(data []byte, out []*Record, bad []store.BadLine) ([]*Record, []store.BadLine) {
+	l.partial = nil
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			if len(data) > store.MaxLine {
+				// No record is this long: drop it rather than grow.
+				bad = append(bad, store.BadLine{Path: l.Path, Line: l.line + 1, Err: fmt.Errorf("line over the %d byte limit", store.MaxLine)})
+				data = nil
+			}
+			l.partial = append([]byte(nil), data...)
+			break
+		}
+		line := bytes.TrimSpace(data[:i])
+		data = data[i+1:]
+		l.line++
+		if len(line) == 0 {
+			continue
+		}
+		if !json.Valid(line) {
+			bad = append(bad, store.BadLine{Path: l.Path, Line: l.line, Err: errors.New("not a whole JSON record (torn or damaged)")})
+			continue
+		}
+		if r, err := l.take(line); err != nil {
+			bad = append(bad, store.BadLine{Path: l.Path, Line: l.line, Err: err})
+		} else if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out, bad
+}
+
+// take reads one line and returns the record it completes, if any.
+func (l *LogReader) take(line []byte) (*Record, error) {
+	o, err := ParseOutcome(line)
+	if err == nil {
+		r := l.pending[o.ID]
+		if r == nil {
+			return nil, nil // its decision was before the reader started, or lost
+		}
+		r.Complete(o)
+		l.drop(o.ID)
+		return r, nil
+	}
+	if !errors.Is(err, ErrNotOutcome) {
+		return nil, err
+	}
+	r, err := ParseRecord(line)
+	switch {
+	case errors.Is(err, ErrNotDecision):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	if l.pending[r.ID] != nil {
+		// A forward refused after its decision was written: the refusal
+		// is the record.
+		l.drop(r.ID)
+	}
+	if !awaitsOutcome(r) {
+		return r, nil
+	}
+	if l.pending == nil {
+		l.pending = map[string]*Record{}
+	}
+	l.pending[r.ID] = r
+	l.order = append(l.order, r)
+	return nil, nil
+}
+
+func (l *LogReader) drop(id string) {
+	delete(l.pending, id)
+	for i, r := range l.order {
+		if r.ID == id {
+			l.order = append(l.order[:i], l.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// Flush returns the records still awaiting their outcome, as they stand
+// (an exchange still open, or one the gateway never finished), oldest
+// first, and a torn last line, if any, as skipped.
+func (l *LogReader) Flush() ([]*Record, []store.BadLine) {
+	out := l.order
+	l.order, l.pending = nil, nil
+	var bad []store.BadLine
+	if len(bytes.TrimSpace(l.partial)) > 0 {
+		bad = append(bad, store.BadLine{Path: l.Path, Line: l.line + 1, Err: errors.New("not a whole JSON record (torn or damaged)")})
+	}
+	l.partial = nil
+	return out, bad
+}
+
+// OutcomeJSON is the outcome line (without its newline) that completes
+// r's record, for an exchange that ended at end: what the gateway appends
+// once a forwarded request is over.
+func (r *Record) OutcomeJSON(end time.Time) []byte {
+	return r.appendOutcomeJSON(make([]byte, 0, 256), end)
+}

@@ -1,0 +1,356 @@
+// Package status assembles the owner's overview of a yard (impsup
+// status): tasks by state per imp, pending gates and their age, today's
+// spend against budget, which daemons are running, and the last failures.
+// It only reads: every part comes from the package that owns it, and
+// nothing in the yard is created or changed.
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// Time marshals as RFC 3339, UTC, whole seconds.
+type Time struct{ time.Time }
+
+// MarshalJSON writes t as RFC 3339, UTC, whole seconds.
+func (t Time) MarshalJSON() ([]byte, error) { return json.Marshal(t.String()) }
+
+func (t Time) String() string { return t.UTC().Truncate(time.Second).Format(time.RFC3339) }
+
+// Status is the overview. Its JSON form is impsup status --json.
+type Status struct {
+	Yard     string     `json:"yard"`
+	At       Time       `json:"at"`
+	Daemons  []Daemon   `json:"daemons"`
+	Tasks    []ImpTasks `json:"tasks"`
+	Gates    []Pending  `json:"gates"`
+	Spend    []Spend    `json:"spend"`
+	Failures []Failure  `json:"failures"`
+	// Warnings are the parts that could not be read (a damaged task or
+	// gate file, an unreadable ledger); the rest is still shown.
+	Warnings []string `json:"warnings"`
+}
+
+// Daemon is whether one of the yard's daemons is running.
+type Daemon struct {
+	Name    string `json:"name"`
+	Running bool   `json:"running"`
+	// By is how it was told: "lock" (its lock in runs/ is held) or
+	// "health" (it answered at its address).
+	By     string `json:"by"`
+	Detail string `json:"detail"`
+}
+
+// ImpTasks counts one imp's tasks by state; every task state is present.
+type ImpTasks struct {
+	Imp    string         `json:"imp"`
+	States map[string]int `json:"states"`
+}
+
+// TaskStates are the task states in the order a table shows them.
+var TaskStates = []string{state.Waiting, state.Running, state.NeedsReview, state.Done, state.Failed, state.Cancelled}
+
+// Pending is a gate not yet resolved: filed (awaiting the owner),
+// approved or executing (awaiting an executor).
+type Pending struct {
+	ID         string `json:"id"`
+	Imp        string `json:"imp"`
+	Intent     string `json:"intent"`
+	State      string `json:"state"`
+	Created    Time   `json:"created"`
+	AgeSeconds int64  `json:"age_seconds"`
+}
+
+// Spend is one imp's spend on the UTC day against its budget in org.toml
+// (0: no budget).
+type Spend struct {
+	Imp        string  `json:"imp"`
+	Day        string  `json:"day"`
+	Cost       float64 `json:"cost"`
+	Daily      float64 `json:"daily"`
+	Bytes      int64   `json:"bytes"`
+	DailyBytes int64   `json:"daily_bytes"`
+	Over       bool    `json:"over"`
+}
+
+// Failure is a failed task or gate.
+type Failure struct {
+	Kind   string `json:"kind"` // "task" or "gate"
+	ID     string `json:"id"`
+	Imp    string `json:"imp"`
+	At     Time   `json:"at"`
+	Reason string `json:"reason"`
+}
+
+// Options tune Gather.
+type Options struct {
+	Now time.Time
+	// Failures is how many of the most recent failures to show.
+	Failures int
+	// GatewayUp checks impgw at its address; run.GatewayUp when nil.
+	GatewayUp func(listen string) error
+}
+
+// DefaultFailures is how many failures Gather shows by default.
+const DefaultFailures = 5
+
+// Gather reads the overview of y. An unreadable org.toml is an error; a
+// part that cannot be read is a warning and the rest is still gathered.
+func Gather(y *yard.Yard, o Options) (*Status, error) {
+	if o.Now.IsZero() {
+		o.Now = time.Now()
+	}
+	if o.Failures <= 0 {
+		o.Failures = DefaultFailures
+	}
+	if o.GatewayUp == nil {
+		o.GatewayUp = run.GatewayUp
+	}
+	org, err := config.LoadOrg(y)
+	if err != nil {
+		return nil, err
+	}
+	s := &Status{Yard: y.Root, At: Time{o.Now}, Daemons: []Daemon{}, Tasks: []ImpTasks{}, Gates: []Pending{}, Spend: []Spend{}, Failures: []Failure{}, Warnings: []string{}}
+	warn := func(err error) { s.Warnings = append(s.Warnings, err.Error()) }
+
+	for _, name := range []string{"impsup", "impexec"} {
+		up, err := run.DaemonUp(y, name)
+		if err != nil {
+			warn(err)
+		}
+		d := Daemon{Name: name, Running: up, By: "lock", Detail: "runs/." + name + ".lock not held"}
+		if up {
+			d.Detail = "runs/." + name + ".lock held"
+		}
+		s.Daemons = append(s.Daemons, d)
+	}
+	gw := Daemon{Name: "impgw", By: "health", Detail: "answers at " + org.Gateway.Listen}
+	if err := o.GatewayUp(org.Gateway.Listen); err != nil {
+		gw.Detail = "does not answer at " + org.Gateway.Listen
+	} else {
+		gw.Running = true
+	}
+	s.Daemons = append(s.Daemons, gw)
+
+	tasks, bad := queue.List(y, queue.Filter{})
+	for _, err := range bad {
+		warn(err)
+	}
+	byImp := map[string]map[string]int{}
+	for imp := range org.Imps {
+		byImp[imp] = map[string]int{}
+	}
+	var fails []Failure
+	for _, t := range tasks {
+		if byImp[t.Imp] == nil {
+			byImp[t.Imp] = map[string]int{}
+		}
+		byImp[t.Imp][t.State]++
+		if t.State == state.Failed {
+			why := t.Reason
+			if why == "" {
+				why = lastWhy(t.History)
+			}
+			fails = append(fails, Failure{Kind: "task", ID: t.ID, Imp: t.Imp, At: Time{t.Updated}, Reason: why})
+		}
+	}
+	for _, imp := range sortedKeys(byImp) {
+		counts := byImp[imp]
+		for _, st := range TaskStates {
+			counts[st] += 0
+		}
+		s.Tasks = append(s.Tasks, ImpTasks{Imp: imp, States: counts})
+	}
+
+	gates, bad := gate.List(y, gate.Filter{All: true})
+	for _, err := range bad {
+		warn(err)
+	}
+	for _, g := range gates {
+		switch g.State {
+		case state.Filed, state.Approved, state.Executing:
+			s.Gates = append(s.Gates, Pending{ID: g.ID, Imp: g.Imp, Intent: g.Intent, State: g.State,
+				Created: Time{g.Created}, AgeSeconds: int64(o.Now.Sub(g.Created) / time.Second)})
+		case state.Failed:
+			fails = append(fails, Failure{Kind: "gate", ID: g.ID, Imp: g.Imp, At: Time{g.Updated}, Reason: lastWhy(g.History)})
+		}
+	}
+	// Oldest first: the longest wait is the first to see.
+	sort.SliceStable(s.Gates, func(i, j int) bool { return s.Gates[i].Created.Before(s.Gates[j].Created.Time) })
+
+	// Most recent first.
+	sort.SliceStable(fails, func(i, j int) bool { return fails[i].At.After(fails[j].At.Time) })
+	if len(fails) > o.Failures {
+		fails = fails[:o.Failures]
+	}
+	s.Failures = append(s.Failures, fails...)
+
+	names := map[string]bool{}
+	for imp := range org.Budget {
+		names[imp] = true
+	}
+	imps, err := ledger.Imps(y)
+	if err != nil {
+		warn(err)
+	}
+	for _, imp := range imps {
+		names[imp] = true
+	}
+	day := o.Now.UTC().Format(time.DateOnly)
+	for _, imp := range sortedKeys(names) {
+		cost, bytes, err := ledger.Spent(y, imp, o.Now)
+		if err != nil {
+			warn(fmt.Errorf("ledger of %s: %w", imp, err))
+			continue
+		}
+		b := org.Budget[imp]
+		s.Spend = append(s.Spend, Spend{Imp: imp, Day: day, Cost: cost, Daily: b.Daily, Bytes: bytes, DailyBytes: b.Bytes,
+			Over: b.Daily > 0 && cost >= b.Daily || b.Bytes > 0 && bytes >= b.Bytes})
+	}
+	return s, nil
+}
+
+// lastWhy is the reason of the last transition that gave one.
+func lastWhy(h []state.Transition) string {
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Why != "" {
+			return h[i].Why
+		}
+	}
+	return ""
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// WriteText writes s for people: one section per part, an empty part
+// said in words.
+func (s *Status) WriteText(w io.Writer) error {
+	ew := &errWriter{w: w}
+	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "yard %s at %s\n", s.Yard, s.At)
+
+	fmt.Fprintln(tw, "\nDAEMONS")
+	for _, d := range s.Daemons {
+		up := "not running"
+		if d.Running {
+			up = "running"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t(%s)\n", d.Name, up, d.Detail)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(tw, "\nTASKS")
+	if len(s.Tasks) == 0 {
+		fmt.Fprintln(tw, "  none")
+	} else {
+		fmt.Fprintf(tw, "  IMP\t%s\n", strings.ToUpper(strings.Join(TaskStates, "\t")))
+		for _, t := range s.Tasks {
+			fmt.Fprintf(tw, "  %s", t.Imp)
+			for _, st := range TaskStates {
+				fmt.Fprintf(tw, "\t%d", t.States[st])
+			}
+			fmt.Fprintln(tw)
+		}
+	}
+	tw.Flush()
+
+	fmt.Fprintln(tw, "\nPENDING GATES")
+	if len(s.Gates) == 0 {
+		fmt.Fprintln(tw, "  none")
+	} else {
+		fmt.Fprintln(tw, "  ID\tIMP\tINTENT\tSTATE\tAGE")
+		for _, g := range s.Gates {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, g.State, cli.Age(s.At.Time, g.Created.Time))
+		}
+	}
+	tw.Flush()
+
+	fmt.Fprintf(tw, "\nSPEND (%s UTC)\n", s.At.UTC().Format(time.DateOnly))
+	if len(s.Spend) == 0 {
+		fmt.Fprintln(tw, "  none")
+	} else {
+		fmt.Fprintln(tw, "  IMP\tCOST\tBUDGET\tBYTES\tBYTE BUDGET")
+		for _, sp := range s.Spend {
+			over := ""
+			if sp.Over {
+				over = "\tover budget"
+			}
+			fmt.Fprintf(tw, "  %s\t%.4g\t%s\t%d\t%s%s\n", sp.Imp, sp.Cost, orDash(sp.Daily > 0, fmt.Sprintf("%.4g", sp.Daily)),
+				sp.Bytes, orDash(sp.DailyBytes > 0, fmt.Sprint(sp.DailyBytes)), over)
+		}
+	}
+	tw.Flush()
+
+	fmt.Fprintln(tw, "\nLAST FAILURES")
+	if len(s.Failures) == 0 {
+		fmt.Fprintln(tw, "  none")
+	} else {
+		for _, f := range s.Failures {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", f.At, f.Kind, f.ID, f.Imp, reason(f.Reason))
+		}
+	}
+	tw.Flush()
+
+	if len(s.Warnings) > 0 {
+		fmt.Fprintln(tw, "\nNOT READ")
+		for _, wn := range s.Warnings {
+			fmt.Fprintf(tw, "  %s\n", wn)
+		}
+	}
+	tw.Flush()
+	return ew.err
+}
+
+func reason(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "(no reason recorded)"
+	}
+	return cli.OneLine(s, 100)
+}
+
+func orDash(ok bool, s string) string {
+	if ok {
+		return s
+	}
+	return "-"
+}
+
+// errWriter keeps the first write error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(b)
+	if err != nil {
+		e.err = err
+	}
+	return n, err
+}
