@@ -210,11 +210,13 @@ func Decide(y *yard.Yard, p Proposal) (d Decision, env Envelope) {
 		return d, env
 	}
 	fo := gate.FileOptions{Imp: p.Imp, Intent: env.Intent, Payload: payload, Rationale: env.Rationale,
-		Task: p.Task, Run: p.Run, By: p.Imp, Actor: "impgw"}
+		Task: p.Task, Run: p.Run, By: p.Imp, Actor: "impgw",
+		Trust: &gate.Trust{Level: config.Gate, Entry: t.Entry, Why: t.Why}}
 	verdict := Gated
 	if t.Level == config.Auto {
 		verdict = AutoApproved
 		fo.Approved, fo.By, fo.Signer = true, "trust: "+t.Entry, p.Signer
+		fo.Trust.Level = config.Auto
 	}
 	g, err := gate.File(y, fo)
 	if err != nil {

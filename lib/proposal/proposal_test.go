@@ -153,6 +153,11 @@ func TestDecide(t *testing.T) {
 			if filed[0].State != want {
 				t.Errorf("gate is %s, want %s", filed[0].State, want)
 			}
+			// The verdict it was filed under is in the gate, for the desk.
+			level := map[Verdict]string{Gated: "gate", AutoApproved: "auto"}[tc.verdict]
+			if tr := filed[0].Trust; tr == nil || tr.Level != level || tr.Entry != d.Entry || tr.Why != d.Reason {
+				t.Errorf("gate records trust %+v, want level %s entry %q why %q", tr, level, d.Entry, d.Reason)
+			}
 		})
 	}
 }
