@@ -48,6 +48,7 @@ func file(e *cli.Env, args []string) error {
 		return cli.Usagef("file: unexpected argument %q", fs.Arg(0))
 	}
 	o.By = decider(as)
+	o.Trust = &gate.Trust{Level: "gate", Why: "filed from the trusted side by " + o.By + " with impgate file; no trust entry is consulted"}
 	switch payloadFile {
 	case "":
 		o.Payload = []byte("{}")
