@@ -149,6 +149,13 @@ func (g *Gate) Frozen() ([]byte, error) {
 	return b, nil
 }
 
+// Matches reports whether the payload still hashes to the sha256
+// recorded at filing (see Frozen).
+func (g *Gate) Matches() bool {
+	_, err := g.Frozen()
+	return err == nil
+}
+
 // VerifyApproval checks that the gate's payload still hashes to its
 // sha256 and that its approval is signed by a key of kr over its id, that
 // sha256, and the decider and time of the last approval in its timeline.
