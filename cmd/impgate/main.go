@@ -18,7 +18,8 @@ The approval desk of an impyard yard: gates/pending/ and gates/resolved/.
 
 Commands:
   ls       list pending gates (--all: decided ones too)
-  show     show a gate: the exact frozen payload, its sha256 and timeline
+  show     show a gate: where it goes, why it waits, the exact payload, its
+           sha256 and timeline, and the line that approves it
   approve  approve a pending gate
   deny     deny a pending gate
   review   walk the pending gates on a terminal: approve, deny, skip, quit
