@@ -190,8 +190,8 @@ func TestBoxSpine(t *testing.T) {
 	}
 }
 
-// TestBoxRefusals: a task for an imp without configuration fails with the
-// reason; a box past its ceiling is killed and its task fails saying so;
+// TestBoxRefusals: a task queued with --force for an imp without
+// configuration fails with the reason; a box past its ceiling is killed and its task fails saying so;
 // containerd down leaves tasks waiting.
 func TestBoxRefusals(t *testing.T) {
 	b := newBoxYard(t)
@@ -199,7 +199,9 @@ func TestBoxRefusals(t *testing.T) {
 	b.imp(t, "quitter", map[string]string{"command": `["/bin/false"]`})
 	b.imp(t, "filler", map[string]string{"workspace": `"8M"`,
 		"command": `["/bin/sh", "-c", "echo kept > /work/note; dd if=/dev/zero of=/work/big bs=1M count=64; echo dd=$?"]`})
-	noConf := b.add(t, "ghost", "nobody configured me")
+	// impq add refuses an imp without configuration; --force queues it,
+	// and the supervisor still fails it with the reason.
+	noConf := b.add(t, "ghost", "nobody configured me", "--force")
 	slow := b.add(t, "sleeper", "sleep")
 	quit := b.add(t, "quitter", "give up at once")
 	fill := b.add(t, "filler", "fill the workspace")

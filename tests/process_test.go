@@ -38,6 +38,13 @@ func newYard(t testing.TB) *yard.Yard { return newYardB(t) }
 func newYardB(t testing.TB) *yard.Yard {
 	t.Helper()
 	y := yardtest.New(t)
+	// impq add queues only tasks a box could run: yuko is configured.
+	if err := os.MkdirAll(y.Path("imps", "yuko"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(y.Path("imps", "yuko", "imp.toml"), []byte("image = \"docker.io/library/busybox:latest\"\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
 	return y
 }
 

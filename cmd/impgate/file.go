@@ -17,7 +17,8 @@ const fileUsage = `usage: impgate file --imp NAME --intent INTENT [--payload-fil
 File a gate from the trusted side and print its id alone on stdout. The
 payload must be JSON (wrap plain text with jq -Rs .) and fit the fields
 the intent's executor declares in org.toml, as at the gateway; it is
-frozen as canonical bytes and its sha256 recorded. Without --payload-file
+frozen as canonical bytes and its sha256 recorded. An intent with no
+executor in org.toml is refused: its gate could never be executed. Without --payload-file
 the payload is {}.
 
 Examples:
@@ -47,6 +48,7 @@ func file(e *cli.Env, args []string) error {
 		return cli.Usagef("file: unexpected argument %q", fs.Arg(0))
 	}
 	o.By = decider(as)
+	o.Trust = &gate.Trust{Level: "gate", Why: "filed from the trusted side by " + o.By + " with impgate file; no trust entry is consulted"}
 	switch payloadFile {
 	case "":
 		o.Payload = []byte("{}")
@@ -74,6 +76,9 @@ func file(e *cli.Env, args []string) error {
 	}
 	org, err := config.LoadOrg(y)
 	if err != nil {
+		return err
+	}
+	if _, err := org.Executor(o.Intent); err != nil {
 		return err
 	}
 	if err := trust.Admit(org, o.Intent, o.Payload); err != nil {

@@ -16,6 +16,11 @@ List pending gates, oldest first; with --all, decided gates too. Files
 that cannot be read are reported on standard error by name and the rest
 are still listed.
 
+The PAYLOAD column says whether each gate's payload still matches its
+sha256: "ok", or "EDITED" for a payload changed on disk after filing,
+which can never be approved or executed (deny it). --json prints each
+gate file with "payload_matches" (true or false) added.
+
 Examples:
   impgate ls
   impgate ls --all --imp yuko --json | jq -r '[.id,.state,.intent] | @tsv'
@@ -44,17 +49,28 @@ func ls(e *cli.Env, args []string) error {
 	}
 	if *asJSON {
 		for _, g := range gates {
-			if err := cli.JSONLine(e.Stdout, g); err != nil {
+			if err := cli.JSONLine(e.Stdout, listed{g, g.Matches()}); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tIMP\tINTENT\tSTATE\tAGE\tSHA256\tRATIONALE")
+	fmt.Fprintln(tw, "ID\tIMP\tINTENT\tSTATE\tAGE\tSHA256\tPAYLOAD\tRATIONALE")
 	now := time.Now()
 	for _, g := range gates {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, g.State, cli.Age(now, g.Created), g.SHA256[:12], cli.OneLine(g.Rationale, 50))
+		match := "ok"
+		if !g.Matches() {
+			match = "EDITED"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, g.State, cli.Age(now, g.Created), g.SHA256[:12], match, cli.OneLine(g.Rationale, 50))
 	}
 	return tw.Flush()
+}
+
+// listed is a gate as ls --json prints it: the gate file and whether its
+// payload still matches its sha256.
+type listed struct {
+	*gate.Gate
+	PayloadMatches bool `json:"payload_matches"`
 }

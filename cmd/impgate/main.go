@@ -18,9 +18,11 @@ The approval desk of an impyard yard: gates/pending/ and gates/resolved/.
 
 Commands:
   ls       list pending gates (--all: decided ones too)
-  show     show a gate: the exact frozen payload, its sha256 and timeline
+  show     show a gate: where it goes, why it waits, the exact payload, its
+           sha256 and timeline, and the line that approves it
   approve  approve a pending gate
   deny     deny a pending gate
+  review   walk the pending gates on a terminal: approve, deny, skip, quit
   log      print a gate's timeline
   file     file a new gate from the trusted side and print its id
   key      create (key init) or list (key ls) the keys that sign approvals
@@ -49,6 +51,7 @@ func run(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Wr
 		"deny":    func(a []string) error { return deny(e, a) },
 		"log":     func(a []string) error { return logCmd(e, a) },
 		"file":    func(a []string) error { return file(e, a) },
+		"review":  func(a []string) error { return review(e, a) },
 		"key":     func(a []string) error { return keyCmd(e, a) },
 	})
 }

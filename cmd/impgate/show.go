@@ -6,28 +6,34 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/blob"
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/desk"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/intent"
-	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 )
 
 const showUsage = `usage: impgate show [--json | --raw | --stat] GATE
 
-Show a gate: imp, intent, task, rationale, the sha256 of the frozen payload,
-the payload itself and the full timeline. The payload is re-derived from
-the file and checked against its sha256 before it is shown; a gate edited
-on disk is reported, not shown as if it were what was filed.
+Show a gate as the owner needs it before deciding: imp, intent, task, run,
+where the payload will go if approved (the executor's kind and method and
+URL, or the branch and remote of a push), which trust entry applied or why
+it waits for a human, the sha256 of the frozen payload and whether the
+payload still matches it, whether an approval (if any) verifies, the
+payload itself, the timeline, and, for a pending gate, last, the exact
+line that approves this payload and no other:
+
+  impgate approve --sha <first 16 hex digits> GATE
+
+A payload edited on disk after filing no longer matches its sha256: show
+says so, does not print it, offers no approve line and exits 1.
 
 A gate whose payload names a diff ("diff": "sha256:<hex>", as a
 commit-and-push gate does) also shows the diff's stat and the diff itself,
@@ -36,8 +42,12 @@ terminal, plain when piped. --stat prints only the stat.
 
 An approved gate's approval is checked as impexec checks it: signed by a
 key in IMPYARD_HOME/keys/ over this gate id, payload sha256, decider and
-time. The approval line (and approval_verifies, approval_key and
-approval_error in --json) says whether it verifies and, if not, why.
+time.
+
+--json prints the gate file's fields and the same facts: payload_matches
+(and payload_error), destination (kind, method, url; repo, remote, branch;
+log; policy) or destination_error, trust_verdict, approval_verifies,
+approval_key, approval_error and approve_command.
 
 --raw prints exactly the frozen payload bytes (the bytes the sha256 is of)
 and nothing else, so 'impgate show --raw G | sha256sum' matches.
@@ -45,7 +55,7 @@ and nothing else, so 'impgate show --raw G | sha256sum' matches.
 Examples:
   impgate show g-01jf8k2m3nx4k9q2
   impgate show --raw g-01jf8k2m3nx4k9q2 | jq .
-  impgate show --json g-01jf8k2m3nx4k9q2 | jq -r .sha256
+  impgate show --json g-01jf8k2m3nx4k9q2 | jq -r .approve_command
 `
 
 func show(e *cli.Env, args []string) error {
@@ -61,22 +71,44 @@ func show(e *cli.Env, args []string) error {
 	if *asJSON && *raw {
 		return cli.Usagef("show: --json and --raw exclude each other")
 	}
-	frozen, err := g.Frozen()
-	if err != nil {
-		return err
-	}
-	switch {
-	case *statOnly:
-		return showDiff(e, *root, g, frozen, true)
-	case *raw:
+	if *statOnly || *raw {
+		frozen, err := g.Frozen()
+		if err != nil {
+			return err
+		}
+		if *statOnly {
+			return showDiff(e, *root, g, frozen, true)
+		}
 		_, err = e.Stdout.Write(frozen)
 		return err
 	}
-	verified := verifyApproval(g)
-	if *asJSON {
-		return cli.JSONLine(e.Stdout, verified)
+	y, err := yard.Open(*root)
+	if err != nil {
+		return err
 	}
-	w := e.Stdout
+	home, err := yard.Home()
+	if err != nil {
+		return err
+	}
+	r := desk.Inspect(y, home, g)
+	if *asJSON {
+		err = cli.JSONLine(e.Stdout, r)
+	} else {
+		err = printReport(e, *root, r)
+	}
+	if err == nil && !r.PayloadMatches {
+		err = errors.New(r.PayloadError)
+	}
+	return err
+}
+
+// printReport prints what the desk knows about a gate, for people: who
+// and what, where the payload goes, the trust verdict, whether the payload
+// matches its sha256 and an approval verifies, the payload (and diff),
+// the timeline, and last the command that approves exactly this payload.
+// A payload that no longer matches its sha256 is not shown.
+func printReport(e *cli.Env, root string, r *desk.Report) error {
+	g, w := r.Gate, e.Stdout
 	fmt.Fprintf(w, "gate       %s\nimp        %s\nintent     %s\nstate      %s\n", g.ID, g.Imp, g.Intent, g.State)
 	if g.Task != "" {
 		fmt.Fprintf(w, "task       %s\n", g.Task)
@@ -84,24 +116,42 @@ func show(e *cli.Env, args []string) error {
 	if g.Run != "" {
 		fmt.Fprintf(w, "run        %s\n", g.Run)
 	}
-	fmt.Fprintf(w, "sha256     %s\n", g.SHA256)
+	if r.Destination != nil {
+		fmt.Fprintf(w, "goes to    %s\n", r.Destination)
+	} else {
+		fmt.Fprintf(w, "goes to    UNKNOWN: %s\n", r.DestinationError)
+	}
+	fmt.Fprintf(w, "trust      %s\n", r.Verdict)
+	if r.PayloadMatches {
+		fmt.Fprintf(w, "sha256     %s (the payload matches)\n", g.SHA256)
+	} else {
+		fmt.Fprintf(w, "sha256     %s DOES NOT MATCH the payload (edited after filing?)\n", g.SHA256)
+	}
 	switch {
-	case verified.Verifies == nil:
-	case *verified.Verifies:
-		fmt.Fprintf(w, "approval   verifies: signed by %s for %s at %s\n", verified.Key, g.Approval.By, g.Approval.At.Format(time.RFC3339))
+	case r.Verifies == nil:
+	case *r.Verifies:
+		fmt.Fprintf(w, "approval   verifies: signed by %s for %s at %s\n", r.Key, g.Approval.By, g.Approval.At.Format(time.RFC3339))
 	default:
-		fmt.Fprintf(w, "approval   DOES NOT VERIFY: %s\n", verified.Error)
+		fmt.Fprintf(w, "approval   DOES NOT VERIFY: %s\n", r.Error)
 	}
 	if g.Rationale != "" {
 		fmt.Fprintf(w, "rationale  %s\n", g.Rationale)
 	}
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, frozen, "  ", "  "); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "\npayload (%d bytes):\n  %s\n", len(frozen), pretty.String())
-	if err := showDiff(e, *root, g, frozen, false); err != nil {
-		return err
+	if r.PayloadMatches {
+		frozen, err := g.Frozen()
+		if err != nil {
+			return err
+		}
+		var pretty bytes.Buffer
+		if err := json.Indent(&pretty, frozen, "  ", "  "); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\npayload (%d bytes):\n  %s\n", len(frozen), pretty.String())
+		if err := showDiff(e, root, g, frozen, false); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(w, "\npayload not shown: it is not what was filed, and it can never be approved or executed; 'impgate deny %s' discards the gate\n", g.ID)
 	}
 	if len(g.Result) > 0 {
 		fmt.Fprintf(w, "\nresult:\n  %s\n", string(g.Result))
@@ -110,49 +160,10 @@ func show(e *cli.Env, args []string) error {
 	for _, h := range g.History {
 		fmt.Fprintln(w, "  "+cli.Timeline(h.At, h.From, h.To, h.By, h.Why))
 	}
+	if r.Approve != "" {
+		fmt.Fprintf(w, "\napprove exactly this payload with:\n  %s\n", r.Approve)
+	}
 	return nil
-}
-
-// shown is a gate with what its approval's check found, when it has one.
-type shown struct {
-	*gate.Gate
-	Verifies *bool  `json:"approval_verifies,omitempty"`
-	Key      string `json:"approval_key,omitempty"`
-	Error    string `json:"approval_error,omitempty"`
-}
-
-func verifyApproval(g *gate.Gate) *shown {
-	out := &shown{Gate: g}
-	approved := false
-	for _, h := range g.History {
-		approved = approved || h.To == state.Approved
-	}
-	if !approved && g.Approval == nil {
-		return out
-	}
-	ok := false
-	out.Verifies = &ok
-	home, err := yard.Home()
-	if err != nil {
-		out.Error = err.Error()
-		return out
-	}
-	kr, err := approval.LoadKeyring(home)
-	if err != nil {
-		out.Error = err.Error()
-		return out
-	}
-	key, err := g.VerifyApproval(kr)
-	switch {
-	case errors.Is(err, approval.ErrUnsigned) && g.State == state.Approved:
-		out.Error = err.Error() + fmt.Sprintf(" (approved before approvals were signed, or written into the yard by hand); 'impgate approve %s' signs it", g.ID)
-	case err != nil:
-		out.Error = err.Error()
-	default:
-		ok = true
-		out.Key = key.Name + " " + key.Fingerprint
-	}
-	return out
 }
 
 func oneGate(fs *flag.FlagSet, args []string, root *string) (*gate.Gate, error) {
@@ -223,8 +234,9 @@ func showDiff(e *cli.Env, root string, g *gate.Gate, frozen []byte, statOnly boo
 	return nil
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+// isTerminal reports whether s (a reader or writer) is a terminal.
+func isTerminal(s any) bool {
+	f, ok := s.(*os.File)
 	if !ok {
 		return false
 	}

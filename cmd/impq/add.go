@@ -13,7 +13,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const addUsage = `usage: impq add --imp NAME [flags] TEXT...
+const addUsage = `usage: impq add --imp NAME [--force] [flags] TEXT...
 
 File a waiting task for an imp and print its id alone on stdout.
 TEXT '-' reads the task text from standard input.
@@ -31,6 +31,10 @@ task this impyard cannot read (a newer schema) is refused with exit 1.
 With --continue, each gate the task files gets a continuation task once
 it resolves (executed, failed or denied), naming the outcome; the next
 box is briefed with it.
+
+A task no box could run is refused (exit 1, naming what is missing): an
+imp with no imps/NAME/imp.toml, or a code task with no repository (no
+--repo and no repo in the imp's imp.toml). --force queues it anyway.
 
 --not-before takes RFC 3339 (2026-12-01T09:00:00Z), a local
 '2006-01-02 15:04', a local clock time '15:04' (the next one), or a
@@ -54,6 +58,7 @@ func add(e *cli.Env, args []string) error {
 	o := queue.AddOptions{Actor: "impq"}
 	var ls labels
 	var notBefore, as string
+	var force bool
 	fs.StringVar(&o.Imp, "imp", "", "the imp `NAME` (required)")
 	fs.BoolVar(&o.Proactive, "proactive", false, "mark the task proactive (budget-limited), not an owner task")
 	fs.Var(&ls, "label", "a `LABEL` (repeatable)")
@@ -65,6 +70,7 @@ func add(e *cli.Env, args []string) error {
 	fs.BoolVar(&o.Continue, "continue", false, "file a continuation task when a gate of this task resolves")
 	fs.StringVar(&notBefore, "not-before", "", "do not start before `TIME`")
 	fs.StringVar(&as, "as", "", "who asks (default $USER)")
+	fs.BoolVar(&force, "force", false, "queue the task even if no box could run it yet")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -105,6 +111,14 @@ func add(e *cli.Env, args []string) error {
 	y, err := yard.Open(*root)
 	if err != nil {
 		return err
+	}
+	if !force {
+		if err := queue.Runnable(y, o); err != nil {
+			if errors.Is(err, queue.ErrNotRunnable) {
+				return fmt.Errorf("%w; --force queues it anyway", err)
+			}
+			return err
+		}
 	}
 	taskID, _, err := queue.Add(y, o)
 	if errors.Is(err, queue.ErrUnrecorded) {

@@ -235,6 +235,19 @@ func (o *Org) Intent(intent string, rules []string, builtin ...string) bool {
 	return e != nil && e.Kind != HTTP
 }
 
+// ErrNoExecutor is an intent with no [executors.<intent>] in org.toml: a
+// gate filed for it could be approved but never executed.
+var ErrNoExecutor = errors.New("no executor is configured")
+
+// Executor returns the executor configured for intent, or an error
+// wrapping ErrNoExecutor that names the intent and org.toml.
+func (o *Org) Executor(intent string) (*Executor, error) {
+	if e := o.Executors[intent]; e != nil {
+		return e, nil
+	}
+	return nil, fmt.Errorf("%w for intent %q in %s: a gate for it could be approved but never executed (add [executors.%s])", ErrNoExecutor, intent, o.path, intent)
+}
+
 // CheckIntents refuses trust entries and http executors for intents that
 // Intent does not know: a typo there would silently never apply.
 func (o *Org) CheckIntents(rules []string, builtin ...string) error {

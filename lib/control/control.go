@@ -271,6 +271,7 @@ var refusalStatus = map[proposal.Refusal]int{
 	proposal.TrustDeny:      http.StatusForbidden,
 	proposal.NotFiled:       http.StatusBadRequest,
 	proposal.Failed:         http.StatusInternalServerError,
+	proposal.NoExecutor:     http.StatusBadRequest,
 }
 
 // await waits a bounded time for an auto-approved gate's execution; the

@@ -25,6 +25,7 @@ import (
 const policy = `{"schema":"impyard.policy/1","rules":[
  {"name":"email-send","match":{"host":"api.resend.com","subject":"org"},"verdict":"allow"},
  {"name":"deploy","match":{"host":"deploy.example","subject":"org"},"verdict":"allow"},
+ {"name":"status-page","match":{"host":"status.example","subject":"org"},"verdict":"allow"},
  {"name":"message-user","match":{"host":"localhost"},"verdict":"deny"}]}`
 
 const org = `
@@ -48,6 +49,11 @@ log = "mail.jsonl"
 fields = { to = "addresses", cc = "addresses", bcc = "addresses", reply_to = "address", subject = "text", body = "text" }
 [executors.message-user]
 kind = "message-user"
+[executors.deploy]
+kind = "http"
+url = "https://deploy.example/v1/deploys"
+[executors.egress-grant]
+kind = "egress-grant"
 [budget.yuko]
 daily = 1.0
 `

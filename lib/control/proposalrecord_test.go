@@ -51,6 +51,7 @@ func TestEveryProposalRecorded(t *testing.T) {
 		{yuko, `{"intent":"email-send","payload":"` + strings.Repeat("x", MaxEnvelope) + `"}`, 413, "limit", "refused", "too-large"},
 		{yuko, `{"intent":"email-send","payload":{},"run_id":"r-0000000000000009"}`, 403, "not this token's run", "refused", "not-own"},
 		{yuko, `{"intent":"launch-missiles","payload":{}}`, 403, "names no rule", "refused", "unknown-intent"},
+		{yuko, `{"intent":"status-page","payload":{}}`, 400, `no executor is configured for intent "status-page"`, "refused", "no-executor"},
 		{yuko, `{"intent":"email-send","payload":{"to":["team@ourco.com"],"from":"attacker@evil.com"}}`, 400, `field "from" is not a declared field`, "refused", "payload-refused"},
 		{yuko, `{"intent":"egress-grant","payload":{"name":"x","match":{"host":"a.example"},"verdict":"tunnel"}}`, 400, "tunnel", "refused", "payload-refused"},
 		{rex, `{"intent":"message-user","payload":{"text":"hi"}}`, 403, "refused for rex", "refused", "trust-deny"},

@@ -138,7 +138,8 @@ func (r *Runner) chain(g *gate.Gate, then, branch string, p intent.Push) (string
 		return "", err
 	}
 	n, err := gate.File(r.Yard, gate.FileOptions{Imp: g.Imp, Intent: then, Payload: body, Task: g.Task, Run: g.Run,
-		Rationale: why, By: Actor, Actor: Actor})
+		Rationale: why, By: Actor, Actor: Actor,
+		Trust: &gate.Trust{Level: "gate", Why: "filed by impexec after the push of gate " + g.ID + "; no trust entry is consulted"}})
 	if err != nil {
 		return "", err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
 )
 
 // Notice is one line of the owner's notification log.
@@ -25,16 +26,22 @@ type Notice struct {
 	Message json.RawMessage `json:"message"`
 }
 
+// noticeLog is the file a message-user executor appends to.
+func noticeLog(y *yard.Yard, exe *config.Executor) string {
+	switch {
+	case exe.Log == "":
+		return y.Path("notifications.jsonl")
+	case filepath.IsAbs(exe.Log):
+		return exe.Log
+	}
+	return y.Path(exe.Log)
+}
+
 // messageUser appends the payload to the owner's notification log, once
 // per gate, and then runs the configured command, if any, with the gate's
 // JSON on standard input.
 func (r *Runner) messageUser(ctx context.Context, g *gate.Gate, exe *config.Executor, payload []byte) (*Result, error) {
-	logPath := exe.Log
-	if logPath == "" {
-		logPath = r.Yard.Path("notifications.jsonl")
-	} else if !filepath.IsAbs(logPath) {
-		logPath = r.Yard.Path(logPath)
-	}
+	logPath := noticeLog(r.Yard, exe)
 	seen := false
 	_, err := store.ReadJSONL(logPath, func(line []byte) error {
 		var n Notice

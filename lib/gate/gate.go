@@ -72,6 +72,37 @@ type Gate struct {
 
 	// Approval is the signed approval, once approved; see VerifyApproval.
 	Approval *approval.Approval `json:"approval,omitempty"`
+
+	// Trust is why the gate was filed as it was, recorded at filing; nil
+	// on gates filed before it was recorded.
+	Trust *Trust `json:"trust,omitempty"`
+}
+
+// Trust is the verdict a gate was filed under: for a proposal, the trust
+// ladder's (the entry that applied, if one did, and its reason); for a
+// gate filed from the trusted side, who filed it, with no entry.
+type Trust struct {
+	Level string `json:"level"`           // gate or auto
+	Entry string `json:"entry,omitempty"` // the trust entry that applied
+	Why   string `json:"why"`
+}
+
+// String says in one line which trust entry applied or why the gate
+// waits for a human.
+func (t *Trust) String() string {
+	switch {
+	case t == nil:
+		return ""
+	case t.Level == "auto" && t.Entry != "" && !strings.HasPrefix(t.Why, t.Entry):
+		return "auto-approved by " + t.Entry + ": " + t.Why
+	case t.Level == "auto" && t.Entry != "":
+		return "auto-approved by " + t.Why
+	case t.Entry != "" && !strings.HasPrefix(t.Why, t.Entry):
+		return "gated by " + t.Entry + ": " + t.Why
+	case t.Entry != "":
+		return "gated by " + t.Why
+	}
+	return "gated: " + t.Why
 }
 
 // Canonical returns the canonical bytes of a JSON payload: duplicate keys
@@ -118,6 +149,13 @@ func (g *Gate) Frozen() ([]byte, error) {
 	return b, nil
 }
 
+// Matches reports whether the payload still hashes to the sha256
+// recorded at filing (see Frozen).
+func (g *Gate) Matches() bool {
+	_, err := g.Frozen()
+	return err == nil
+}
+
 // VerifyApproval checks that the gate's payload still hashes to its
 // sha256 and that its approval is signed by a key of kr over its id, that
 // sha256, and the decider and time of the last approval in its timeline.
@@ -162,6 +200,8 @@ type FileOptions struct {
 	Approved bool
 	// Signer signs an Approved gate's approval (the gateway's key).
 	Signer *approval.Key
+	// Trust is recorded in the gate: the verdict it was filed under.
+	Trust *Trust
 	// ID, when set, files under that id, so a filer that retries files
 	// once: the same id with the same payload returns the gate already
 	// filed; with another payload it is a conflict.
@@ -212,7 +252,7 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 	g := &Gate{
 		Schema: store.Schema(Kind, Major), Imp: o.Imp, Intent: o.Intent, Task: o.Task, Run: o.Run,
 		Rationale: o.Rationale, State: state.Filed, SHA256: Sum(canon), Payload: canon,
-		Created: now, Updated: now,
+		Created: now, Updated: now, Trust: o.Trust,
 		History: []state.Transition{{To: state.Filed, By: o.By, Actor: o.Actor, At: now, Why: o.Rationale}},
 	}
 	g, _, err = transition.Create(s, func(tx *store.Tx) (*Gate, bool, error) {

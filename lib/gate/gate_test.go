@@ -87,9 +87,17 @@ func TestFileApproveDeny(t *testing.T) {
 func TestEditedPayloadRefused(t *testing.T) {
 	y := newYard(t)
 	g := file(t, y, `{"to":["team@ourco.com"]}`)
+	if !g.Matches() {
+		t.Fatal("a gate as filed does not match its sha256")
+	}
 	p := y.Path("gates", "pending", g.ID+".json")
 	b, _ := os.ReadFile(p)
 	os.WriteFile(p, []byte(strings.Replace(string(b), "team@ourco.com", "all@world.com", 1)), 0o640)
+	// Edited, the payload no longer matches,
+	// and ls marks it so.
+	if edited, _ := List(y, Filter{}); len(edited) != 1 || edited[0].Matches() {
+		t.Errorf("an edited payload matches its sha256: %v", edited)
+	}
 	_, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice"})
 	if err == nil || !strings.Contains(err.Error(), "no longer matches its sha256") {
 		t.Fatalf("approve of an edited gate: %v", err)

@@ -1,6 +1,6 @@
 // Package proposal decides what becomes of an action a box proposes, and
 // records the decision. It owns the whole verdict on a proposal: the
-// envelope's shape, the configuration, the intent's name, the payload's
+// envelope's shape, the configuration, the intent's name, its executor, the payload's
 // fields, the proactive budget and the trust ladder, checked in that
 // order, and the gate it files when the verdict is to gate or to
 // auto-approve.
@@ -75,6 +75,7 @@ const (
 	TrustDeny                     // a trust entry at level deny
 	NotFiled                      // the gate could not be filed
 	Failed                        // the decision could not be made (the yard could not be read)
+	NoExecutor                    // the intent has no executor configured, so a gate could never be executed
 )
 
 var refusalNames = [...]string{
@@ -89,6 +90,7 @@ var refusalNames = [...]string{
 	TrustDeny:      "trust-deny",
 	NotFiled:       "not-filed",
 	Failed:         "failed",
+	NoExecutor:     "no-executor",
 }
 
 func (r Refusal) String() string {
@@ -173,6 +175,9 @@ func Decide(y *yard.Yard, p Proposal) (d Decision, env Envelope) {
 	if !org.Intent(env.Intent, p.Rules, intent.EgressGrant) {
 		return refuse(UnknownIntent, "intent %q names no rule in the gateway policy and no trusted-side executor", env.Intent), env
 	}
+	if _, err := org.Executor(env.Intent); err != nil {
+		return refuse(NoExecutor, "%v", err), env
+	}
 	payload := []byte(env.Payload)
 	if err := trust.Admit(org, env.Intent, payload); err != nil {
 		return refuse(PayloadRefused, "%v", err), env
@@ -205,11 +210,13 @@ func Decide(y *yard.Yard, p Proposal) (d Decision, env Envelope) {
 		return d, env
 	}
 	fo := gate.FileOptions{Imp: p.Imp, Intent: env.Intent, Payload: payload, Rationale: env.Rationale,
-		Task: p.Task, Run: p.Run, By: p.Imp, Actor: "impgw"}
+		Task: p.Task, Run: p.Run, By: p.Imp, Actor: "impgw",
+		Trust: &gate.Trust{Level: config.Gate, Entry: t.Entry, Why: t.Why}}
 	verdict := Gated
 	if t.Level == config.Auto {
 		verdict = AutoApproved
 		fo.Approved, fo.By, fo.Signer = true, "trust: "+t.Entry, p.Signer
+		fo.Trust.Level = config.Auto
 	}
 	g, err := gate.File(y, fo)
 	if err != nil {

@@ -35,6 +35,8 @@ fields = { to = "addresses", subject = "text", body = "text" }
 cost = 1.0
 [executors.message-user]
 kind = "message-user"
+[executors.egress-grant]
+kind = "egress-grant"
 [budget.yuko]
 daily = 1.0
 `
@@ -67,7 +69,7 @@ func TestZeroDecisionRefuses(t *testing.T) {
 	if d.Verdict != Refused || d.Verdict.String() != "refused" || d.Refusal.String() != "unexplained" || d.Gate != nil {
 		t.Fatalf("zero decision: %+v", d)
 	}
-	for _, r := range []Refusal{-1, Failed + 1} {
+	for _, r := range []Refusal{-1, NoExecutor + 1} {
 		if r.String() != "unexplained" {
 			t.Errorf("Refusal(%d) is %q", r, r.String())
 		}
@@ -105,6 +107,8 @@ func TestDecide(t *testing.T) {
 		{name: "imp broken", setup: writeFile("imps/yuko/imp.toml", "rootfs = \"a\"\nimage = \"b\"\n"),
 			body: `{"intent":"email-send","payload":{"to":["a@ourco.com"]}}`, refusal: ConfigBroken, reason: "every action of yuko is denied"},
 		{name: "unknown intent", body: `{"intent":"launch-missiles","payload":{}}`, refusal: UnknownIntent, reason: `intent "launch-missiles" names no rule`},
+		{name: "no executor", setup: writeFile("org.toml", "[executors.message-user]\nkind = \"message-user\"\n"),
+			body: `{"intent":"email-send","payload":{"to":["a@ourco.com"]}}`, refusal: NoExecutor, reason: `no executor is configured for intent "email-send"`},
 		{name: "undeclared field", body: `{"intent":"email-send","payload":{"to":["a@ourco.com"],"from":"x@evil.com"}}`, refusal: PayloadRefused, reason: `field "from" is not a declared field`},
 		{name: "tunnel grant", body: `{"intent":"egress-grant","payload":{"name":"x","match":{"host":"a.example"},"verdict":"tunnel"}}`, refusal: PayloadRefused, reason: "tunnel"},
 		{name: "over budget", task: proactiveSpent, body: `{"intent":"email-send","payload":{"to":["a@ourco.com"]}}`, refusal: OverBudget, reason: "over budget"},
@@ -148,6 +152,11 @@ func TestDecide(t *testing.T) {
 			want := map[Verdict]string{Gated: state.Filed, AutoApproved: state.Approved}[tc.verdict]
 			if filed[0].State != want {
 				t.Errorf("gate is %s, want %s", filed[0].State, want)
+			}
+			// The verdict it was filed under is in the gate, for the desk.
+			level := map[Verdict]string{Gated: "gate", AutoApproved: "auto"}[tc.verdict]
+			if tr := filed[0].Trust; tr == nil || tr.Level != level || tr.Entry != d.Entry || tr.Why != d.Reason {
+				t.Errorf("gate records trust %+v, want level %s entry %q why %q", tr, level, d.Entry, d.Reason)
 			}
 		})
 	}

@@ -130,7 +130,8 @@ func (s *Supervisor) collect(l *liveRun, r *run.Run) (to, why string) {
 		return state.Failed, err.Error()
 	}
 	g, err := gate.File(s.Yard, gate.FileOptions{Imp: t.Imp, Intent: intent.CommitAndPush, Payload: payload, Task: t.ID, Run: r.ID,
-		Rationale: fmt.Sprintf("push %s (%s..%s) from run %s", branch, base[:12], head[:12], r.ID), By: Actor, Actor: Actor})
+		Rationale: fmt.Sprintf("push %s (%s..%s) from run %s", branch, base[:12], head[:12], r.ID), By: Actor, Actor: Actor,
+		Trust: &gate.Trust{Level: "gate", Why: "filed by impsup for the new commits of a code task; every push waits for a human"}})
 	if err != nil {
 		return state.Failed, "filing the commit-and-push gate: " + err.Error()
 	}

@@ -1,0 +1,129 @@
+package desk
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/internal/approvaltest"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
+)
+
+const org = `
+[executors.email-send]
+kind = "http"
+method = "PUT"
+url = "https://api.resend.com/emails"
+`
+
+func newYard(t *testing.T) *yard.Yard {
+	t.Helper()
+	y := yardtest.New(t)
+	if err := os.WriteFile(y.Path("org.toml"), []byte(org), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	return y
+}
+
+func file(t *testing.T, y *yard.Yard, intent string, tr *gate.Trust) *gate.Gate {
+	t.Helper()
+	g, err := gate.File(y, gate.FileOptions{Imp: "yuko", Intent: intent, Payload: []byte(`{"to":["team@ourco.com"]}`), By: "yuko", Actor: "test", Trust: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// A pending gate: where it goes, why it waits, its payload matches, no
+// approval to check, and the command that approves exactly its sha256.
+func TestInspectPending(t *testing.T) {
+	y := newYard(t)
+	g := file(t, y, "email-send", &gate.Trust{Level: "gate", Why: "no trust entry matches: gated for a human"})
+	r := Inspect(y, t.TempDir(), g)
+	if !r.PayloadMatches || r.PayloadError != "" {
+		t.Errorf("payload: %v %q", r.PayloadMatches, r.PayloadError)
+	}
+	if d := r.Destination; d == nil || d.Kind != "http" || d.Method != "PUT" || d.URL != "https://api.resend.com/emails" {
+		t.Errorf("destination %+v (%s)", d, r.DestinationError)
+	}
+	if r.Verdict != "gated: no trust entry matches: gated for a human" {
+		t.Errorf("verdict %q", r.Verdict)
+	}
+	if r.Verifies != nil {
+		t.Errorf("a pending gate's approval checked: %v", *r.Verifies)
+	}
+	if want := "impgate approve --sha " + g.SHA256[:16] + " " + g.ID; r.Approve != want {
+		t.Errorf("approve %q, want %q", r.Approve, want)
+	}
+	b, _ := json.Marshal(r)
+	for _, f := range []string{`"payload_matches":true`, `"destination":{"kind":"http"`, `"trust_verdict":"gated: `, `"approve_command":"impgate approve --sha `, `"sha256":"` + g.SHA256} {
+		if !strings.Contains(string(b), f) {
+			t.Errorf("JSON lacks %s: %s", f, b)
+		}
+	}
+}
+
+// A payload edited after filing is reported, and nothing offers to
+// approve it.
+func TestInspectTampered(t *testing.T) {
+	y := newYard(t)
+	g := file(t, y, "email-send", nil)
+	g.Payload = json.RawMessage(`{"to":["attacker@evil.com"]}`)
+	r := Inspect(y, t.TempDir(), g)
+	if r.PayloadMatches || !strings.Contains(r.PayloadError, "no longer matches its sha256") || r.Approve != "" {
+		t.Errorf("tampered: %v %q approve %q", r.PayloadMatches, r.PayloadError, r.Approve)
+	}
+}
+
+// An approval is checked against the keys of the home given: it verifies
+// with the home that signed it, not with another.
+func TestInspectApproval(t *testing.T) {
+	y := newYard(t)
+	home := t.TempDir()
+	g := approvaltest.Approve(t, y, home, file(t, y, "email-send", nil).ID)
+	r := Inspect(y, home, g)
+	if r.Verifies == nil || !*r.Verifies || !strings.HasPrefix(r.Key, "owner ed25519:") || r.Approve != "" {
+		t.Errorf("signed approval: %+v", r)
+	}
+	other := t.TempDir()
+	approvaltest.Key(t, other)
+	r = Inspect(y, other, g)
+	if r.Verifies == nil || *r.Verifies || r.Error == "" {
+		t.Errorf("approval checked against another home's key: %+v", r)
+	}
+}
+
+// No executor for the intent: the destination says so.
+func TestInspectNoExecutor(t *testing.T) {
+	y := newYard(t)
+	g := file(t, y, "open-pr", nil)
+	r := Inspect(y, t.TempDir(), g)
+	if r.Destination != nil || !strings.Contains(r.DestinationError, `no executor is configured for intent "open-pr"`) {
+		t.Errorf("%+v %q", r.Destination, r.DestinationError)
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	at := time.Now()
+	for _, tc := range []struct {
+		g    gate.Gate
+		want string
+	}{
+		{gate.Gate{Trust: &gate.Trust{Level: "auto", Entry: "org.toml [[trust]] #1", Why: "org.toml [[trust]] #1: level auto"}}, "auto-approved by org.toml [[trust]] #1: level auto"},
+		{gate.Gate{Trust: &gate.Trust{Level: "gate", Entry: "org.toml [[trust]] #2", Why: "org.toml [[trust]] #2: level gate"}}, "gated by org.toml [[trust]] #2: level gate"},
+		{gate.Gate{Trust: &gate.Trust{Level: "gate", Entry: "org.toml [[trust]] #3", Why: "executor x declares no fields"}}, "gated by org.toml [[trust]] #3: executor x declares no fields"},
+		{gate.Gate{Trust: &gate.Trust{Level: "auto", Entry: "e", Why: "matched"}}, "auto-approved by e: matched"},
+		{gate.Gate{Trust: &gate.Trust{Level: "gate", Why: "no trust entry matches: gated for a human"}}, "gated: no trust entry matches: gated for a human"},
+		{gate.Gate{History: []state.Transition{{To: state.Filed, By: "yuko", At: at}, {From: state.Filed, To: state.Approved, By: "trust: org.toml [[trust]] #1", At: at}}}, "auto-approved by org.toml [[trust]] #1 (its reason was not recorded)"},
+		{gate.Gate{History: []state.Transition{{To: state.Filed, By: "yuko", At: at}}}, "not recorded (filed before gates recorded their trust verdict)"},
+	} {
+		if got := Verdict(&tc.g); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}
