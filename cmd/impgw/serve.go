@@ -114,7 +114,7 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 		return err
 	}
 	srv, err := gatewayd.New(gatewayd.Config{Yard: y, Home: home, Minter: minter, Signer: signer,
-		PolicyPath: *policy, UpstreamCA: *upstreamCA, Limits: lim, Log: e.Stderr})
+		PolicyPath: *policy, UpstreamCA: *upstreamCA, Limits: lim, Log: e.Stderr, Ready: e.Ready})
 	if err != nil {
 		return err
 	}
@@ -122,6 +122,7 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer e.StoppingOn(ctx)()
 	if err := srv.Serve(ctx, lns, *grace); err != nil {
 		return err
 	}

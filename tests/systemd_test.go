@@ -1,0 +1,195 @@
+package tests
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// notified is a daemon started as a Type=notify unit starts it: with
+// NOTIFY_SOCKET naming a unixgram socket the test reads.
+type notified struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	sock *net.UnixConn
+	mu   sync.Mutex
+	log  strings.Builder
+	done chan error
+}
+
+func startNotified(t *testing.T, env []string, name string, args ...string) *notified {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify")
+	sock, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sock.Close() })
+	n := &notified{t: t, sock: sock, done: make(chan error, 1)}
+	n.cmd = exec.Command(filepath.Join(bin, name), args...)
+	n.cmd.Env = append(append(os.Environ(), env...), "NOTIFY_SOCKET="+path)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.cmd.Stderr = pw
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			n.mu.Lock()
+			n.log.WriteString(sc.Text() + "\n")
+			n.mu.Unlock()
+		}
+	}()
+	go func() { <-drained; n.done <- n.cmd.Wait() }()
+	t.Cleanup(func() {
+		n.cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", name, n.stderr())
+		}
+	})
+	return n
+}
+
+func (n *notified) stderr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.log.String()
+}
+
+// next returns the next notice, or "" when none comes within d.
+func (n *notified) next(d time.Duration) string {
+	n.sock.SetReadDeadline(time.Now().Add(d))
+	buf := make([]byte, 4096)
+	k, err := n.sock.Read(buf)
+	if err != nil {
+		return ""
+	}
+	return string(buf[:k])
+}
+
+// ready waits for READY=1, failing the test on any other notice first.
+func (n *notified) ready() {
+	n.t.Helper()
+	if got := n.next(30 * time.Second); got != "READY=1" {
+		n.t.Fatalf("first notice %q, want READY=1", got)
+	}
+}
+
+// term sends SIGTERM and checks STOPPING=1 arrives and the daemon exits 0.
+func (n *notified) term() {
+	n.t.Helper()
+	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		n.t.Fatal(err)
+	}
+	if got := n.next(10 * time.Second); got != "STOPPING=1" {
+		n.t.Errorf("notice after SIGTERM %q, want STOPPING=1", got)
+	}
+	select {
+	case err := <-n.done:
+		if err != nil {
+			n.t.Errorf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		n.t.Fatal("still running 15s after SIGTERM")
+	}
+	if got := n.next(100 * time.Millisecond); got != "" {
+		n.t.Errorf("notice after exit %q", got)
+	}
+}
+
+// TestNotifyGateway: impgw serve says READY=1 when its health endpoint
+// answers on every listener, and STOPPING=1 on SIGTERM.
+func TestNotifyGateway(t *testing.T) {
+	y := newYard(t)
+	env := []string{"IMPYARD_ROOT=" + y.Root, "IMPYARD_HOME=" + t.TempDir()}
+	ca := exec.Command(filepath.Join(bin, "impgw"), "ca", "init")
+	ca.Env = append(os.Environ(), env...)
+	if out, err := ca.CombinedOutput(); err != nil {
+		t.Fatalf("impgw ca init: %v\n%s", err, out)
+	}
+	n := startNotified(t, env, "impgw", "serve", "--listen", "127.0.0.1:0", "--listen", "[::1]:0")
+	n.ready()
+	var addrs []string
+	for _, line := range strings.Split(n.stderr(), "\n") {
+		if _, rest, ok := strings.Cut(line, "serving on "); ok {
+			a, _, _ := strings.Cut(rest, " ")
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) != 2 {
+		t.Fatalf("READY=1 before impgw said where it serves: %q", n.stderr())
+	}
+	for _, a := range addrs {
+		resp, err := http.Get("http://" + a + "/v1/health")
+		if err != nil {
+			t.Fatalf("READY=1, yet health at %s: %v", a, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("READY=1, yet health at %s: %s", a, resp.Status)
+		}
+	}
+	n.term()
+}
+
+// TestNotifyExecutor: impexec run says READY=1 after its first scan of
+// the gates, and STOPPING=1 on SIGTERM.
+func TestNotifyExecutor(t *testing.T) {
+	y := newYard(t)
+	env := []string{"IMPYARD_ROOT=" + y.Root, "IMPYARD_HOME=" + t.TempDir()}
+	n := startNotified(t, env, "impexec", "run")
+	n.ready()
+	if !strings.Contains(n.stderr(), "watching ") {
+		t.Errorf("READY=1 before impexec said it watches: %q", n.stderr())
+	}
+	n.term()
+}
+
+// TestNotifySupervisor: impsup run says READY=1 once it holds the yard
+// and made its first pass, STOPPING=1 on SIGTERM; one that cannot reach
+// containerd fails without saying READY=1.
+func TestNotifySupervisor(t *testing.T) {
+	t.Run("no containerd", func(t *testing.T) {
+		y := newYard(t)
+		os.WriteFile(y.Path("org.toml"), []byte("[containerd]\naddress = \"/nonexistent/containerd.sock\"\n"), 0o640)
+		env := []string{"IMPYARD_ROOT=" + y.Root, "IMPYARD_HOME=" + t.TempDir()}
+		n := startNotified(t, env, "impsup", "run")
+		select {
+		case err := <-n.done:
+			var ee *exec.ExitError
+			if err == nil || !errors.As(err, &ee) || ee.ExitCode() != 111 {
+				t.Errorf("impsup run without containerd: %v, want exit 111", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("impsup run without containerd still running")
+		}
+		if got := n.next(100 * time.Millisecond); got != "" {
+			t.Errorf("impsup run without containerd sent %q", got)
+		}
+	})
+	t.Run("ready", func(t *testing.T) {
+		b := newBoxYard(t)
+		n := startNotified(t, b.env, "impsup", "run")
+		n.ready()
+		if !strings.Contains(n.stderr(), "supervising ") {
+			t.Errorf("READY=1 before impsup said it supervises: %q", n.stderr())
+		}
+		n.term()
+	})
+}
