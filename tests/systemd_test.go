@@ -3,11 +3,13 @@ package tests
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +30,13 @@ type notified struct {
 
 func startNotified(t *testing.T, env []string, name string, args ...string) *notified {
 	t.Helper()
+	return startNotifiedTo(t, nil, env, name, args...)
+}
+
+// startNotifiedTo is startNotified with stderr going to file, if not
+// nil, as systemd connects it to journald; n.stderr is then empty.
+func startNotifiedTo(t *testing.T, file *os.File, env []string, name string, args ...string) *notified {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "notify")
 	sock, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
 	if err != nil {
@@ -42,6 +51,9 @@ func startNotified(t *testing.T, env []string, name string, args ...string) *not
 		t.Fatal(err)
 	}
 	n.cmd.Stderr = pw
+	if file != nil {
+		n.cmd.Stderr = file
+	}
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -192,4 +204,72 @@ func TestNotifySupervisor(t *testing.T) {
 		}
 		n.term()
 	})
+}
+
+// TestJournalLogging: each daemon stamps its log lines with the time,
+// except when its stderr is the stream $JOURNAL_STREAM names (journald
+// stamps them); a JOURNAL_STREAM naming another stream changes nothing.
+func TestJournalLogging(t *testing.T) {
+	stamped := regexp.MustCompile(`^(impgw|impexec|impsup): \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ `)
+	daemons := []struct {
+		name  string
+		args  []string
+		first string // a line every run logs
+		env   func(t *testing.T) []string
+	}{
+		{"impgw", []string{"serve", "--listen", "127.0.0.1:0"}, "serving on ", func(t *testing.T) []string {
+			env := []string{"IMPYARD_ROOT=" + newYard(t).Root, "IMPYARD_HOME=" + t.TempDir()}
+			ca := exec.Command(filepath.Join(bin, "impgw"), "ca", "init")
+			ca.Env = append(os.Environ(), env...)
+			if out, err := ca.CombinedOutput(); err != nil {
+				t.Fatalf("impgw ca init: %v\n%s", err, out)
+			}
+			return env
+		}},
+		{"impexec", []string{"run"}, "watching ", func(t *testing.T) []string {
+			return []string{"IMPYARD_ROOT=" + newYard(t).Root, "IMPYARD_HOME=" + t.TempDir()}
+		}},
+		{"impsup", []string{"run"}, "supervising ", func(t *testing.T) []string { return newBoxYard(t).env }},
+	}
+	for _, d := range daemons {
+		for _, mode := range []string{"journal", "other stream", "terminal"} {
+			t.Run(d.name+"/"+mode, func(t *testing.T) {
+				env := d.env(t)
+				path := filepath.Join(t.TempDir(), "stderr")
+				f, err := os.Create(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				var st syscall.Stat_t
+				if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+					t.Fatal(err)
+				}
+				switch mode {
+				case "journal":
+					env = append(env, fmt.Sprintf("JOURNAL_STREAM=%d:%d", st.Dev, st.Ino))
+				case "other stream":
+					env = append(env, fmt.Sprintf("JOURNAL_STREAM=%d:%d", st.Dev, st.Ino+1))
+				default:
+					env = append(env, "JOURNAL_STREAM=")
+				}
+				n := startNotifiedTo(t, f, env, d.name, d.args...)
+				n.ready()
+				n.term()
+				b, _ := os.ReadFile(path)
+				lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+				if !strings.Contains(string(b), d.first) || !strings.Contains(string(b), " stopping\n") {
+					t.Fatalf("%s logged %q, want its start and stop", d.name, b)
+				}
+				for _, line := range lines {
+					if !strings.HasPrefix(line, d.name+": ") {
+						t.Errorf("line %q does not start with %q", line, d.name+": ")
+					}
+					if got, want := stamped.MatchString(line), mode != "journal"; got != want {
+						t.Errorf("%s: line %q stamped %v, want %v", mode, line, got, want)
+					}
+				}
+			})
+		}
+	}
 }

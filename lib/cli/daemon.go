@@ -15,9 +15,9 @@ func (e *Env) Ready() {
 	}
 }
 
-// StoppingOn tells systemd the daemon is stopping as soon as ctx ends
-// (SIGTERM, SIGINT); the returned func withdraws the notice for a daemon
-// that ends otherwise.
+// StoppingOn logs "stopping" and tells systemd the daemon is stopping as
+// soon as ctx ends (SIGTERM, SIGINT); the returned func withdraws both
+// for a daemon that ends otherwise.
 func (e *Env) StoppingOn(ctx context.Context) func() {
-	return sdnotify.StoppingOn(ctx, e.Warn)
+	return sdnotify.StoppingOn(ctx, func(err error) { e.Warn(err) }, func() { e.Logf("stopping") })
 }

@@ -48,11 +48,14 @@ func Send(state string) (bool, error) {
 	return true, nil
 }
 
-// StoppingOn sends Stopping as soon as ctx ends, reporting a failure to
-// warn (if not nil). The returned func cancels the notice for a daemon
-// that ends on its own.
-func StoppingOn(ctx context.Context, warn func(error)) (cancel func()) {
+// StoppingOn sends Stopping as soon as ctx ends, after calling each of
+// before (to log it, say), reporting a failure to warn (if not nil). The
+// returned func cancels the notice for a daemon that ends on its own.
+func StoppingOn(ctx context.Context, warn func(error), before ...func()) (cancel func()) {
 	stop := context.AfterFunc(ctx, func() {
+		for _, f := range before {
+			f()
+		}
 		if _, err := Send(Stopping); err != nil && warn != nil {
 			warn(err)
 		}

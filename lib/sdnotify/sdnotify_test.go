@@ -77,10 +77,16 @@ func TestStoppingOn(t *testing.T) {
 	next := listen(t, name)
 	t.Setenv(Env, name)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer StoppingOn(ctx, func(err error) { t.Error(err) })()
+	logged := make(chan struct{})
+	defer StoppingOn(ctx, func(err error) { t.Error(err) }, func() { close(logged) })()
 	cancel()
 	if got := next(); got != Stopping {
 		t.Fatalf("got %q, want %q", got, Stopping)
+	}
+	select {
+	case <-logged:
+	default:
+		t.Error("Stopping sent before the before funcs ran")
 	}
 
 	// Cancelled first, it sends nothing.
