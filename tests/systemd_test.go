@@ -273,3 +273,52 @@ func TestJournalLogging(t *testing.T) {
 		}
 	}
 }
+
+// TestMakeInstallUnits: make install puts the units in SYSTEMDDIR, mode
+// 0644, naming the binaries where it put them, and none without it; the
+// installed units pass systemd-analyze verify where it is installed.
+func TestMakeInstallUnits(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed")
+	}
+	prefix := t.TempDir()
+	units := filepath.Join(prefix, "lib", "systemd", "system")
+	install := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("make", append([]string{"-C", "..", "install", "PREFIX=" + prefix}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("make install %v: %v\n%s", args, err, out)
+		}
+	}
+	install()
+	if _, err := os.Stat(units); !os.IsNotExist(err) {
+		t.Fatalf("make install without SYSTEMDDIR made %s (%v)", units, err)
+	}
+	install("SYSTEMDDIR=" + units)
+	var paths []string
+	for _, name := range []string{"impgw", "impexec", "impsup"} {
+		path := filepath.Join(units, name+".service")
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: mode %o, want 644", path, fi.Mode().Perm())
+		}
+		b, _ := os.ReadFile(path)
+		if !strings.Contains(string(b), "\nExecStart="+filepath.Join(prefix, "bin", name)+" ") {
+			t.Errorf("%s does not run %s:\n%s", path, filepath.Join(prefix, "bin", name), b)
+		}
+		if !strings.Contains(string(b), "\nType=notify\n") {
+			t.Errorf("%s is not Type=notify", path)
+		}
+		paths = append(paths, path)
+	}
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Log("systemd-analyze is not installed: units not verified")
+		return
+	}
+	if out, err := exec.Command("systemd-analyze", append([]string{"--man=no", "verify"}, paths...)...).CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
