@@ -254,6 +254,12 @@ func TestJournalLogging(t *testing.T) {
 					env = append(env, "JOURNAL_STREAM=")
 				}
 				n := startNotifiedTo(t, f, env, d.name, d.args...)
+				defer func() {
+					if t.Failed() {
+						b, _ := os.ReadFile(path)
+						t.Logf("%s stderr (the file):\n%s", d.name, b)
+					}
+				}()
 				n.ready()
 				n.term()
 				b, _ := os.ReadFile(path)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 )
 
 // The states a daemon sends.
@@ -50,9 +51,13 @@ func Send(state string) (bool, error) {
 
 // StoppingOn sends Stopping as soon as ctx ends, after calling each of
 // before (to log it, say), reporting a failure to warn (if not nil). The
-// returned func cancels the notice for a daemon that ends on its own.
+// returned func cancels the notice for a daemon that ends on its own, or,
+// once ctx has ended, waits until it is sent: a daemon that defers it
+// does not exit before systemd heard it is stopping.
 func StoppingOn(ctx context.Context, warn func(error), before ...func()) (cancel func()) {
+	sent := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
+		defer close(sent)
 		for _, f := range before {
 			f()
 		}
@@ -60,5 +65,12 @@ func StoppingOn(ctx context.Context, warn func(error), before ...func()) (cancel
 			warn(err)
 		}
 	})
-	return func() { stop() }
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if !stop() {
+				<-sent
+			}
+		})
+	}
 }

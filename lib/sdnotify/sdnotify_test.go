@@ -98,3 +98,25 @@ func TestStoppingOn(t *testing.T) {
 		t.Fatalf("got %q after a cancelled StoppingOn, want only X=1", got)
 	}
 }
+
+// TestStoppingOnWaits: once ctx has ended, cancel returns only after the
+// notice is sent, so a daemon cannot exit between the signal and it.
+func TestStoppingOnWaits(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "notify")
+	next := listen(t, name)
+	t.Setenv(Env, name)
+	for range 100 {
+		ctx, cancel := context.WithCancel(context.Background())
+		logged := false
+		done := StoppingOn(ctx, func(err error) { t.Error(err) }, func() { time.Sleep(time.Microsecond); logged = true })
+		cancel()
+		done()
+		if !logged {
+			t.Fatal("cancel returned before the notice was sent")
+		}
+		done() // a second call neither blocks nor sends
+		if got := next(); got != Stopping {
+			t.Fatalf("got %q, want %q", got, Stopping)
+		}
+	}
+}
