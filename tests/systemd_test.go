@@ -84,6 +84,18 @@ func (n *notified) stderr() string {
 	return n.log.String()
 }
 
+// logged waits for stderr to hold s (the pipe is read behind the
+// daemon's writes).
+func (n *notified) logged(s string) {
+	n.t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(n.stderr(), s); {
+		if time.Now().After(deadline) {
+			n.t.Fatalf("%q never logged", s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // next returns the next notice, or "" when none comes within d.
 func (n *notified) next(d time.Duration) string {
 	n.sock.SetReadDeadline(time.Now().Add(d))
@@ -135,18 +147,11 @@ func TestNotifyGateway(t *testing.T) {
 	if out, err := ca.CombinedOutput(); err != nil {
 		t.Fatalf("impgw ca init: %v\n%s", err, out)
 	}
-	n := startNotified(t, env, "impgw", "serve", "--listen", "127.0.0.1:0", "--listen", "[::1]:0")
+	// Addresses known before it starts, so the health checks can be made
+	// the moment READY=1 arrives.
+	addrs := []string{freeAddr(t, "127.0.0.1:0"), freeAddr(t, "[::1]:0")}
+	n := startNotified(t, env, "impgw", "serve", "--listen", addrs[0], "--listen", addrs[1])
 	n.ready()
-	var addrs []string
-	for _, line := range strings.Split(n.stderr(), "\n") {
-		if _, rest, ok := strings.Cut(line, "serving on "); ok {
-			a, _, _ := strings.Cut(rest, " ")
-			addrs = append(addrs, a)
-		}
-	}
-	if len(addrs) != 2 {
-		t.Fatalf("READY=1 before impgw said where it serves: %q", n.stderr())
-	}
 	for _, a := range addrs {
 		resp, err := http.Get("http://" + a + "/v1/health")
 		if err != nil {
@@ -160,6 +165,18 @@ func TestNotifyGateway(t *testing.T) {
 	n.term()
 }
 
+// freeAddr is an address on which nothing listens right now, taken from
+// the kernel; a test skips when the address family is not available.
+func freeAddr(t *testing.T, addr string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", addr, err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // TestNotifyExecutor: impexec run says READY=1 after its first scan of
 // the gates, and STOPPING=1 on SIGTERM.
 func TestNotifyExecutor(t *testing.T) {
@@ -167,9 +184,7 @@ func TestNotifyExecutor(t *testing.T) {
 	env := []string{"IMPYARD_ROOT=" + y.Root, "IMPYARD_HOME=" + t.TempDir()}
 	n := startNotified(t, env, "impexec", "run")
 	n.ready()
-	if !strings.Contains(n.stderr(), "watching ") {
-		t.Errorf("READY=1 before impexec said it watches: %q", n.stderr())
-	}
+	n.logged("watching ")
 	n.term()
 }
 
@@ -199,9 +214,7 @@ func TestNotifySupervisor(t *testing.T) {
 		b := newBoxYard(t)
 		n := startNotified(t, b.env, "impsup", "run")
 		n.ready()
-		if !strings.Contains(n.stderr(), "supervising ") {
-			t.Errorf("READY=1 before impsup said it supervises: %q", n.stderr())
-		}
+		n.logged("supervising ")
 		n.term()
 	})
 }
