@@ -2,6 +2,9 @@
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
+# Where make install puts the systemd units (scripts/systemd/), e.g.
+# /etc/systemd/system; empty installs none.
+SYSTEMDDIR ?=
 GO      ?= go
 STATICCHECK_VERSION ?= v0.8.2
 GREMLINS_VERSION ?= v0.6.0
@@ -12,6 +15,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 
 CMDS := $(notdir $(wildcard cmd/*))
 MANS := $(wildcard man/*.[1-8])
+UNITS := $(wildcard scripts/systemd/*.service)
 
 .PHONY: all build test unit fuzz lint bench mutate install demo demo-check clean
 
@@ -70,6 +74,16 @@ install: build
 	  s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
 	  install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/; \
 	done
+# The units name the binaries where this install put them.
+	@if [ -n "$(SYSTEMDDIR)" ]; then \
+	  install -d $(DESTDIR)$(SYSTEMDDIR); mkdir -p bin/units; \
+	  for u in $(UNITS); do \
+	    sed 's|^ExecStart=/usr/local/bin/|ExecStart=$(BINDIR)/|' $$u >bin/units/$${u##*/}; \
+	    install -m 0644 bin/units/$${u##*/} $(DESTDIR)$(SYSTEMDDIR)/; \
+	    echo "installed $(DESTDIR)$(SYSTEMDDIR)/$${u##*/}"; \
+	  done; \
+	  echo "then: systemctl daemon-reload; systemctl enable --now impgw impexec impsup"; \
+	fi
 
 demo:
 	scripts/demo

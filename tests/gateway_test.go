@@ -40,7 +40,7 @@ func (s *spine) serveGateway(t testing.TB) string {
 			mu.Lock()
 			logged.WriteString(line + "\n")
 			mu.Unlock()
-			if rest, ok := strings.CutPrefix(line, "impgw: serving on "); ok {
+			if _, rest, ok := strings.Cut(line, " serving on "); ok {
 				a, _, _ := strings.Cut(rest, " ")
 				select {
 				case addr <- a:

@@ -93,6 +93,8 @@ func runCmd(ctx context.Context, e *cli.Env, args []string) error {
 		return err
 	}
 	defer release()
+	r.Ready = e.Ready
+	defer e.StoppingOn(ctx)()
 	r.Logf("watching %s", gate.Dir(r.Yard))
 	return r.Run(ctx, *rescan, *workers)
 }

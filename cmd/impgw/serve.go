@@ -109,12 +109,15 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return cli.Usagef("serve: --leaf-lifetime: %v", err)
 	}
-	signer, err := approval.Ensure(home, approval.Gateway, e.Stderr, "impgw")
+	// The daemon's own lines go through Logf: stamped with the time,
+	// unless journald stamps them.
+	logw := e.LogWriter()
+	signer, err := approval.Ensure(home, approval.Gateway, logw, "impgw")
 	if err != nil {
 		return err
 	}
 	srv, err := gatewayd.New(gatewayd.Config{Yard: y, Home: home, Minter: minter, Signer: signer,
-		PolicyPath: *policy, UpstreamCA: *upstreamCA, Limits: lim, Log: e.Stderr})
+		PolicyPath: *policy, UpstreamCA: *upstreamCA, Limits: lim, Log: logw, Ready: e.Ready})
 	if err != nil {
 		return err
 	}
@@ -122,9 +125,10 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer e.StoppingOn(ctx)()
 	if err := srv.Serve(ctx, lns, *grace); err != nil {
 		return err
 	}
-	fmt.Fprintln(e.Stderr, "impgw: stopped")
+	e.Logf("stopped")
 	return nil
 }

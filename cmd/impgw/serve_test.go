@@ -280,7 +280,7 @@ func TestCurlThroughImpgw(t *testing.T) {
 	l.stderrMu.Lock()
 	logged := l.stderr.String()
 	l.stderrMu.Unlock()
-	if !strings.Contains(logged, "impgw: error: policy denies everything until fixed") {
+	if !strings.Contains(logged, " error: policy denies everything until fixed") {
 		t.Errorf("the broken policy was not logged:\n%s", logged)
 	}
 	l.mu.Lock()

@@ -109,6 +109,8 @@ func runCmd(ctx context.Context, e *cli.Env, args []string) error {
 		return err
 	}
 	defer done()
+	s.Ready = e.Ready
+	defer e.StoppingOn(ctx)()
 	s.Logf("supervising %s", s.Yard.Root)
 	return s.Run(ctx, *rescan)
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/temporary"
@@ -32,6 +33,10 @@ type Env struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+
+	// journal is whether Stderr goes to journald, decided once.
+	journalOnce sync.Once
+	journal     bool
 }
 
 // UsageError marks an error as a usage mistake (exit 2).

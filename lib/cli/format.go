@@ -40,8 +40,3 @@ func Timeline(at time.Time, from, to, by, why string) string {
 	}
 	return s
 }
-
-// Logf prints one timestamped line of a daemon's log on standard error.
-func (e *Env) Logf(format string, a ...any) {
-	fmt.Fprintf(e.Stderr, "%s: %s %s\n", e.Name, time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, a...))
-}

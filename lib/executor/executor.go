@@ -60,6 +60,10 @@ type Runner struct {
 	Backoff time.Duration
 	// Logf reports what happened, one line per event; may be nil.
 	Logf func(format string, a ...any)
+	// Ready, if set, is called once by Run after its first scan of the
+	// gates: from then on it watches them and has taken up every gate
+	// waiting at start.
+	Ready func()
 }
 
 // Result is what an executor reports back; it is kept in the gate.

@@ -13,7 +13,8 @@ import (
 // Run executes approved gates as they appear, until ctx is done: gate.Watch
 // reports each gate written, a rescan every rescan interval catches anything
 // missed, and at start it takes up every gate still approved or left
-// executing by a dead executor. At most workers gates run at once.
+// executing by a dead executor, then calls Ready. At most workers gates
+// run at once.
 func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) error {
 	if workers < 1 {
 		workers = 1
@@ -46,6 +47,7 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 			}
 		}()
 	}
+	var ready sync.Once
 	return gate.Watch(ctx, r.Yard, rescan, gate.Handler{
 		Gate: func(g *gate.Gate) {
 			if g.State == state.Approved || g.State == state.Executing {
@@ -55,6 +57,11 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 		Rescan: func() {
 			if err := gate.Repair(r.Yard); err != nil {
 				r.logf("%v", err)
+			}
+		},
+		Scanned: func() {
+			if r.Ready != nil {
+				ready.Do(r.Ready)
 			}
 		},
 		Error: func(err error) { r.logf("watch: %v", err) },

@@ -22,6 +22,10 @@ type Handler struct {
 	// Rescan, when set, is called before a rescan's gates are reported:
 	// at start, after a lost event, and every rescan period.
 	Rescan func()
+	// Scanned, when set, is called after a rescan's gates were all
+	// reported: after the first call, every gate on disk at start has
+	// been seen.
+	Scanned func()
 	// Error is called with unreadable gates and watcher errors, which are
 	// survived.
 	Error func(err error)
@@ -120,6 +124,9 @@ func Watch(ctx context.Context, y *yard.Yard, rescan time.Duration, h Handler) e
 				}
 				for _, g := range list {
 					h.Gate(g)
+				}
+				if h.Scanned != nil {
+					h.Scanned()
 				}
 			} else {
 				for gateID := range due {

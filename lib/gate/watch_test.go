@@ -170,3 +170,42 @@ func TestWatchRefusesSymlinkedGates(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchScannedAfterFirstScan: Scanned comes after every gate on disk
+// at start was reported.
+func TestWatchScannedAfterFirstScan(t *testing.T) {
+	y := newYard(t)
+	a, b := file(t, y, `{"n":1}`), file(t, y, `{"n":2}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	scanned := make(chan map[string]bool, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(ctx, y, time.Hour, Handler{
+			Gate: func(g *Gate) { mu.Lock(); seen[g.ID] = true; mu.Unlock() },
+			Scanned: func() {
+				mu.Lock()
+				defer mu.Unlock()
+				snap := map[string]bool{}
+				for k, v := range seen {
+					snap[k] = v
+				}
+				scanned <- snap
+			},
+		})
+	}()
+	select {
+	case got := <-scanned:
+		if !got[a.ID] || !got[b.ID] {
+			t.Errorf("Scanned before both gates were reported: %v", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Scanned")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

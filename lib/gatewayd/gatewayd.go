@@ -55,6 +55,9 @@ type Config struct {
 	Limits     gateway.Limits
 	// Log receives diagnostics, one "impgw: ..." line each; nil discards.
 	Log io.Writer
+	// Ready, if set, is called once by Serve when every listener answers
+	// GET /v1/health.
+	Ready func()
 }
 
 // Server is a gateway with its control API and box listeners.
@@ -65,6 +68,7 @@ type Server struct {
 	policy    string
 	decisions string
 	log       io.Writer
+	ready     func()
 }
 
 // New checks cfg and builds the server's parts.
@@ -124,6 +128,7 @@ func New(cfg Config) (*Server, error) {
 		policy:    policy,
 		decisions: decisions,
 		log:       log,
+		ready:     cfg.Ready,
 	}, nil
 }
 
@@ -180,6 +185,59 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, grace time.Durat
 			fmt.Fprintf(s.log, "impgw: error: serving boxes: %v\n", err)
 		}
 	}()
+	if s.ready != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if answered(sctx, lns) {
+				s.ready()
+			}
+		}()
+	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// answered waits until every listener answers GET /v1/health, as a
+// client would ask it; false if ctx ends first.
+func answered(ctx context.Context, lns []net.Listener) bool {
+	// Straight to the listener, whatever HTTP_PROXY says.
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	defer c.CloseIdleConnections()
+	for _, ln := range lns {
+		url := "http://" + reachable(ln.Addr()) + "/v1/health"
+		for {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return false
+			}
+			resp, err := c.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return true
+}
+
+// reachable is where a local client reaches a listener: its address,
+// with loopback for an unspecified one (0.0.0.0, [::]).
+func reachable(a net.Addr) string {
+	t, ok := a.(*net.TCPAddr)
+	if !ok || !t.IP.IsUnspecified() {
+		return a.String()
+	}
+	ip := net.IPv4(127, 0, 0, 1)
+	if t.IP.To4() == nil {
+		ip = net.IPv6loopback
+	}
+	return net.JoinHostPort(ip.String(), fmt.Sprint(t.Port))
 }

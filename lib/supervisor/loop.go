@@ -10,17 +10,24 @@ import (
 )
 
 // Run recovers, then passes whenever the queue or the gates change (and on
-// a slow timer, which also keeps schedules on time), until ctx ends. Boxes
+// a slow timer, which also keeps schedules on time), until ctx ends. The
+// watchers' scan at start brings the first pass, after which it calls
+// Ready. Boxes
 // still running then are left to containerd; the next start adopts them.
 func (s *Supervisor) Run(ctx context.Context, rescan time.Duration) error {
 	s.init()
 	if err := s.Recover(ctx); err != nil {
 		return err
 	}
+	first := true
 	pass := func() {
 		if _, err := s.Pass(ctx); err != nil {
 			s.logf("%v", err)
 		}
+		if first && s.Ready != nil {
+			s.Ready()
+		}
+		first = false
 	}
 	trigger := make(chan struct{}, 1)
 	kick := func() {

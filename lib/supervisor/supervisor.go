@@ -48,6 +48,9 @@ type Supervisor struct {
 	// Now is replaceable for schedule tests.
 	Now  func() time.Time
 	Logf func(format string, a ...any)
+	// Ready, if set, is called once by Run after it recovered and made
+	// its first pass: the yard is supervised from then on.
+	Ready func()
 
 	mu   sync.Mutex
 	live map[string]*liveRun // run id -> box
