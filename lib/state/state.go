@@ -142,9 +142,20 @@ type Transition struct {
 	To    string    `json:"to"`
 	By    string    `json:"by"`
 	Actor string    `json:"actor,omitempty"`
-	At    time.Time `json:"at"`
+	At    time.Time `json:"at"`             // whole seconds, UTC: what an approval signs
+	AtMS  int64     `json:"at_ms,omitempty"` // the same instant in unix milliseconds
 	Why   string    `json:"why,omitempty"`
 }
+
+// Stamp sets the transition's time to now: At in whole seconds (the
+// yard's form, which jq's fromdateiso8601 reads) and AtMS to the
+// millisecond.
+func (t *Transition) Stamp(now time.Time) {
+	t.At, t.AtMS = now.UTC().Truncate(time.Second), now.UnixMilli()
+}
+
+// Second is t as the yard records it: UTC, whole seconds.
+func Second(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
 
 // Now is replaceable so tests get deterministic times.
 var Now = func() time.Time { return time.Now().UTC() }
