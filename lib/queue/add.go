@@ -150,7 +150,8 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 			History: []state.Transition{first},
 		}
 		if !o.NotBefore.IsZero() {
-			nb := o.NotBefore.UTC()
+			// whole seconds, rounded up: never before the time asked
+			nb := store.Second(o.NotBefore.Add(time.Second - time.Nanosecond))
 			t.NotBefore = &nb
 		}
 		t.ID = s.NewID(tx, func(taskID string) []string { return []string{fileName(taskID)} })

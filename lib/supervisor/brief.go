@@ -230,6 +230,10 @@ func (s *Supervisor) tell(imp, runID string, gates []string) error {
 			}
 		}
 		t.Schema = store.Schema(toldKind, toldMajor)
+		if t.Before != nil {
+			b := wholeBefore(*t.Before)
+			t.Before = &b
+		}
 		nb, err := store.Encode(t)
 		if err != nil {
 			return err
@@ -250,4 +254,15 @@ func (s *Supervisor) lastRunTime(imp string) time.Time {
 		return time.Time{}
 	}
 	return at
+}
+
+// wholeBefore is before in whole seconds, for the yard's form. A time with
+// a fraction (from an old .lastrun) goes down a whole second, so a gate
+// decided in that second is told again rather than never.
+func wholeBefore(before time.Time) time.Time {
+	w := store.Second(before)
+	if !w.Equal(before) {
+		w = w.Add(-time.Second)
+	}
+	return w
 }
