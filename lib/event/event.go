@@ -28,8 +28,8 @@ const (
 // Event is one line of a journal or of the audit log.
 type Event struct {
 	Schema string    `json:"schema"`
-	TS     time.Time `json:"ts"`              // whole seconds, UTC
-	TSMS   int64     `json:"ts_ms,omitempty"` // the same instant in unix milliseconds
+	TS     time.Time `json:"ts"`               // whole seconds, UTC
+	TSMS   int64     `json:"ts_ms,omitempty"`  // the same instant in unix milliseconds
 	Event  string    `json:"event"`            // e.g. gate-filed, gate-approved, task-added, note
 	Imp    string    `json:"imp"`              // whose timeline
 	Actor  string    `json:"actor"`            // which program wrote it: impq, impgate, impgw, impexec, impsup, box

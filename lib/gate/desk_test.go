@@ -78,7 +78,7 @@ func TestFileRecordsAndStores(t *testing.T) {
 		!got.Created.Equal(now) || !got.Updated.Equal(now) {
 		t.Errorf("stored %+v\nwant   %+v", got, want)
 	}
-	if len(got.History) != 1 || got.History[0] != (state.Transition{To: state.Filed, By: "yuko", Actor: "impgw", At: now, Why: "digest"}) {
+	if len(got.History) != 1 || got.History[0] != (state.Transition{To: state.Filed, By: "yuko", Actor: "impgw", At: now, AtMS: now.UnixMilli(), Why: "digest"}) {
 		t.Errorf("history %+v", got.History)
 	}
 	journal, audit := events(t, y, "yuko")
@@ -105,7 +105,7 @@ func TestFileApprovedByRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	if g.State != state.Approved || len(g.History) != 2 ||
-		g.History[1] != (state.Transition{From: state.Filed, To: state.Approved, By: "rule:notify", Actor: "impgw", At: now, Why: "approved by trust rule"}) {
+		g.History[1] != (state.Transition{From: state.Filed, To: state.Approved, By: "rule:notify", Actor: "impgw", At: now, AtMS: now.UnixMilli(), Why: "approved by trust rule"}) {
 		t.Errorf("filed %+v", g)
 	}
 	if _, err := os.Stat(y.Path("gates", "resolved", g.ID+".json")); err != nil {
@@ -168,7 +168,7 @@ func TestMoveRecordsTheTransition(t *testing.T) {
 	}
 	got, _ := Get(y, g.ID)
 	if got.State != state.Approved || !got.Updated.Equal(now) || canon(t, got.Result) != `{"note":1}` || len(got.History) != 2 ||
-		got.History[1] != (state.Transition{From: state.Filed, To: state.Approved, By: "alice", Actor: "impgate", At: now, Why: "fine"}) {
+		got.History[1] != (state.Transition{From: state.Filed, To: state.Approved, By: "alice", Actor: "impgate", At: now, AtMS: now.UnixMilli(), Why: "fine"}) {
 		t.Errorf("stored %+v", got)
 	}
 	if a.State != got.State || len(a.History) != len(got.History) {

@@ -142,7 +142,7 @@ type Transition struct {
 	To    string    `json:"to"`
 	By    string    `json:"by"`
 	Actor string    `json:"actor,omitempty"`
-	At    time.Time `json:"at"`             // whole seconds, UTC: what an approval signs
+	At    time.Time `json:"at"`              // whole seconds, UTC: what an approval signs
 	AtMS  int64     `json:"at_ms,omitempty"` // the same instant in unix milliseconds
 	Why   string    `json:"why,omitempty"`
 }

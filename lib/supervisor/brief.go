@@ -149,7 +149,7 @@ type told struct {
 }
 
 func (t *told) has(g *gate.Gate) bool {
-	if t.Before != nil && !g.Updated.After(*t.Before) {
+	if t.Before != nil && !decided(g).After(*t.Before) {
 		return true
 	}
 	return t.Gates[g.ID] != ""
@@ -265,4 +265,13 @@ func wholeBefore(before time.Time) time.Time {
 		w = w.Add(-time.Second)
 	}
 	return w
+}
+
+// decided is when g was last changed, to the millisecond when its history
+// says (Updated is in whole seconds).
+func decided(g *gate.Gate) time.Time {
+	if n := len(g.History); n > 0 && g.History[n-1].AtMS != 0 {
+		return store.FromMillis(g.History[n-1].AtMS)
+	}
+	return g.Updated
 }
