@@ -78,7 +78,7 @@ func TestFileRecordsAndStores(t *testing.T) {
 		!got.Created.Equal(now) || !got.Updated.Equal(now) {
 		t.Errorf("stored %+v\nwant   %+v", got, want)
 	}
-	if len(got.History) != 1 || got.History[0] != (state.Transition{To: state.Filed, By: "yuko", Actor: "impgw", At: now, AtMS: now.UnixMilli(), Why: "digest"}) {
+	if len(got.History) != 1 || got.History[0] != (state.Transition{To: state.Filed, By: "yuko", Actor: "impgw", At: now, Why: "digest"}) {
 		t.Errorf("history %+v", got.History)
 	}
 	journal, audit := events(t, y, "yuko")
@@ -168,7 +168,7 @@ func TestMoveRecordsTheTransition(t *testing.T) {
 	}
 	got, _ := Get(y, g.ID)
 	if got.State != state.Approved || !got.Updated.Equal(now) || canon(t, got.Result) != `{"note":1}` || len(got.History) != 2 ||
-		got.History[1] != (state.Transition{From: state.Filed, To: state.Approved, By: "alice", Actor: "impgate", At: now, AtMS: now.UnixMilli(), Why: "fine"}) {
+		got.History[1] != (state.Transition{From: state.Filed, To: state.Approved, By: "alice", Actor: "impgate", At: now, Why: "fine"}) {
 		t.Errorf("stored %+v", got)
 	}
 	if a.State != got.State || len(a.History) != len(got.History) {

@@ -41,7 +41,7 @@ func TestAddStoresEveryOption(t *testing.T) {
 		got.Attempt != 1 || !got.Created.Equal(now) || !got.Updated.Equal(now) {
 		t.Errorf("stored %+v", got)
 	}
-	if len(got.History) != 1 || got.History[0] != (state.Transition{To: state.Waiting, By: "alice", Actor: "impq", At: now, AtMS: now.UnixMilli(), Why: "added by impq"}) {
+	if len(got.History) != 1 || got.History[0] != (state.Transition{To: state.Waiting, By: "alice", Actor: "impq", At: now, Why: "added by impq"}) {
 		t.Errorf("history %+v", got.History)
 	}
 	// No not-before: none stored; no kind: research.
@@ -170,7 +170,7 @@ func TestMoveRecordsReasonAndEdit(t *testing.T) {
 	}
 	stored, _ := Get(y, taskID)
 	if stored.State != state.Running || stored.Reason != "started" || len(stored.Runs) != 1 || stored.Runs[0] != run || !stored.Updated.Equal(now) ||
-		stored.History[1] != (state.Transition{From: state.Waiting, To: state.Running, By: "impsup", Actor: "impsup", At: now, AtMS: now.UnixMilli(), Why: "started"}) {
+		stored.History[1] != (state.Transition{From: state.Waiting, To: state.Running, By: "impsup", Actor: "impsup", At: now, Why: "started"}) {
 		t.Errorf("stored %+v", stored)
 	}
 	if got.State != stored.State || len(got.History) != 2 {

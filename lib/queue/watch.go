@@ -20,8 +20,7 @@ type Event struct {
 	From string    `json:"from,omitempty"`
 	To   string    `json:"to"`
 	By   string    `json:"by,omitempty"`
-	At   time.Time `json:"at"`              // whole seconds, UTC
-	AtMS int64     `json:"at_ms,omitempty"` // the same instant in unix milliseconds
+	At   time.Time `json:"at"` // whole seconds, UTC
 	Why  string    `json:"why,omitempty"`
 }
 
@@ -38,7 +37,7 @@ func Watch(ctx context.Context, y *yard.Yard, imp string, rescan time.Duration, 
 			return
 		}
 		for _, h := range t.History[min(n, len(t.History)):] {
-			emit(Event{ID: t.ID, Imp: t.Imp, From: h.From, To: h.To, By: h.By, At: state.Second(h.At), AtMS: atMS(h), Why: h.Why})
+			emit(Event{ID: t.ID, Imp: t.Imp, From: h.From, To: h.To, By: h.By, At: state.Second(h.At), Why: h.Why})
 		}
 		if len(t.History) > n {
 			seen[t.ID] = len(t.History)
@@ -86,13 +85,4 @@ func Watch(ctx context.Context, y *yard.Yard, imp string, rescan time.Duration, 
 		},
 		Error: warn,
 	})
-}
-
-// atMS is when h happened in unix milliseconds, from a file that recorded
-// it or from its time (which had fractional seconds before at_ms).
-func atMS(h state.Transition) int64 {
-	if h.AtMS != 0 {
-		return h.AtMS
-	}
-	return h.At.UnixMilli()
 }

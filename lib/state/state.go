@@ -142,14 +142,18 @@ type Transition struct {
 	To    string    `json:"to"`
 	By    string    `json:"by"`
 	Actor string    `json:"actor,omitempty"`
-	At    time.Time `json:"at"`              // whole seconds, UTC: what an approval signs
-	AtMS  int64     `json:"at_ms,omitempty"` // the same instant in unix milliseconds
-	Why   string    `json:"why,omitempty"`
+	At    time.Time `json:"at"` // whole seconds, UTC: what an approval signs
+	// AtMS is the same instant in unix milliseconds, for the transition's
+	// event line (its ts_ms). It is not written in the state file, which
+	// is decoded strictly: an impyard that does not know a field refuses
+	// the file. The order of a file's history is its order.
+	AtMS int64  `json:"-"`
+	Why  string `json:"why,omitempty"`
 }
 
 // Stamp sets the transition's time to now: At in whole seconds (the
-// yard's form, which jq's fromdateiso8601 reads) and AtMS to the
-// millisecond.
+// yard's form, which jq's fromdateiso8601 reads) and AtMS, kept for its
+// event line, to the millisecond.
 func (t *Transition) Stamp(now time.Time) {
 	t.At, t.AtMS = now.UTC().Truncate(time.Second), now.UnixMilli()
 }

@@ -149,7 +149,7 @@ type told struct {
 }
 
 func (t *told) has(g *gate.Gate) bool {
-	if t.Before != nil && !decided(g).After(*t.Before) {
+	if t.Before != nil && !decided(g.Updated).After(*t.Before) {
 		return true
 	}
 	return t.Gates[g.ID] != ""
@@ -267,11 +267,13 @@ func wholeBefore(before time.Time) time.Time {
 	return w
 }
 
-// decided is when g was last changed, to the millisecond when its history
-// says (Updated is in whole seconds).
-func decided(g *gate.Gate) time.Time {
-	if n := len(g.History); n > 0 && g.History[n-1].AtMS != 0 {
-		return store.FromMillis(g.History[n-1].AtMS)
+// decided is the latest g may have been decided, given its Updated: a
+// time in whole seconds (as impyard now writes them) stands for any
+// instant of that second, so a gate decided in the second its imp's last
+// run ended is told again rather than never.
+func decided(updated time.Time) time.Time {
+	if updated.Nanosecond() == 0 {
+		return updated.Add(time.Second - time.Nanosecond)
 	}
-	return g.Updated
+	return updated
 }
