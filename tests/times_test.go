@@ -21,6 +21,7 @@ import (
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/mailbox"
+	"github.com/impyard/impyard/lib/proposal"
 	"github.com/impyard/impyard/lib/queue"
 	imprun "github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
@@ -148,6 +149,15 @@ EOF`)
 			t.Fatal(err)
 		}
 	}
+	pr := &proposal.Record{Time: time.Now(), Imp: "yuko", Intent: "message-user", Verdict: proposal.Refused,
+		Refusal: proposal.TrustDeny, Reason: "refused by a trust entry"}
+	line, err := pr.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.AppendLine(audit, append(line, '\n')); err != nil {
+		t.Fatal(err)
+	}
 	return ty
 }
 
@@ -189,6 +199,7 @@ func TestTimesJQReads(t *testing.T) {
 	var times []string
 	check := func(where string, v any) {
 		t.Helper()
+		checkMillis(t, where, v)
 		walkJSON(v, "", func(path string, s any) {
 			switch x := s.(type) {
 			case string:
@@ -374,5 +385,32 @@ func walkJSON(v any, path string, f func(path string, v any)) {
 		}
 	default:
 		f(path, v)
+	}
+}
+
+// withMillis are the schemas whose lines carry ts_ms beside ts.
+var withMillis = map[string]bool{"impyard.event/1": true, "impyard.decision/1": true,
+	"impyard.outcome/1": true, "impyard.proposal/1": true}
+
+// checkMillis: a line that must have ts_ms has it, and a ts_ms names an
+// instant in the second its ts names.
+func checkMillis(t *testing.T, where string, v any) {
+	t.Helper()
+	m, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	ms, has := m["ts_ms"].(json.Number)
+	if schema, _ := m["schema"].(string); withMillis[schema] && !has {
+		t.Errorf("%s: a %s line without ts_ms", where, schema)
+	}
+	if !has {
+		return
+	}
+	ts, _ := m["ts"].(string)
+	at, err := time.Parse(time.RFC3339, ts)
+	n, nerr := ms.Int64()
+	if err != nil || nerr != nil || n/1000 != at.Unix() {
+		t.Errorf("%s: ts %q and ts_ms %s name different seconds", where, ts, ms)
 	}
 }
