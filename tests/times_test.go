@@ -245,7 +245,9 @@ func TestTimesJQReads(t *testing.T) {
 		}
 	}
 	for _, c := range []string{"impq ls --json", "impq show --json " + ty.taskID, "impgate ls --json --all",
-		"impgate ls --json | jq -r .id | xargs -n1 impgate show --json", "impgw log --json", "impsup status --json", "impq spend --json"} {
+		"impgate ls --json | jq -r .id | xargs -n1 impgate show --json", "impgw log --json", "impsup status --json", "impq spend --json",
+		"impgate ls --json --all | jq -r .id | xargs -n1 impgate log --json", "impgate key ls --json",
+		`echo '{"schema":"impyard.policy/1","rules":[]}' > ../deny-all.json && impgw replay --policy ../deny-all.json --json`} {
 		out, errOut, err := ty.sh(c, 0)
 		if err != nil {
 			t.Errorf("%s: %v\n%s", c, err, errOut)
