@@ -286,10 +286,12 @@ func TestSupervisorKilled(t *testing.T) {
 	if len(kills) != want {
 		t.Fatalf("%d kills before the deadline, want %d", len(kills), want)
 	}
-	// killedDuring reports whether a kill landed between from and to.
+	// killedDuring reports whether a kill landed between from and to,
+	// times of the yard, which are whole seconds: any instant of from's
+	// second to any of to's.
 	killedDuring := func(from, to time.Time) bool {
 		for _, k := range kills {
-			if k.After(from) && k.Before(to) {
+			if !k.Before(from) && k.Before(to.Add(time.Second)) {
 				return true
 			}
 		}
@@ -398,7 +400,9 @@ func TestBoxIdentity(t *testing.T) {
 			betaRun = r
 		}
 	}
-	overlap = alphaRun.Started.Before(*betaRun.Ended) && betaRun.Started.Before(*alphaRun.Ended)
+	// Times of the yard are whole seconds: runs in the same second may
+	// have overlapped.
+	overlap = !alphaRun.Started.After(*betaRun.Ended) && !betaRun.Started.After(*alphaRun.Ended)
 	store.ReadJSONL(b.y.Path("runs", "decisions.jsonl"), func(line []byte) error {
 		var d struct {
 			Request struct {

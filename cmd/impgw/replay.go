@@ -33,7 +33,8 @@ Examples:
 
 type flip struct {
 	ID         string    `json:"decision_id"`
-	Time       time.Time `json:"ts"`
+	Time       time.Time `json:"ts"`    // whole seconds, UTC
+	TimeMS     int64     `json:"ts_ms"` // the same instant in unix milliseconds
 	Method     string    `json:"method"`
 	URL        string    `json:"url"`
 	Imp        string    `json:"imp,omitempty"`
@@ -96,7 +97,7 @@ func replay(e *cli.Env, args []string) error {
 		}
 		flips++
 		f := flip{
-			ID: r.ID, Time: r.Time, Method: r.Request.Method, URL: r.URL(), Imp: r.Request.Imp,
+			ID: r.ID, Time: store.Second(r.Time), TimeMS: store.Millis(r.Time), Method: r.Request.Method, URL: r.URL(), Imp: r.Request.Imp,
 			OldVerdict: r.Verdict, OldRule: r.Rule, NewVerdict: d.Verdict.String(), NewRule: d.Rule, NewReason: d.Reason,
 			ByNameOnly: d.NeedsAddr,
 		}

@@ -28,7 +28,8 @@ const (
 // Event is one line of a journal or of the audit log.
 type Event struct {
 	Schema string    `json:"schema"`
-	TS     time.Time `json:"ts"`
+	TS     time.Time `json:"ts"`               // whole seconds, UTC
+	TSMS   int64     `json:"ts_ms,omitempty"`  // the same instant in unix milliseconds
 	Event  string    `json:"event"`            // e.g. gate-filed, gate-approved, task-added, note
 	Imp    string    `json:"imp"`              // whose timeline
 	Actor  string    `json:"actor"`            // which program wrote it: impq, impgate, impgw, impexec, impsup, box
@@ -61,8 +62,12 @@ func Record(y *yard.Yard, e Event) error {
 func prepare(y *yard.Yard, e *Event) (line []byte, journal, audit string, err error) {
 	e.Schema = store.Schema(Kind, Major)
 	if e.TS.IsZero() {
-		e.TS = time.Now().UTC()
+		now := time.Now()
+		e.TS, e.TSMS = store.Second(now), store.Millis(now)
+	} else if e.TSMS == 0 {
+		e.TSMS = store.Millis(e.TS)
 	}
+	e.TS = store.Second(e.TS)
 	if line, err = fit(e); err != nil {
 		return nil, "", "", err
 	}

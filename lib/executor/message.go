@@ -54,7 +54,7 @@ func (r *Runner) messageUser(ctx context.Context, g *gate.Gate, exe *config.Exec
 		return nil, &outcome{err: err, transient: true}
 	}
 	if !seen {
-		n := Notice{Schema: store.Schema("notice", 1), TS: time.Now().UTC(), Gate: g.ID, Imp: g.Imp, Task: g.Task, Message: payload}
+		n := Notice{Schema: store.Schema("notice", 1), TS: store.Now(), Gate: g.ID, Imp: g.Imp, Task: g.Task, Message: payload}
 		if err := store.AppendJSONL(logPath, n); err != nil {
 			return nil, &outcome{err: err, transient: true}
 		}

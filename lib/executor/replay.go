@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/home"
+	"github.com/impyard/impyard/lib/store"
 )
 
 // A signed approval stays valid in a copy of the gate, so whoever can
@@ -52,7 +53,7 @@ func (r *Runner) markStarted(gateID string) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(f, time.Now().UTC().Format(time.RFC3339Nano))
+	_, err = fmt.Fprintln(f, store.FormatTime(time.Now()))
 	if err == nil {
 		err = f.Sync()
 	}

@@ -171,3 +171,56 @@ func FuzzVerifyApproval(f *testing.F) {
 		}
 	})
 }
+
+// TestApprovalTimes: an approval signs its transition's time as written,
+// in whole seconds, so what is read back verifies; a gate approved by an
+// older impyard, whose time has nanoseconds, still verifies, also after
+// a later transition rewrote the file.
+func TestApprovalTimes(t *testing.T) {
+	y := newYard(t)
+	kr := ring(t, testKey)
+	g := file(t, y, `{"n":1}`)
+	a, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(y.Path("gates", "resolved", g.ID+".json"))
+	if at := a.History[1].At; at.Nanosecond() != 0 || !strings.Contains(string(b), `"at": "`+at.Format("2006-01-02T15:04:05Z")+`"`) {
+		t.Errorf("approval time %v not written in whole seconds:\n%s", at, b)
+	}
+	if got, _ := Get(y, g.ID); strings.Contains(string(b), "at_ms") {
+		t.Errorf("at_ms in a strictly read state file:\n%s", b)
+	} else if _, err := got.VerifyApproval(kr); err != nil {
+		t.Fatalf("whole-second approval: %v", err)
+	}
+
+	// As an older impyard wrote it: the time with nanoseconds, signed so.
+	old := file(t, y, `{"n":2}`)
+	if _, err := Move(y, old.ID, Change{To: state.Approved, Signer: testKey, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	p := y.Path("gates", "resolved", old.ID+".json")
+	c, _ := Get(y, old.ID)
+	at := time.Date(2026, 11, 30, 5, 47, 39, 123456789, time.UTC)
+	c.History[1].At, c.History[1].AtMS = at, 0
+	c.Approval = testKey.Sign(c.ID, c.SHA256, "alice", at)
+	nb, err := store.Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(p, nb, 0o640)
+	for _, to := range []string{"", state.Executing} {
+		if to != "" {
+			if _, err := Move(y, old.ID, Change{To: to, By: "impexec"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := Get(y, old.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := got.VerifyApproval(kr); err != nil || !got.Approval.At.Equal(at) {
+			t.Errorf("old approval (state %s): %v, at %v", got.State, err, got.Approval.At)
+		}
+	}
+}

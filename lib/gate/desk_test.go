@@ -105,7 +105,7 @@ func TestFileApprovedByRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	if g.State != state.Approved || len(g.History) != 2 ||
-		g.History[1] != (state.Transition{From: state.Filed, To: state.Approved, By: "rule:notify", Actor: "impgw", At: now, Why: "approved by trust rule"}) {
+		g.History[1] != (state.Transition{From: state.Filed, To: state.Approved, By: "rule:notify", Actor: "impgw", At: now, AtMS: now.UnixMilli(), Why: "approved by trust rule"}) {
 		t.Errorf("filed %+v", g)
 	}
 	if _, err := os.Stat(y.Path("gates", "resolved", g.ID+".json")); err != nil {

@@ -248,12 +248,14 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := state.Now()
+	first := state.Transition{To: state.Filed, By: o.By, Actor: o.Actor, Why: o.Rationale}
+	first.Stamp(state.Now())
+	now := first.At
 	g := &Gate{
 		Schema: store.Schema(Kind, Major), Imp: o.Imp, Intent: o.Intent, Task: o.Task, Run: o.Run,
 		Rationale: o.Rationale, State: state.Filed, SHA256: Sum(canon), Payload: canon,
 		Created: now, Updated: now, Trust: o.Trust,
-		History: []state.Transition{{To: state.Filed, By: o.By, Actor: o.Actor, At: now, Why: o.Rationale}},
+		History: []state.Transition{first},
 	}
 	g, _, err = transition.Create(s, func(tx *store.Tx) (*Gate, bool, error) {
 		if o.ID != "" {
@@ -273,7 +275,7 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 			g.ID = s.NewID(tx, func(gateID string) []string { return []string{name(pending, gateID), name(resolved, gateID)} })
 		}
 		if o.Approved {
-			g.Apply(state.Transition{From: state.Filed, To: state.Approved, By: o.By, Actor: o.Actor, At: now, Why: "approved by trust rule"})
+			g.Apply(state.Transition{From: state.Filed, To: state.Approved, By: o.By, Actor: o.Actor, At: now, AtMS: first.AtMS, Why: "approved by trust rule"})
 			g.Approval = o.Signer.Sign(g.ID, g.SHA256, o.By, now)
 		}
 		return g, false, nil

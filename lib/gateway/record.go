@@ -35,7 +35,8 @@ var OutcomeSchema = store.Schema("outcome", 1)
 const (
 	FieldSchema     = "schema"
 	FieldID         = "decision_id"
-	FieldTime       = "ts"
+	FieldTime       = "ts"    // whole seconds, UTC
+	FieldTimeMS     = "ts_ms" // the same instant in unix milliseconds
 	FieldVerdict    = "verdict"
 	FieldRule       = "rule"
 	FieldReason     = "reason"
@@ -220,10 +221,7 @@ func (r *Record) appendJSON(b []byte) []byte {
 	b = appendString(b, RecordSchema)
 	b = field(b, FieldID, false)
 	b = appendString(b, r.ID)
-	b = field(b, FieldTime, false)
-	b = append(b, '"')
-	b = r.Time.UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, '"')
+	b = appendTime(b, r.Time)
 	b = field(b, FieldVerdict, false)
 	b = appendString(b, r.Verdict)
 	b = field(b, FieldRule, false)
@@ -259,11 +257,40 @@ func (r *Record) appendOutcomeJSON(b []byte, end time.Time) []byte {
 	b = appendString(b, OutcomeSchema)
 	b = field(b, FieldID, false)
 	b = appendString(b, r.ID)
+	b = appendTime(b, end)
+	return r.appendExchange(b)
+}
+
+// appendTime writes t as FieldTime, in whole seconds, and FieldTimeMS,
+// in unix milliseconds.
+func appendTime(b []byte, t time.Time) []byte {
 	b = field(b, FieldTime, false)
 	b = append(b, '"')
-	b = end.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = store.AppendTime(b, t)
 	b = append(b, '"')
-	return r.appendExchange(b)
+	b = field(b, FieldTimeMS, false)
+	return strconv.AppendInt(b, store.Millis(t), 10)
+}
+
+// parseTime reads a record's time: FieldTime, RFC 3339 with or without a
+// fraction (records written before FieldTimeMS had nanoseconds), made
+// precise by FieldTimeMS when the record has it and it falls in the
+// second FieldTime names.
+func parseTime(m map[string]json.RawMessage, ts string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: %w", FieldTime, err)
+	}
+	var ms int64
+	if err := optional(m, FieldTimeMS, &ms); err != nil {
+		return time.Time{}, err
+	}
+	if ms != 0 {
+		if p := store.FromMillis(ms); store.Second(p).Equal(store.Second(t)) {
+			return p, nil
+		}
+	}
+	return t, nil
 }
 
 // appendExchange writes what the exchange filled in, the fields a decision
@@ -322,8 +349,8 @@ func ParseOutcome(line []byte) (*Outcome, error) {
 		}
 	}
 	var err error
-	if o.Time, err = time.Parse(time.RFC3339Nano, ts); err != nil {
-		return nil, fmt.Errorf("%s: %w", FieldTime, err)
+	if o.Time, err = parseTime(m, ts); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -533,8 +560,8 @@ func ParseRecord(line []byte) (*Record, error) {
 		}
 	}
 	var err error
-	if r.Time, err = time.Parse(time.RFC3339Nano, ts); err != nil {
-		return nil, fmt.Errorf("%s: %w", FieldTime, err)
+	if r.Time, err = parseTime(m, ts); err != nil {
+		return nil, err
 	}
 	var imp *string
 	var lifted *struct {

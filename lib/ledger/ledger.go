@@ -59,8 +59,9 @@ func Debit(y *yard.Yard, e Entry) error {
 	}
 	e.Schema = store.Schema("ledger", 1)
 	if e.TS.IsZero() {
-		e.TS = time.Now().UTC()
+		e.TS = time.Now()
 	}
+	e.TS = store.Second(e.TS)
 	return store.AppendJSONL(p, e)
 }
 
@@ -154,7 +155,7 @@ func (m *Meter) Bytes(imp string, n int64) {
 		m.logs[imp] = l
 	}
 	m.mu.Unlock()
-	line, err := store.Line(Entry{Schema: store.Schema("ledger", 1), TS: time.Now().UTC(), Imp: imp, Kind: Bytes, Bytes: n})
+	line, err := store.Line(Entry{Schema: store.Schema("ledger", 1), TS: store.Now(), Imp: imp, Kind: Bytes, Bytes: n})
 	if err == nil {
 		err = l.Append(line, false)
 	}

@@ -53,7 +53,7 @@ func Send(y *yard.Yard, imp, from, text string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	m := Message{Schema: store.Schema("message", 1), ID: id.New(id.Message), Imp: imp, From: from, Text: text, Created: time.Now().UTC()}
+	m := Message{Schema: store.Schema("message", 1), ID: id.New(id.Message), Imp: imp, From: from, Text: text, Created: store.Now()}
 	b, err := store.Encode(m)
 	if err != nil {
 		return "", err
@@ -105,7 +105,7 @@ func MarkDelivered(y *yard.Yard, imp, runID string, ids []string) error {
 		return err
 	}
 	return d.Update(func(tx *store.Tx) error {
-		now := time.Now().UTC()
+		now := store.Now()
 		for _, msgID := range ids {
 			if err := id.Check(id.Message, msgID); err != nil {
 				return err

@@ -22,7 +22,8 @@ var RecordSchema = store.Schema("proposal", 1)
 // Field names of a proposal record, the one line written per proposal.
 const (
 	FieldSchema  = "schema"
-	FieldTime    = "ts"
+	FieldTime    = "ts"    // whole seconds, UTC
+	FieldTimeMS  = "ts_ms" // the same instant in unix milliseconds
 	FieldImp     = "imp"
 	FieldRun     = "run"
 	FieldTask    = "task"
@@ -97,7 +98,8 @@ func (r *Record) MarshalJSON() ([]byte, error) {
 	}
 	b.WriteByte('{')
 	put(FieldSchema, RecordSchema)
-	put(FieldTime, r.Time.UTC().Format(time.RFC3339Nano))
+	put(FieldTime, store.FormatTime(r.Time))
+	put(FieldTimeMS, json.Number(strconv.FormatInt(store.Millis(r.Time), 10)))
 	put(FieldImp, r.Imp)
 	put(FieldRun, r.Run)
 	put(FieldTask, r.Task)

@@ -139,16 +139,19 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 				return old, true, nil
 			}
 		}
-		now := state.Now()
+		first := state.Transition{To: state.Waiting, By: o.By, Actor: o.Actor, Why: "added by " + o.Actor}
+		first.Stamp(state.Now())
+		now := first.At
 		t := &Task{
 			Schema: store.Schema(Kind, Major), Imp: o.Imp, State: state.Waiting,
 			Kind: o.Kind, Text: o.Text, Proactive: o.Proactive, Labels: o.Labels,
 			Repo: o.Repo, Base: o.Base, Continues: o.Continues, Unique: o.Unique, Continue: o.Continue,
 			Attempt: 1, Created: now, Updated: now,
-			History: []state.Transition{{To: state.Waiting, By: o.By, Actor: o.Actor, At: now, Why: "added by " + o.Actor}},
+			History: []state.Transition{first},
 		}
 		if !o.NotBefore.IsZero() {
-			nb := o.NotBefore.UTC()
+			// whole seconds, rounded up: never before the time asked
+			nb := store.Second(o.NotBefore.Add(time.Second - time.Nanosecond))
 			t.NotBefore = &nb
 		}
 		t.ID = s.NewID(tx, func(taskID string) []string { return []string{fileName(taskID)} })

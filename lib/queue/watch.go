@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/watch"
 	"github.com/impyard/impyard/lib/yard"
@@ -19,7 +20,7 @@ type Event struct {
 	From string    `json:"from,omitempty"`
 	To   string    `json:"to"`
 	By   string    `json:"by,omitempty"`
-	At   time.Time `json:"at"`
+	At   time.Time `json:"at"` // whole seconds, UTC
 	Why  string    `json:"why,omitempty"`
 }
 
@@ -36,7 +37,7 @@ func Watch(ctx context.Context, y *yard.Yard, imp string, rescan time.Duration, 
 			return
 		}
 		for _, h := range t.History[min(n, len(t.History)):] {
-			emit(Event{ID: t.ID, Imp: t.Imp, From: h.From, To: h.To, By: h.By, At: h.At, Why: h.Why})
+			emit(Event{ID: t.ID, Imp: t.Imp, From: h.From, To: h.To, By: h.By, At: state.Second(h.At), Why: h.Why})
 		}
 		if len(t.History) > n {
 			seen[t.ID] = len(t.History)

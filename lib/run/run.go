@@ -110,7 +110,9 @@ func Create(y *yard.Yard, r *Run, by, actor, why string) (*Run, error) {
 	}
 	nr := *r
 	nr.Schema, nr.State, nr.History = store.Schema(Kind, Major), "", nil
-	nr.Apply(state.Transition{To: Starting, By: by, Actor: actor, At: state.Now(), Why: why})
+	h := state.Transition{To: Starting, By: by, Actor: actor, Why: why}
+	h.Stamp(state.Now())
+	nr.Apply(h)
 	got, _, err := transition.Create(s, func(tx *store.Tx) (*Run, bool, error) {
 		found, err := y.Exists(tx.Path(fileName))
 		if err == nil && found {
@@ -248,7 +250,7 @@ func WriteReady(y *yard.Yard, runID, listen string) error {
 	if err != nil {
 		return err
 	}
-	b, err := store.Encode(Ready{Schema: store.Schema("ready", 1), Run: runID, Listen: listen, At: time.Now().UTC()})
+	b, err := store.Encode(Ready{Schema: store.Schema("ready", 1), Run: runID, Listen: listen, At: store.Now()})
 	if err != nil {
 		return err
 	}

@@ -142,9 +142,24 @@ type Transition struct {
 	To    string    `json:"to"`
 	By    string    `json:"by"`
 	Actor string    `json:"actor,omitempty"`
-	At    time.Time `json:"at"`
-	Why   string    `json:"why,omitempty"`
+	At    time.Time `json:"at"` // whole seconds, UTC: what an approval signs
+	// AtMS is the same instant in unix milliseconds, for the transition's
+	// event line (its ts_ms). It is not written in the state file, which
+	// is decoded strictly: an impyard that does not know a field refuses
+	// the file. The order of a file's history is its order.
+	AtMS int64  `json:"-"`
+	Why  string `json:"why,omitempty"`
 }
+
+// Stamp sets the transition's time to now: At in whole seconds (the
+// yard's form, which jq's fromdateiso8601 reads) and AtMS, kept for its
+// event line, to the millisecond.
+func (t *Transition) Stamp(now time.Time) {
+	t.At, t.AtMS = now.UTC().Truncate(time.Second), now.UnixMilli()
+}
+
+// Second is t as the yard records it: UTC, whole seconds.
+func Second(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
 
 // Now is replaceable so tests get deterministic times.
 var Now = func() time.Time { return time.Now().UTC() }

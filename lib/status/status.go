@@ -192,10 +192,24 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 		}
 	}
 	// Oldest first: the longest wait is the first to see.
-	sort.SliceStable(s.Gates, func(i, j int) bool { return s.Gates[i].Created.Before(s.Gates[j].Created.Time) })
+	// Times are whole seconds; ids, which sort by the millisecond they
+	// were made, break ties.
+	sort.SliceStable(s.Gates, func(i, j int) bool {
+		a, b := s.Gates[i], s.Gates[j]
+		if !a.Created.Equal(b.Created.Time) {
+			return a.Created.Before(b.Created.Time)
+		}
+		return a.ID[2:] < b.ID[2:]
+	})
 
 	// Most recent first.
-	sort.SliceStable(fails, func(i, j int) bool { return fails[i].At.After(fails[j].At.Time) })
+	sort.SliceStable(fails, func(i, j int) bool {
+		a, b := fails[i], fails[j]
+		if !a.At.Equal(b.At.Time) {
+			return a.At.After(b.At.Time)
+		}
+		return a.ID[2:] > b.ID[2:]
+	})
 	if len(fails) > o.Failures {
 		fails = fails[:o.Failures]
 	}

@@ -149,7 +149,7 @@ type told struct {
 }
 
 func (t *told) has(g *gate.Gate) bool {
-	if t.Before != nil && !g.Updated.After(*t.Before) {
+	if t.Before != nil && !decided(g.Updated).After(*t.Before) {
 		return true
 	}
 	return t.Gates[g.ID] != ""
@@ -230,6 +230,10 @@ func (s *Supervisor) tell(imp, runID string, gates []string) error {
 			}
 		}
 		t.Schema = store.Schema(toldKind, toldMajor)
+		if t.Before != nil {
+			b := wholeBefore(*t.Before)
+			t.Before = &b
+		}
 		nb, err := store.Encode(t)
 		if err != nil {
 			return err
@@ -250,4 +254,26 @@ func (s *Supervisor) lastRunTime(imp string) time.Time {
 		return time.Time{}
 	}
 	return at
+}
+
+// wholeBefore is before in whole seconds, for the yard's form. A time with
+// a fraction (from an old .lastrun) goes down a whole second, so a gate
+// decided in that second is told again rather than never.
+func wholeBefore(before time.Time) time.Time {
+	w := store.Second(before)
+	if !w.Equal(before) {
+		w = w.Add(-time.Second)
+	}
+	return w
+}
+
+// decided is the latest g may have been decided, given its Updated: a
+// time in whole seconds (as impyard now writes them) stands for any
+// instant of that second, so a gate decided in the second its imp's last
+// run ended is told again rather than never.
+func decided(updated time.Time) time.Time {
+	if updated.Nanosecond() == 0 {
+		return updated.Add(time.Second - time.Nanosecond)
+	}
+	return updated
 }

@@ -37,7 +37,7 @@ func (s *Supervisor) writeMark(imp, name string, at time.Time) error {
 	if err != nil {
 		return err
 	}
-	b, err := store.Encode(mark{Schema: store.Schema(markKind, markMajor), At: at.UTC()})
+	b, err := store.Encode(mark{Schema: store.Schema(markKind, markMajor), At: store.Second(at)})
 	if err != nil {
 		return err
 	}

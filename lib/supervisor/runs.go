@@ -1,15 +1,14 @@
 package supervisor
 
 import (
-	"time"
-
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/store"
 )
 
 // newRun files the run of task t, starting, in the namespace ns.
 func (s *Supervisor) newRun(runID string, t *queue.Task, ns string) (*run.Run, error) {
-	return run.Create(s.Yard, &run.Run{ID: runID, Imp: t.Imp, Task: t.ID, NetNS: ns, Created: time.Now().UTC()}, Actor, Actor, "task "+t.ID)
+	return run.Create(s.Yard, &run.Run{ID: runID, Imp: t.Imp, Task: t.ID, NetNS: ns, Created: store.Now()}, Actor, Actor, "task "+t.ID)
 }
 
 // moveRun moves a run on through the run machine, with edit (if any)

@@ -137,11 +137,12 @@ func TestSettleAndContinue(t *testing.T) {
 // runs) and the journal's tail.
 func TestBrief(t *testing.T) {
 	s, _ := newSup(t)
-	// A clock that moves at every reading orders the resolutions and the
-	// last run, whatever the resolution of the host's clock.
+	// A clock that moves a second at every reading orders the resolutions
+	// and the last run, whatever the resolution of the host's clock, in
+	// the whole seconds the yard records.
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	defer func(now func() time.Time) { state.Now = now }(state.Now)
-	state.Now = func() time.Time { clock = clock.Add(time.Millisecond); return clock }
+	state.Now = func() time.Time { clock = clock.Add(time.Second); return clock }
 	old, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"old":1}`), By: "yuko", Actor: "test"})
 	gate.Move(s.Yard, old.ID, gate.Change{To: state.Denied, By: "alice"})
 	if err := s.writeMark("yuko", lastRunMark, state.Now()); err != nil {

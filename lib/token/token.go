@@ -97,7 +97,7 @@ func Issue(home, subject, run, task string) (string, error) {
 		return "", err
 	}
 	tok := prefix + hex.EncodeToString(raw[:])
-	s := Subject{Schema: store.Schema(kind, major), Subject: subject, Run: run, Task: task, Created: time.Now().UTC()}
+	s := Subject{Schema: store.Schema(kind, major), Subject: subject, Run: run, Task: task, Created: store.Now()}
 	b, err := store.Encode(s)
 	if err != nil {
 		return "", err

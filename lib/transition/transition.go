@@ -122,7 +122,8 @@ func Move[R Record](s Store[R], id string, c Change[R]) (R, error) {
 				return err
 			}
 		}
-		h := state.Transition{From: from, To: c.To, By: c.By, Actor: c.Actor, At: state.Now(), Why: c.Why}
+		h := state.Transition{From: from, To: c.To, By: c.By, Actor: c.Actor, Why: c.Why}
+		h.Stamp(state.Now())
 		if c.Edit != nil {
 			if err := c.Edit(r, &h); err != nil {
 				return err
@@ -218,7 +219,7 @@ func (s Store[R]) commit(tx *store.Tx, r R, n int) error {
 func (s Store[R]) eventOf(r R, seq int) event.Event {
 	tl := r.Timeline()
 	h := tl.History[seq-1]
-	e := event.Event{TS: h.At, Event: s.Kind + "-" + h.To, Imp: tl.Imp, Actor: h.Actor, By: h.By, ID: tl.ID, Seq: seq,
+	e := event.Event{TS: h.At, TSMS: h.AtMS, Event: s.Kind + "-" + h.To, Imp: tl.Imp, Actor: h.Actor, By: h.By, ID: tl.ID, Seq: seq,
 		From: h.From, To: h.To, Why: h.Why}
 	if seq == 1 && s.First != "" {
 		e.Event = s.First
