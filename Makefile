@@ -17,7 +17,7 @@ CMDS := $(notdir $(wildcard cmd/*))
 MANS := $(wildcard man/*.[1-8])
 UNITS := $(wildcard scripts/systemd/*.service)
 
-.PHONY: all build test unit fuzz lint bench mutate install demo demo-check clean
+.PHONY: all build test unit bench-smoke fuzz lint bench mutate install demo demo-check clean
 
 all: build
 
@@ -26,10 +26,17 @@ build:
 
 # The demo runs last: it is the spine end to end, the way an operator
 # first meets it, and a change that breaks it is a failing test.
-test: unit fuzz demo-check
+test: unit fuzz bench-smoke demo-check
 
 unit:
 	$(GO) test -count=1 -timeout 20m ./...
+
+# Every benchmark once: it measures nothing, but a benchmark whose setup
+# no longer works fails here rather than when someone measures.
+bench-smoke:
+	@mkdir -p bin; echo "bench-smoke: every benchmark once"; \
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./... >bin/bench-smoke.out 2>&1 || \
+	  { grep -v '^ok\|no test files' bin/bench-smoke.out; exit 1; }
 
 # Every fuzz target, briefly: go test runs one target per invocation.
 fuzz:

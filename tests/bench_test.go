@@ -205,9 +205,9 @@ func BenchmarkEnvelopeToPending(b *testing.B) {
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		code, _, took := s.propose(b, tok, `{"intent":"email-send","payload":{"to":["x@elsewhere.com"],"n":`+strconv.Itoa(i)+`}}`)
+		code, body, took := s.propose(b, tok, `{"intent":"email-send","payload":{"to":["x@elsewhere.com"],"subject":"`+strconv.Itoa(i)+`"}}`)
 		if code != 202 {
-			b.Fatalf("answer %d", code)
+			b.Fatalf("answer %d: %v", code, body)
 		}
 		lat = append(lat, took)
 	}
