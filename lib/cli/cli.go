@@ -138,7 +138,7 @@ func User() string {
 }
 
 // Dispatch runs the subcommand named by args[0] from cmds, printing usage
-// for -h, no subcommand or an unknown one.
+// for -h or no subcommand and the version for --version.
 func (e *Env) Dispatch(args []string, usage string, cmds map[string]func(args []string) error) int {
 	if len(args) == 0 {
 		fmt.Fprint(e.Stderr, strings.TrimLeft(usage, "\n"))
@@ -147,6 +147,9 @@ func (e *Env) Dispatch(args []string, usage string, cmds map[string]func(args []
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(e.Stdout, strings.TrimLeft(usage, "\n"))
+		return OK
+	case "-version", "--version":
+		fmt.Fprintln(e.Stdout, Version(e.Name))
 		return OK
 	}
 	run, ok := cmds[args[0]]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +157,8 @@ func TestDispatch(t *testing.T) {
 		{[]string{"-h"}, OK, "usage: impq COMMAND\n", ""},
 		{[]string{"-help"}, OK, "usage: impq COMMAND\n", ""},
 		{[]string{"--help"}, OK, "usage: impq COMMAND\n", ""},
+		{[]string{"--version"}, OK, Version("impq") + "\n", ""},
+		{[]string{"-version"}, OK, Version("impq") + "\n", ""},
 		{[]string{"nope"}, Usage, "", "impq: error: unknown command \"nope\"\nusage: impq COMMAND\n"},
 		{[]string{"ok", "a", "b"}, OK, "", ""},
 		{[]string{"fail"}, Fail, "", "impq: error: refused\n"},
@@ -224,5 +227,39 @@ func TestTimeline(t *testing.T) {
 		if got := Timeline(at, c.from, c.to, c.by, c.why); got != c.want {
 			t.Errorf("Timeline(%q, %q) =\n%q, want\n%q", c.from, c.to, got, c.want)
 		}
+	}
+}
+
+func TestVersionLine(t *testing.T) {
+	full := &debug.BuildInfo{
+		Main: debug.Module{Version: "v0.3.0"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "87d2c41f0a1b2c3d4e5f60718293a4b5c6d7e8f9"},
+			{Key: "vcs.modified", Value: "false"},
+		},
+	}
+	dirty := &debug.BuildInfo{
+		Main: debug.Module{Version: "v0.3.1-0.20261201013800-87d2c41f0a1b"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "87d2c41f0a1b2c3d"},
+			{Key: "vcs.modified", Value: "true"},
+		},
+	}
+	for _, c := range []struct {
+		info *debug.BuildInfo
+		want string
+	}{
+		{nil, "impq (devel) (unknown)"},
+		{&debug.BuildInfo{}, "impq (devel) (unknown)"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "impq (devel) (unknown)"},
+		{full, "impq v0.3.0 (87d2c41f0a1b)"},
+		{dirty, "impq v0.3.1-0.20261201013800-87d2c41f0a1b (87d2c41f0a1b, modified)"},
+	} {
+		if got := versionLine("impq", c.info); got != c.want {
+			t.Errorf("versionLine(%+v) = %q, want %q", c.info, got, c.want)
+		}
+	}
+	if got := Version("impq"); !strings.HasPrefix(got, "impq ") {
+		t.Errorf("Version = %q", got)
 	}
 }
