@@ -138,7 +138,8 @@ func User() string {
 }
 
 // Dispatch runs the subcommand named by args[0] from cmds, printing usage
-// for -h or no subcommand and the version for --version.
+// for -h or no subcommand and the version for --version; an unknown
+// subcommand is one line naming the nearest command.
 func (e *Env) Dispatch(args []string, usage string, cmds map[string]func(args []string) error) int {
 	if len(args) == 0 {
 		fmt.Fprint(e.Stderr, strings.TrimLeft(usage, "\n"))
@@ -154,9 +155,11 @@ func (e *Env) Dispatch(args []string, usage string, cmds map[string]func(args []
 	}
 	run, ok := cmds[args[0]]
 	if !ok {
-		fmt.Fprintf(e.Stderr, "%s: error: unknown command %q\n", e.Name, args[0])
-		fmt.Fprint(e.Stderr, strings.TrimLeft(usage, "\n"))
-		return Usage
+		names := make([]string, 0, len(cmds))
+		for n := range cmds {
+			names = append(names, n)
+		}
+		return e.Report(UnknownCommand(args[0], names))
 	}
 	return e.Report(run(args[1:]))
 }

@@ -159,7 +159,9 @@ func TestDispatch(t *testing.T) {
 		{[]string{"--help"}, OK, "usage: impq COMMAND\n", ""},
 		{[]string{"--version"}, OK, Version("impq") + "\n", ""},
 		{[]string{"-version"}, OK, Version("impq") + "\n", ""},
-		{[]string{"nope"}, Usage, "", "impq: error: unknown command \"nope\"\nusage: impq COMMAND\n"},
+		{[]string{"nope"}, Usage, "", "impq: error: unknown command \"nope\"; commands: busy, fail, ok\n"},
+		{[]string{"bsuy"}, Usage, "", "impq: error: unknown command \"bsuy\"; did you mean \"busy\"?\n"},
+		{[]string{"frobnicate"}, Usage, "", "impq: error: unknown command \"frobnicate\"; commands: busy, fail, ok\n"},
 		{[]string{"ok", "a", "b"}, OK, "", ""},
 		{[]string{"fail"}, Fail, "", "impq: error: refused\n"},
 		{[]string{"busy"}, Temp, "", "impq: error: " + store.ErrBusy.Error() + "\n"},
@@ -261,5 +263,64 @@ func TestVersionLine(t *testing.T) {
 	}
 	if got := Version("impq"); !strings.HasPrefix(got, "impq ") {
 		t.Errorf("Version = %q", got)
+	}
+}
+
+func TestDistance(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0},
+		{"", "ls", 2},
+		{"ls", "", 2},
+		{"approve", "approve", 0},
+		{"aprove", "approve", 1},
+		{"approvee", "approve", 1},
+		{"apprive", "approve", 1},
+		{"sattus", "status", 1},
+		{"dney", "deny", 1},
+		{"aprvoe", "approve", 2},
+		{"kitten", "sitting", 3},
+		{"frobnicate", "run", 8},
+		{"naïve", "naive", 1},
+	} {
+		if got := Distance(c.a, c.b); got != c.want {
+			t.Errorf("Distance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+		if got := Distance(c.b, c.a); got != c.want {
+			t.Errorf("Distance(%q, %q) = %d, want %d", c.b, c.a, got, c.want)
+		}
+	}
+}
+
+func TestNearest(t *testing.T) {
+	cmds := []string{"show", "ls", "approve", "deny", "review", "file"}
+	for _, c := range []struct {
+		s, want string
+		ok      bool
+	}{
+		{"aprove", "approve", true},
+		{"sohw", "show", true},
+		{"l", "ls", true},
+		{"revew", "review", true},
+		{"fiel", "file", true},
+		// "lx" is one from "ls"; "sl" is one from "ls" and two from none
+		// closer.
+		{"lx", "ls", true},
+		{"sl", "ls", true},
+		{"appr", "", false},
+		{"frobnicate", "", false},
+		{"xy", "", false},
+		{"", "", false},
+	} {
+		got, ok := Nearest(c.s, cmds)
+		if got != c.want || ok != c.ok {
+			t.Errorf("Nearest(%q) = %q, %v; want %q, %v", c.s, got, ok, c.want, c.ok)
+		}
+	}
+	// Equally near: the first in order, whatever the order given.
+	if got, _ := Nearest("ab", []string{"ac", "aa"}); got != "aa" {
+		t.Errorf("tie broken to %q, want aa", got)
 	}
 }
