@@ -100,7 +100,8 @@ func (e *Env) FlagSet(sub, text string) *flag.FlagSet {
 	return fs
 }
 
-// Parse parses args into fs, turning a bad flag into a usage error.
+// Parse parses args into fs, turning a bad flag, or a number flag given a
+// value below its least, into a usage error.
 func Parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -108,7 +109,7 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		}
 		return &UsageError{Msg: err.Error()}
 	}
-	return nil
+	return checkNumbers(fs)
 }
 
 // RootFlag adds --root to fs.
