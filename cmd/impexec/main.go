@@ -74,8 +74,8 @@ Examples:
 func runCmd(ctx context.Context, e *cli.Env, args []string) error {
 	fs := e.FlagSet("run", runUsage)
 	root := cli.RootFlag(fs)
-	rescan := fs.Duration("rescan", 30*time.Second, "full rescan `INTERVAL`")
-	workers := fs.Int("workers", 4, "gates executed at once")
+	rescan := cli.PositiveDuration(fs, "rescan", 30*time.Second, "full rescan `INTERVAL`")
+	workers := cli.PositiveInt(fs, "workers", 4, "`N` gates executed at once")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}

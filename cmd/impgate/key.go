@@ -80,5 +80,5 @@ func keyCmd(e *cli.Env, args []string) error {
 		fmt.Fprint(e.Stdout, keyUsage)
 		return nil
 	}
-	return cli.Usagef("key: unknown command %q; want init or ls", args[0])
+	return fmt.Errorf("key: %w", cli.UnknownCommand(args[0], []string{"init", "ls"}))
 }

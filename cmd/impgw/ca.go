@@ -78,5 +78,5 @@ func caCmd(e *cli.Env, args []string) error {
 			ca.CertPath(home), c.Fingerprint(), c.Cert.Subject, c.Cert.NotAfter.UTC().Format(time.RFC3339))
 		return nil
 	}
-	return cli.Usagef("ca: unknown command %q; want init or show", sub)
+	return fmt.Errorf("ca: %w", cli.UnknownCommand(sub, []string{"init", "show"}))
 }

@@ -69,5 +69,5 @@ func tokenCmd(e *cli.Env, args []string) error {
 		fmt.Fprint(e.Stdout, tokenUsage)
 		return nil
 	}
-	return cli.Usagef("token: unknown command %q; want issue or revoke", args[0])
+	return fmt.Errorf("token: %w", cli.UnknownCommand(args[0], []string{"issue", "revoke"}))
 }

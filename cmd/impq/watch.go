@@ -24,7 +24,7 @@ func watchCmd(ctx context.Context, e *cli.Env, args []string) error {
 	fs := e.FlagSet("watch", watchUsage)
 	root := cli.RootFlag(fs)
 	imp := fs.String("imp", "", "only tasks of imp `NAME`")
-	rescan := fs.Duration("rescan", 10*time.Second, "slow full rescan `INTERVAL`")
+	rescan := cli.PositiveDuration(fs, "rescan", 10*time.Second, "slow full rescan `INTERVAL`")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}

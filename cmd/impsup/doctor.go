@@ -23,10 +23,11 @@ import (
 
 const doctorUsage = `usage: impsup doctor
 
-Check every prerequisite of running boxes and print one line per check:
-containerd reachable (and its version), runc, network namespaces, cgroups,
-the gateway CA, the policy (its schema; impgw judge checks its rules),
-org.toml and every imp.toml, a writable yard, the gateway answering.
+Print the version impsup was built from, then check every prerequisite
+of running boxes and print one line per check: containerd reachable (and
+its version), runc, network namespaces, cgroups, the gateway CA, the
+policy (its schema; impgw judge checks its rules), org.toml and every
+imp.toml, a writable yard, the gateway answering.
 Exits 1 if any check fails.
 
 Examples:
@@ -52,6 +53,7 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	check("version", cli.Version(e.Name), nil)
 	home, err := yard.Home()
 	if err != nil {
 		return err

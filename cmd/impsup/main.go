@@ -100,7 +100,7 @@ Examples:
 func runCmd(ctx context.Context, e *cli.Env, args []string) error {
 	fs := e.FlagSet("run", runUsage)
 	root := cli.RootFlag(fs)
-	rescan := fs.Duration("rescan", 10*time.Second, "full rescan `INTERVAL`")
+	rescan := cli.PositiveDuration(fs, "rescan", 10*time.Second, "full rescan `INTERVAL`")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}

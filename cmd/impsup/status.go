@@ -29,15 +29,12 @@ func statusCmd(e *cli.Env, args []string) error {
 	fs := e.FlagSet("status", statusUsage)
 	root := cli.RootFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	failures := fs.Int("failures", status.DefaultFailures, "show the `N` most recent failures")
+	failures := cli.PositiveInt(fs, "failures", status.DefaultFailures, "show the `N` most recent failures")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return cli.Usagef("status: unexpected argument %q", fs.Arg(0))
-	}
-	if *failures < 1 {
-		return cli.Usagef("status: --failures must be at least 1")
 	}
 	y, err := yard.Open(*root)
 	if err != nil {

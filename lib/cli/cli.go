@@ -100,7 +100,8 @@ func (e *Env) FlagSet(sub, text string) *flag.FlagSet {
 	return fs
 }
 
-// Parse parses args into fs, turning a bad flag into a usage error.
+// Parse parses args into fs, turning a bad flag, or a number flag given a
+// value below its least, into a usage error.
 func Parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -108,7 +109,7 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		}
 		return &UsageError{Msg: err.Error()}
 	}
-	return nil
+	return checkNumbers(fs)
 }
 
 // RootFlag adds --root to fs.
@@ -138,7 +139,8 @@ func User() string {
 }
 
 // Dispatch runs the subcommand named by args[0] from cmds, printing usage
-// for -h, no subcommand or an unknown one.
+// for -h or no subcommand and the version for --version; an unknown
+// subcommand is one line naming the nearest command.
 func (e *Env) Dispatch(args []string, usage string, cmds map[string]func(args []string) error) int {
 	if len(args) == 0 {
 		fmt.Fprint(e.Stderr, strings.TrimLeft(usage, "\n"))
@@ -148,12 +150,17 @@ func (e *Env) Dispatch(args []string, usage string, cmds map[string]func(args []
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(e.Stdout, strings.TrimLeft(usage, "\n"))
 		return OK
+	case "-version", "--version":
+		fmt.Fprintln(e.Stdout, Version(e.Name))
+		return OK
 	}
 	run, ok := cmds[args[0]]
 	if !ok {
-		fmt.Fprintf(e.Stderr, "%s: error: unknown command %q\n", e.Name, args[0])
-		fmt.Fprint(e.Stderr, strings.TrimLeft(usage, "\n"))
-		return Usage
+		names := make([]string, 0, len(cmds))
+		for n := range cmds {
+			names = append(names, n)
+		}
+		return e.Report(UnknownCommand(args[0], names))
 	}
 	return e.Report(run(args[1:]))
 }

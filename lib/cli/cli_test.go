@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -156,7 +157,11 @@ func TestDispatch(t *testing.T) {
 		{[]string{"-h"}, OK, "usage: impq COMMAND\n", ""},
 		{[]string{"-help"}, OK, "usage: impq COMMAND\n", ""},
 		{[]string{"--help"}, OK, "usage: impq COMMAND\n", ""},
-		{[]string{"nope"}, Usage, "", "impq: error: unknown command \"nope\"\nusage: impq COMMAND\n"},
+		{[]string{"--version"}, OK, Version("impq") + "\n", ""},
+		{[]string{"-version"}, OK, Version("impq") + "\n", ""},
+		{[]string{"nope"}, Usage, "", "impq: error: unknown command \"nope\"; commands: busy, fail, ok\n"},
+		{[]string{"bsuy"}, Usage, "", "impq: error: unknown command \"bsuy\"; did you mean \"busy\"?\n"},
+		{[]string{"frobnicate"}, Usage, "", "impq: error: unknown command \"frobnicate\"; commands: busy, fail, ok\n"},
 		{[]string{"ok", "a", "b"}, OK, "", ""},
 		{[]string{"fail"}, Fail, "", "impq: error: refused\n"},
 		{[]string{"busy"}, Temp, "", "impq: error: " + store.ErrBusy.Error() + "\n"},
@@ -224,5 +229,98 @@ func TestTimeline(t *testing.T) {
 		if got := Timeline(at, c.from, c.to, c.by, c.why); got != c.want {
 			t.Errorf("Timeline(%q, %q) =\n%q, want\n%q", c.from, c.to, got, c.want)
 		}
+	}
+}
+
+func TestVersionLine(t *testing.T) {
+	full := &debug.BuildInfo{
+		Main: debug.Module{Version: "v0.3.0"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "87d2c41f0a1b2c3d4e5f60718293a4b5c6d7e8f9"},
+			{Key: "vcs.modified", Value: "false"},
+		},
+	}
+	dirty := &debug.BuildInfo{
+		Main: debug.Module{Version: "v0.3.1-0.20261201013800-87d2c41f0a1b"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "87d2c41f0a1b2c3d"},
+			{Key: "vcs.modified", Value: "true"},
+		},
+	}
+	for _, c := range []struct {
+		info *debug.BuildInfo
+		want string
+	}{
+		{nil, "impq (devel) (unknown)"},
+		{&debug.BuildInfo{}, "impq (devel) (unknown)"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "impq (devel) (unknown)"},
+		{full, "impq v0.3.0 (87d2c41f0a1b)"},
+		{dirty, "impq v0.3.1-0.20261201013800-87d2c41f0a1b (87d2c41f0a1b, modified)"},
+	} {
+		if got := versionLine("impq", c.info); got != c.want {
+			t.Errorf("versionLine(%+v) = %q, want %q", c.info, got, c.want)
+		}
+	}
+	if got := Version("impq"); !strings.HasPrefix(got, "impq ") {
+		t.Errorf("Version = %q", got)
+	}
+}
+
+func TestDistance(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0},
+		{"", "ls", 2},
+		{"ls", "", 2},
+		{"approve", "approve", 0},
+		{"aprove", "approve", 1},
+		{"approvee", "approve", 1},
+		{"apprive", "approve", 1},
+		{"sattus", "status", 1},
+		{"dney", "deny", 1},
+		{"aprvoe", "approve", 2},
+		{"kitten", "sitting", 3},
+		{"frobnicate", "run", 8},
+		{"naïve", "naive", 1},
+	} {
+		if got := Distance(c.a, c.b); got != c.want {
+			t.Errorf("Distance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+		if got := Distance(c.b, c.a); got != c.want {
+			t.Errorf("Distance(%q, %q) = %d, want %d", c.b, c.a, got, c.want)
+		}
+	}
+}
+
+func TestNearest(t *testing.T) {
+	cmds := []string{"show", "ls", "approve", "deny", "review", "file"}
+	for _, c := range []struct {
+		s, want string
+		ok      bool
+	}{
+		{"aprove", "approve", true},
+		{"sohw", "show", true},
+		{"l", "ls", true},
+		{"revew", "review", true},
+		{"fiel", "file", true},
+		// "lx" is one from "ls"; "sl" is one from "ls" and two from none
+		// closer.
+		{"lx", "ls", true},
+		{"sl", "ls", true},
+		{"appr", "", false},
+		{"frobnicate", "", false},
+		{"xy", "", false},
+		{"", "", false},
+	} {
+		got, ok := Nearest(c.s, cmds)
+		if got != c.want || ok != c.ok {
+			t.Errorf("Nearest(%q) = %q, %v; want %q, %v", c.s, got, ok, c.want, c.ok)
+		}
+	}
+	// Equally near: the first in order, whatever the order given.
+	if got, _ := Nearest("ab", []string{"ac", "aa"}); got != "aa" {
+		t.Errorf("tie broken to %q, want aa", got)
 	}
 }
