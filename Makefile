@@ -21,8 +21,10 @@ UNITS := $(wildcard scripts/systemd/*.service)
 
 all: build
 
+# -buildvcs=auto: --version names the commit even where GOFLAGS turns
+# stamping off, and a tree outside git still builds.
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -buildvcs=auto -o bin/ ./cmd/...
 
 # The demo runs last: it is the spine end to end, the way an operator
 # first meets it, and a change that breaks it is a failing test.
