@@ -277,9 +277,17 @@ func TestCurlThroughImpgw(t *testing.T) {
 	if r := recs[len(recs)-1]; r.Verdict != "deny" || !strings.Contains(r.Reason, "policy unusable") {
 		t.Fatalf("after a garbage policy: record %+v", r)
 	}
-	l.stderrMu.Lock()
-	logged := l.stderr.String()
-	l.stderrMu.Unlock()
+	// The log line and the record are written apart, and stderr is read
+	// through a pipe: wait for the line rather than read once.
+	var logged string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		l.stderrMu.Lock()
+		logged = l.stderr.String()
+		l.stderrMu.Unlock()
+		if strings.Contains(logged, " error: policy denies everything until fixed") || time.Now().After(deadline) {
+			break
+		}
+	}
 	if !strings.Contains(logged, " error: policy denies everything until fixed") {
 		t.Errorf("the broken policy was not logged:\n%s", logged)
 	}
