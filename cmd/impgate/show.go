@@ -135,7 +135,7 @@ func printReport(e *cli.Env, root string, r *desk.Report) error {
 		fmt.Fprintf(w, "approval   DOES NOT VERIFY: %s\n", r.Error)
 	}
 	if g.Rationale != "" {
-		fmt.Fprintf(w, "rationale  %s\n", g.Rationale)
+		fmt.Fprintf(w, "rationale  %s\n", cli.Printable(g.Rationale))
 	}
 	if r.PayloadMatches {
 		frozen, err := g.Frozen()

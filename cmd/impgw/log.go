@@ -134,7 +134,7 @@ func logLine(r *gateway.Record) string {
 		req = r.Request.Method + " (malformed: " + cli.OneLine(r.Reason, 60) + ")"
 	}
 	return fmt.Sprintf("%-20s  %-7s %-6s %-12s %-24s %s",
-		r.Time.UTC().Format(time.RFC3339), r.Verdict, status, imp, rule, req)
+		r.Time.UTC().Format(time.RFC3339), r.Verdict, status, cli.Printable(imp), cli.Printable(rule), cli.Printable(req))
 }
 
 func orDash(s string) string {

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Age renders how long ago t was, in one short unit.
@@ -20,23 +23,54 @@ func Age(now, t time.Time) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-// OneLine squeezes s onto one line of at most n characters.
+// Printable shows text a box or another writer of the yard chose (a
+// rationale, a reason) on a terminal as inert text: every control or
+// unprintable character, a newline or an escape sequence's ESC included,
+// is written as its Go escape, so the text can neither forge a line of the
+// desk's report nor move the cursor.
+func Printable(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, unsafeRune) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unsafeRune(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	return r != ' ' && (unicode.IsControl(r) || !unicode.IsPrint(r))
+}
+
+// OneLine squeezes s onto one line of at most n characters, printable.
 func OneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = Printable(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
 	return s
 }
 
-// Timeline renders one transition as a line of a human timeline.
+// Timeline renders one transition as a line of a human timeline; who and
+// why are shown printable.
 func Timeline(at time.Time, from, to, by, why string) string {
 	if from == "" {
 		from = "-"
 	}
-	s := fmt.Sprintf("%s  %-12s -> %-12s by %s", at.Local().Format(time.RFC3339), from, to, by)
+	s := fmt.Sprintf("%s  %-12s -> %-12s by %s", at.Local().Format(time.RFC3339), from, to, Printable(by))
 	if why != "" {
-		s += ": " + why
+		s += ": " + Printable(why)
 	}
 	return s
 }

@@ -1,0 +1,32 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPrintable: control and unprintable characters, newlines and ESC
+// among them, are written as escapes; other text, accents and all, is
+// left as it is.
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text, é ü":    "plain text, é ü",
+		"a\nb":               `a\nb`,
+		"x\x1b[2Jy":          `x\x1b[2Jy`,
+		"tab\there\r":        `tab\there\r`,
+		"del\x7f c1\u009b z": `del\x7f c1\u009b z`,
+		"bidi\u202eevil":     `bidi\u202eevil`,
+		"bad utf8 \xff end":  `bad utf8 \xff end`,
+	} {
+		if got := Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := OneLine("a \x1b[31m\n red", 40); got != `a \x1b[31m red` {
+		t.Errorf("OneLine = %q", got)
+	}
+	if got := Timeline(time.Unix(0, 0), "", "filed", "bo\x1bb", "why\nnot"); !strings.HasSuffix(got, `by bo\x1bb: why\nnot`) {
+		t.Errorf("Timeline = %q", got)
+	}
+}
