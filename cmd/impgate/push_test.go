@@ -54,7 +54,9 @@ func TestPushPayloadRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(wt, "b"), []byte("the new line\n"), 0o644)
+	// The box wrote an escape sequence that would erase the line on the
+	// owner's terminal: the desk shows it escaped.
+	os.WriteFile(filepath.Join(wt, "b"), []byte("the new line\x1b[2K\n"), 0o644)
 	head, diff, stat, err := worktree.Collect(wt, branch, base, runID)
 	if err != nil {
 		t.Fatal(err)
@@ -74,10 +76,13 @@ func TestPushPayloadRoundTrip(t *testing.T) {
 	if code := run(context.Background(), []string{"show", "--root", y.Root, g.ID}, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("impgate show: exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"stat:\n" + stat + "\n", "diff (" + filed.Diff + ", ", "+the new line\n"} {
+	for _, want := range []string{"stat:\n" + stat + "\n", "diff (" + filed.Diff + ", ", `+the new line\x1b[2K` + "\n"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("impgate show lacks %q:\n%s", want, stdout.String())
 		}
+	}
+	if strings.Contains(stdout.String(), "\x1b") {
+		t.Errorf("impgate show wrote the diff's escape sequence raw:\n%q", stdout.String())
 	}
 	stdout.Reset()
 	if code := run(context.Background(), []string{"show", "--stat", "--root", y.Root, g.ID}, nil, &stdout, &stderr); code != 0 || stdout.String() != stat+"\n" {

@@ -146,7 +146,7 @@ func printReport(e *cli.Env, root string, r *desk.Report) error {
 		if err := json.Indent(&pretty, frozen, "  ", "  "); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "\npayload (%d bytes):\n  %s\n", len(frozen), pretty.String())
+		fmt.Fprintf(w, "\npayload (%d bytes):\n  %s\n", len(frozen), printableLines(pretty.String()))
 		if err := showDiff(e, root, g, frozen, false); err != nil {
 			return err
 		}
@@ -154,7 +154,7 @@ func printReport(e *cli.Env, root string, r *desk.Report) error {
 		fmt.Fprintf(w, "\npayload not shown: it is not what was filed, and it can never be approved or executed; 'impgate deny %s' discards the gate\n", g.ID)
 	}
 	if len(g.Result) > 0 {
-		fmt.Fprintf(w, "\nresult:\n  %s\n", string(g.Result))
+		fmt.Fprintf(w, "\nresult:\n  %s\n", printableLines(string(g.Result)))
 	}
 	fmt.Fprintln(w, "\ntimeline:")
 	for _, h := range g.History {
@@ -200,10 +200,10 @@ func showDiff(e *cli.Env, root string, g *gate.Gate, frozen []byte, statOnly boo
 	}
 	w := e.Stdout
 	if statOnly {
-		fmt.Fprintln(w, p.Stat)
+		fmt.Fprintln(w, printableLines(p.Stat))
 		return nil
 	}
-	fmt.Fprintf(w, "\nstat:\n%s\n\ndiff (%s, %d bytes):\n", p.Stat, p.Diff, len(diff))
+	fmt.Fprintf(w, "\nstat:\n%s\n\ndiff (%s, %d bytes):\n", printableLines(p.Stat), p.Diff, len(diff))
 	colour := isTerminal(w)
 	for _, line := range strings.SplitAfter(string(diff), "\n") {
 		if line == "" {
@@ -222,16 +222,30 @@ func showDiff(e *cli.Env, root string, g *gate.Gate, frozen []byte, statOnly boo
 				c = "\x1b[36m"
 			}
 		}
+		text, nl := strings.CutSuffix(line, "\n")
+		text = cli.Printable(text)
 		if c != "" {
-			fmt.Fprint(w, c+strings.TrimSuffix(line, "\n")+"\x1b[0m\n")
-		} else {
-			fmt.Fprint(w, line)
+			text = c + text + "\x1b[0m"
 		}
+		if nl {
+			text += "\n"
+		}
+		fmt.Fprint(w, text)
 	}
 	if !strings.HasSuffix(string(diff), "\n") && len(diff) > 0 {
 		fmt.Fprintln(w)
 	}
 	return nil
+}
+
+// printableLines keeps s's lines and shows each printable: a payload, a
+// result, a diff or its stat is the proposer's or an upstream's text.
+func printableLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = cli.Printable(l)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // isTerminal reports whether s (a reader or writer) is a terminal.

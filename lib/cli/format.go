@@ -27,7 +27,7 @@ func Age(now, t time.Time) string {
 // rationale, a reason) on a terminal as inert text: every control or
 // unprintable character, a newline or an escape sequence's ESC included,
 // is written as its Go escape, so the text can neither forge a line of the
-// desk's report nor move the cursor.
+// desk's report nor move the cursor. A tab is kept: code is full of them.
 func Printable(s string) string {
 	if utf8.ValidString(s) && strings.IndexFunc(s, unsafeRune) < 0 {
 		return s
@@ -50,7 +50,7 @@ func Printable(s string) string {
 }
 
 func unsafeRune(r rune) bool {
-	return r != ' ' && (unicode.IsControl(r) || !unicode.IsPrint(r))
+	return r != ' ' && r != '\t' && (unicode.IsControl(r) || !unicode.IsPrint(r))
 }
 
 // OneLine squeezes s onto one line of at most n characters, printable.

@@ -14,7 +14,7 @@ func TestPrintable(t *testing.T) {
 		"plain text, é ü":    "plain text, é ü",
 		"a\nb":               `a\nb`,
 		"x\x1b[2Jy":          `x\x1b[2Jy`,
-		"tab\there\r":        `tab\there\r`,
+		"tab\there\r":        "tab\there\\r",
 		"del\x7f c1\u009b z": `del\x7f c1\u009b z`,
 		"bidi\u202eevil":     `bidi\u202eevil`,
 		"bad utf8 \xff end":  `bad utf8 \xff end`,
