@@ -14,9 +14,5 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir:   "testdata/script",
-		Setup: scripttest.Setup,
-		Cmds:  scripttest.Cmds(nil),
-	})
+	testscript.Run(t, scripttest.Params(nil))
 }

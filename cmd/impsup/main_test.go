@@ -18,14 +18,10 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir:   "testdata/script",
-		Setup: scripttest.Setup,
-		Cmds: scripttest.Cmds(map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"task": taskCmd,
-			"gate": gateCmd,
-		}),
-	})
+	testscript.Run(t, scripttest.Params(map[string]func(ts *testscript.TestScript, neg bool, args []string){
+		"task": taskCmd,
+		"gate": gateCmd,
+	}))
 }
 
 func scriptYard(ts *testscript.TestScript) *yard.Yard {

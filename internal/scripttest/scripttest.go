@@ -58,6 +58,12 @@ func Setup(env *testscript.Env) error {
 	return err
 }
 
+// Params runs a binary's scripts in testdata/script with the shared
+// setup and commands, and more commands added.
+func Params(more map[string]func(ts *testscript.TestScript, neg bool, args []string)) testscript.Params {
+	return testscript.Params{Dir: "testdata/script", Setup: Setup, Cmds: Cmds(more)}
+}
+
 // Cmds returns the shared script commands, with more added.
 func Cmds(more map[string]func(ts *testscript.TestScript, neg bool, args []string)) map[string]func(ts *testscript.TestScript, neg bool, args []string) {
 	// Scripts run in parallel: held is keyed by absolute path, which is
