@@ -43,7 +43,7 @@ func (r *Runner) replayed(gateID string) error {
 // anything is sent.
 func (r *Runner) markStarted(gateID string) error {
 	dir := filepath.Dir(r.startedPath(gateID))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := home.Dir(r.Home).Private(dir); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(r.startedPath(gateID), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)

@@ -166,3 +166,29 @@ func TestMarkerHoldsItsTimeAndIsClosed(t *testing.T) {
 		t.Errorf("marker holds %q (%v), want one UTC time between %v and %v", b, err, before, after)
 	}
 }
+
+// TestMarkRefusesSymlinkedDir: IMPYARD_HOME/executed replaced by a symlink
+// is refused before anything is sent, and nothing is written where it
+// points.
+func TestMarkRefusesSymlinkedDir(t *testing.T) {
+	u := newRetryUpstream(t, false, 200)
+	r := setup(t, fmt.Sprintf("[gateway]\nlisten = %q\n[executors.email-send]\nkind = \"http\"\nurl = \"http://mail.test/emails\"\n",
+		u.srv.Listener.Addr().String()))
+	g := approved(t, r, "email-send", `{"to":["a@b.example"]}`)
+	elsewhere := t.TempDir()
+	dir := filepath.Dir(home.Dir(r.Home).Executed(g.ID))
+	os.RemoveAll(dir)
+	if err := os.Symlink(elsewhere, dir); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.Execute(context.Background(), g.ID)
+	if err == nil || !strings.Contains(err.Error(), "not a directory (a symlink is not followed)") {
+		t.Errorf("Execute: %v, want the symlink refused", err)
+	}
+	if at, _ := u.log(); len(at) != 0 {
+		t.Errorf("the upstream received %d requests", len(at))
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+		t.Errorf("a mark was written through the symlink: %v", entries)
+	}
+}
