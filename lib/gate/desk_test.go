@@ -7,22 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
-
-// fixedNow makes transition times deterministic for the test.
-func fixedNow(t *testing.T) time.Time {
-	t.Helper()
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	old := state.Now
-	state.Now = func() time.Time { return now }
-	t.Cleanup(func() { state.Now = old })
-	return now
-}
 
 // events reads the imp's journal and the audit log as they are on disk.
 func events(t *testing.T, y *yard.Yard, imp string) (journal, audit []event.Event) {
@@ -59,7 +49,7 @@ func canon(t *testing.T, b []byte) string {
 
 func TestFileRecordsAndStores(t *testing.T) {
 	y := newYard(t)
-	now := fixedNow(t)
+	now := yardtest.FixedNow(t)
 	task := "t-0000000000000001"
 	run := "r-0000000000000001"
 	g, err := File(y, FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"b":2, "a":1}`), Rationale: "digest",
@@ -99,7 +89,7 @@ func TestFileRecordsAndStores(t *testing.T) {
 // transitions recorded.
 func TestFileApprovedByRule(t *testing.T) {
 	y := newYard(t)
-	now := fixedNow(t)
+	now := yardtest.FixedNow(t)
 	g, err := File(y, FileOptions{Imp: "yuko", Intent: "message-user", Payload: []byte(`{}`), By: "rule:notify", Actor: "impgw", Approved: true, Signer: testKey})
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +146,7 @@ func TestFileRefusesEachOption(t *testing.T) {
 func TestMoveRecordsTheTransition(t *testing.T) {
 	y := newYard(t)
 	g := file(t, y, `{"n":1}`)
-	now := fixedNow(t)
+	now := yardtest.FixedNow(t)
 	var edited string
 	a, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice", Actor: "impgate", Why: "fine", SHA: strings.ToUpper(g.SHA256[:12]),
 		Edit: func(g *Gate) error { edited = g.State; g.Result = json.RawMessage(`{"note":1}`); return nil }})

@@ -10,20 +10,12 @@ import (
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
-
-func fixedNow(t *testing.T) time.Time {
-	t.Helper()
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	old := state.Now
-	state.Now = func() time.Time { return now }
-	t.Cleanup(func() { state.Now = old })
-	return now
-}
 
 func TestAddStoresEveryOption(t *testing.T) {
 	y := newYard(t)
-	now := fixedNow(t)
+	now := yardtest.FixedNow(t)
 	parent := id.New(id.Task)
 	nb := time.Date(2026, 12, 1, 9, 0, 0, 0, time.FixedZone("CET", 3600))
 	taskID, existed, err := Add(y, AddOptions{Imp: "yuko", Text: "fix the build", Kind: Code, Proactive: true, Labels: []string{"ci", "urgent"},
@@ -157,7 +149,7 @@ func TestUniqueMarkerDamaged(t *testing.T) {
 func TestMoveRecordsReasonAndEdit(t *testing.T) {
 	y := newYard(t)
 	taskID := mustAdd(t, y, AddOptions{})
-	now := fixedNow(t)
+	now := yardtest.FixedNow(t)
 	run := id.New(id.Run)
 	var sawState string
 	got, err := Move(y, taskID, Change{To: state.Running, By: "impsup", Actor: "impsup", Why: "started",

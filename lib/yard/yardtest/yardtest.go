@@ -1,6 +1,7 @@
 // Package yardtest holds what the tests of the yard's stores share: a
 // fresh yard (with its marker) in a test's temporary directory, and a
-// listing of a tree that shows an operation changed nothing.
+// listing of a tree that shows an operation changed nothing, and a fixed
+// clock for transitions.
 package yardtest
 
 import (
@@ -9,9 +10,22 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 )
+
+// FixedNow makes transition times 2026-11-30T12:00:00Z for the rest of
+// the test, and returns that time.
+func FixedNow(t testing.TB) time.Time {
+	t.Helper()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	old := state.Now
+	state.Now = func() time.Time { return now }
+	t.Cleanup(func() { state.Now = old })
+	return now
+}
 
 // New makes a yard, marker and all, in a new temporary directory of t
 // and opens it.
