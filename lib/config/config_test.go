@@ -2,8 +2,10 @@ package config
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,7 +174,7 @@ url = "https://hooks.example/x"
 	} {
 		f, typed := o.Fields(tc.intent)
 		var got []string
-		for _, k := range sortedKeys(f) {
+		for _, k := range slices.Sorted(maps.Keys(f)) {
 			got = append(got, k+":"+f[k])
 		}
 		if typed != tc.typed || strings.Join(got, " ") != tc.want {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -63,10 +64,10 @@ func (o *Org) trustFields(t Trust) (key, field, msg string) {
 	if !typed {
 		return "", "", ""
 	}
-	for _, k := range sortedKeys(t.Match) {
+	for _, k := range slices.Sorted(maps.Keys(t.Match)) {
 		typ, ok := fields[k]
 		if !ok {
-			return "match", k, fmt.Sprintf("match key %q names no declared field of intent %s (declared: %s)", k, t.Intent, strings.Join(sortedKeys(fields), ", "))
+			return "match", k, fmt.Sprintf("match key %q names no declared field of intent %s (declared: %s)", k, t.Intent, strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
 		}
 		if !payload.Matchable(typ) {
 			return "match", k, fmt.Sprintf("match key %q: a glob cannot match a field of type %s", k, typ)
@@ -74,7 +75,7 @@ func (o *Org) trustFields(t Trust) (key, field, msg string) {
 	}
 	for _, f := range t.Free {
 		if _, ok := fields[f]; !ok {
-			return "free", f, fmt.Sprintf("free field %q names no declared field of intent %s (declared: %s)", f, t.Intent, strings.Join(sortedKeys(fields), ", "))
+			return "free", f, fmt.Sprintf("free field %q names no declared field of intent %s (declared: %s)", f, t.Intent, strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
 		}
 	}
 	return "", "", ""
@@ -98,7 +99,7 @@ func checkFree(p string, b []byte, i int, t Trust) error {
 // against them.
 func (o *Org) checkFields(b []byte) error {
 	p := o.path
-	for _, intent := range sortedKeys(o.Executors) {
+	for _, intent := range slices.Sorted(maps.Keys(o.Executors)) {
 		e := o.Executors[intent]
 		if e.Fields == nil {
 			continue
@@ -106,7 +107,7 @@ func (o *Org) checkFields(b []byte) error {
 		if e.Kind == GitPush || e.Kind == EgressGrant {
 			return bad(p, b, "fields", "executor %s: the payload of a %s executor is fixed; it takes no fields", intent, e.Kind)
 		}
-		for _, f := range sortedKeys(e.Fields) {
+		for _, f := range slices.Sorted(maps.Keys(e.Fields)) {
 			typ := e.Fields[f]
 			if !payload.ValidField(f) {
 				return fmt.Errorf("%s:%d: key %q: executor %s: %q is not a field name", p, lineWith(b, "fields", f), "fields", intent, f)
@@ -141,13 +142,4 @@ func lineWith(b []byte, needles ...string) int {
 		}
 	}
 	return 0
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -170,7 +171,7 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 			fails = append(fails, Failure{Kind: "task", ID: t.ID, Imp: t.Imp, At: Time{t.Updated}, Reason: why})
 		}
 	}
-	for _, imp := range sortedKeys(byImp) {
+	for _, imp := range slices.Sorted(maps.Keys(byImp)) {
 		counts := byImp[imp]
 		for _, st := range TaskStates {
 			counts[st] += 0
@@ -227,7 +228,7 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 		names[imp] = true
 	}
 	day := o.Now.UTC().Format(time.DateOnly)
-	for _, imp := range sortedKeys(names) {
+	for _, imp := range slices.Sorted(maps.Keys(names)) {
 		cost, bytes, err := ledger.Spent(y, imp, o.Now)
 		if err != nil {
 			warn(fmt.Errorf("ledger of %s: %w", imp, err))
@@ -248,15 +249,6 @@ func lastWhy(h []state.Transition) string {
 		}
 	}
 	return ""
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // WriteText writes s for people: one section per part, an empty part
