@@ -101,11 +101,17 @@ func inspect(root, gateID string) (*desk.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	home, err := yard.Home()
+	g, err := gate.Get(y, gateID)
 	if err != nil {
 		return nil, err
 	}
-	g, err := gate.Get(y, gateID)
+	return report(y, g)
+}
+
+// report is what the desk knows of g, approvals checked against the keys
+// in IMPYARD_HOME.
+func report(y *yard.Yard, g *gate.Gate) (*desk.Report, error) {
+	home, err := yard.Home()
 	if err != nil {
 		return nil, err
 	}

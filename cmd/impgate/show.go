@@ -86,11 +86,10 @@ func show(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	home, err := yard.Home()
+	r, err := report(y, g)
 	if err != nil {
 		return err
 	}
-	r := desk.Inspect(y, home, g)
 	if *asJSON {
 		err = cli.JSONLine(e.Stdout, r)
 	} else {
