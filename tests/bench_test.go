@@ -302,16 +302,22 @@ func timed(b *testing.B, cmd *exec.Cmd) time.Duration {
 // millisecond (ts_ms).
 func eventAt(b testing.TB, y *yard.Yard, imp, id, to string) time.Time {
 	b.Helper()
-	var at time.Time
-	store.ReadJSONL(y.Path("journal", imp, "events.jsonl"), func(line []byte) error {
-		var e event.Event
-		if json.Unmarshal(line, &e) == nil && e.ID == id && e.To == to {
-			at = store.FromMillis(e.TSMS)
+	// A transition's state is written before its event line: the task
+	// may read done a moment before its record is there.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		var at time.Time
+		store.ReadJSONL(y.Path("journal", imp, "events.jsonl"), func(line []byte) error {
+			var e event.Event
+			if json.Unmarshal(line, &e) == nil && e.ID == id && e.To == to {
+				at = store.FromMillis(e.TSMS)
+			}
+			return nil
+		})
+		if !at.IsZero() {
+			return at
 		}
-		return nil
-	})
-	if at.IsZero() {
-		b.Fatalf("no event of %s to %s in the journal", id, to)
+		if time.Now().After(deadline) {
+			b.Fatalf("no event of %s to %s in the journal", id, to)
+		}
 	}
-	return at
 }
