@@ -79,9 +79,15 @@ mutate:
 install: build
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 0755 $(addprefix bin/,$(CMDS)) $(DESTDIR)$(BINDIR)/
-	@for m in $(MANS); do \
+# The pages' footers name what was built: the release, or for a build
+# between releases the commit (the pseudo-version is too long to show).
+	@v=$$(bin/impsup --version | cut -d' ' -f2); \
+	case $$v in v0.0.0-*|'(devel)') v=$$(bin/impsup --version | sed 's/.*(\([0-9a-f]*\).*/\1/');; esac; \
+	mkdir -p bin/man; \
+	for m in $(MANS); do \
 	  s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
-	  install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/; \
+	  sed "s|^\.Os impyard\$$|.Os impyard $$v|" $$m >bin/man/$${m##*/}; \
+	  install -m 0644 bin/man/$${m##*/} $(DESTDIR)$(MANDIR)/man$$s/; \
 	done
 # The units name the binaries where this install put them.
 	@if [ -n "$(SYSTEMDDIR)" ]; then \

@@ -296,7 +296,8 @@ func TestJournalLogging(t *testing.T) {
 	}
 }
 
-// TestMakeInstallUnits: make install puts the units in SYSTEMDDIR, mode
+// TestMakeInstallUnits: make install puts the man pages with the build in
+// their footers, and the units in SYSTEMDDIR, mode
 // 0644, naming the binaries where it put them, and none without it; the
 // installed units pass systemd-analyze verify where it is installed.
 func TestMakeInstallUnits(t *testing.T) {
@@ -315,6 +316,19 @@ func TestMakeInstallUnits(t *testing.T) {
 	install()
 	if _, err := os.Stat(units); !os.IsNotExist(err) {
 		t.Fatalf("make install without SYSTEMDDIR made %s (%v)", units, err)
+	}
+	// The installed pages' footers name the build, as --version does.
+	ver, err := exec.Command(filepath.Join(prefix, "bin", "impq"), "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(prefix, "share", "man", "man1", "impq.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	footer := regexp.MustCompile(`(?m)^\.Os impyard (\S+)$`).FindSubmatch(page)
+	if footer == nil || !strings.Contains(string(ver), string(footer[1])) {
+		t.Errorf("installed impq.1 footer %q does not name the build %q", footer, ver)
 	}
 	install("SYSTEMDDIR=" + units)
 	var paths []string
