@@ -123,7 +123,11 @@ func once(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	g, err := r.Execute(ctx, fs.Arg(0))
+	gateID, err := gate.Resolve(r.Yard, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	g, err := r.Execute(ctx, gateID)
 	if err != nil {
 		return err
 	}

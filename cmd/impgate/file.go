@@ -8,6 +8,8 @@ import (
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/queue"
+	runs "github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/trust"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -73,6 +75,16 @@ func file(e *cli.Env, args []string) error {
 	y, err := yard.Open(*root)
 	if err != nil {
 		return err
+	}
+	if o.Task != "" {
+		if o.Task, err = queue.Resolve(y, o.Task); err != nil {
+			return err
+		}
+	}
+	if o.Run != "" {
+		if o.Run, err = runs.Resolve(y, o.Run); err != nil {
+			return err
+		}
 	}
 	org, err := config.LoadOrg(y)
 	if err != nil {

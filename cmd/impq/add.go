@@ -112,6 +112,11 @@ func add(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.Continues != "" {
+		if o.Continues, err = queue.Resolve(y, o.Continues); err != nil {
+			return err
+		}
+	}
 	if !force {
 		if err := queue.Runnable(y, o); err != nil {
 			if errors.Is(err, queue.ErrNotRunnable) {

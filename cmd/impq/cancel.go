@@ -69,7 +69,11 @@ func oneTask(fs *flag.FlagSet, args []string, root *string) (string, *yard.Yard,
 		return "", nil, cli.Usagef("want exactly one task id")
 	}
 	y, err := yard.Open(*root)
-	return fs.Arg(0), y, err
+	if err != nil {
+		return "", nil, err
+	}
+	taskID, err := queue.Resolve(y, fs.Arg(0))
+	return taskID, y, err
 }
 
 func by(as string) string {
