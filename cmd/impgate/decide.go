@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/cli"
@@ -83,6 +84,11 @@ func decide(e *cli.Env, args []string, root string, c gate.Change) error {
 	if err != nil {
 		return err
 	}
+	gateID, err := gate.Resolve(y, args[0])
+	if err != nil {
+		return err
+	}
+	var keys func() (*approval.Keyring, error)
 	if c.To == state.Approved {
 		home, err := yard.Home()
 		if err != nil {
@@ -91,10 +97,16 @@ func decide(e *cli.Env, args []string, root string, c gate.Change) error {
 		if c.Signer, err = approval.Ensure(home, approval.Owner, e.Stderr, "impgate"); err != nil {
 			return err
 		}
+		keys = func() (*approval.Keyring, error) { return approval.LoadKeyring(home) }
 	}
-	g, err := gate.Move(y, args[0], c)
+	g, repeated, err := gate.Decide(y, gateID, c, keys)
 	if err != nil {
 		return err
+	}
+	if repeated {
+		h := g.History[len(g.History)-1]
+		fmt.Fprintf(e.Stderr, "impgate: note: %s already %s by %s at %s; nothing to do\n", g.ID, g.State, h.By, h.At.UTC().Format(time.RFC3339))
+		return nil
 	}
 	again := ""
 	if h := g.History[len(g.History)-1]; h.From == state.Approved && h.To == state.Approved {
