@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
@@ -51,24 +49,11 @@ func file(e *cli.Env, args []string) error {
 	}
 	o.By = decider(as)
 	o.Trust = &gate.Trust{Level: "gate", Why: "filed from the trusted side by " + o.By + " with impgate file; no trust entry is consulted"}
-	switch payloadFile {
-	case "":
-		o.Payload = []byte("{}")
-	case "-":
-		b, err := io.ReadAll(io.LimitReader(e.Stdin, gate.MaxPayload+1))
-		if err != nil {
-			return fmt.Errorf("read payload from standard input: %w", err)
-		}
-		o.Payload = b
-	default:
-		f, err := os.Open(payloadFile)
+	o.Payload = []byte("{}")
+	if payloadFile != "" {
+		b, err := e.ReadInput(payloadFile, gate.MaxPayload)
 		if err != nil {
 			return err
-		}
-		b, err := io.ReadAll(io.LimitReader(f, gate.MaxPayload+1))
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("read %s: %w", payloadFile, err)
 		}
 		o.Payload = b
 	}

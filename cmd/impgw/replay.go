@@ -62,20 +62,36 @@ func replay(e *cli.Env, args []string) error {
 	if fs.NArg() > 1 {
 		return cli.Usagef("replay: at most one decisions file")
 	}
-	p, err := loadPolicy(*root, *policy)
+	if err := cli.OneStdin(map[string]string{"--policy": *policy, "DECISIONS": fs.Arg(0)}); err != nil {
+		return err
+	}
+	p, err := loadPolicy(e, *root, *policy)
 	if err != nil {
 		return err
 	}
 	path := fs.Arg(0)
+	read := store.ReadJSONL
 	if path == "" {
 		y, err := yard.Open(*root)
 		if err != nil {
 			return err
 		}
 		path = y.Decisions()
+	} else {
+		// A file named on the command line must be there: a typo is not
+		// a week without traffic.
+		in, name, err := e.OpenInput(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		path = name
+		read = func(path string, fn func([]byte) error) ([]store.BadLine, error) {
+			return store.ScanJSONL(in, path, fn)
+		}
 	}
 	var seen, judged, flips, skipped int
-	bad, err := store.ReadJSONL(path, func(line []byte) error {
+	bad, err := read(path, func(line []byte) error {
 		r, err := gateway.ParseRecord(line)
 		if errors.Is(err, gateway.ErrNotDecision) {
 			return nil
