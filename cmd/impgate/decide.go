@@ -45,6 +45,7 @@ Examples:
 
 func approve(e *cli.Env, args []string) error {
 	fs := e.FlagSet("approve", approveUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	sha := fs.String("sha", "", "refuse unless the payload sha256 starts with `PREFIX`")
 	as := fs.String("as", "", "the decider's `NAME` (default $USER)")
@@ -62,6 +63,7 @@ func approve(e *cli.Env, args []string) error {
 
 func deny(e *cli.Env, args []string) error {
 	fs := e.FlagSet("deny", denyUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	reason := fs.String("reason", "", "why the gate is denied")
 	as := fs.String("as", "", "the decider's `NAME` (default $USER)")

@@ -28,6 +28,7 @@ Examples:
 
 func file(e *cli.Env, args []string) error {
 	fs := e.FlagSet("file", fileUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	o := gate.FileOptions{Actor: "impgate"}
 	var payloadFile, as string

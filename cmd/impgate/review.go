@@ -50,6 +50,7 @@ Examples:
 
 func review(e *cli.Env, args []string) error {
 	fs := e.FlagSet("review", reviewUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	script := fs.String("script", "", "take the decisions from `FILE` ('-' for standard input), not a terminal")
 	imp := fs.String("imp", "", "only gates of imp `NAME`")

@@ -54,6 +54,7 @@ func (l *labels) Set(v string) error { *l = append(*l, v); return nil }
 
 func add(e *cli.Env, args []string) error {
 	fs := e.FlagSet("add", addUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	o := queue.AddOptions{Actor: "impq"}
 	var ls labels
