@@ -13,7 +13,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const approveUsage = `usage: impgate approve [--sha PREFIX] [--as NAME] [--note TEXT] GATE
+const approveUsage = `usage: impgate approve [--sha PREFIX] [--as NAME] [--note TEXT] [--timeout DURATION] GATE
 
 Approve a pending gate. The executor then performs exactly the frozen
 payload. With --sha, the approval is refused unless the payload's sha256
@@ -24,9 +24,15 @@ The approval is signed with the owner's key, IMPYARD_HOME/keys/owner.key
 (created on first use, with a notice), over the gate id, the payload
 sha256, the decider and the time; impexec executes only what verifies.
 
-Approving a gate that is already approved or denied fails (exit 1), except
-an approved gate with no signature (approved before approvals were
-signed): approving it again signs it, recorded in its timeline.
+Approving a gate already approved changes nothing and exits 0 with a
+note, once the approval made is verified (its signature, the payload's
+sha256, and --sha when given); otherwise, and for a gate denied,
+executing, executed or failed, it fails (exit 1) saying why. An approved
+gate with no signature (approved before approvals were signed) is signed
+by approving it again, recorded in its timeline.
+
+GATE is a gate id or a unique prefix of one (at least 4 characters after
+"g-"). --timeout bounds the wait for the gates' lock (exit 111).
 
 Examples:
   impgate approve g-01jf8k2m3nx4k9q2
@@ -34,10 +40,13 @@ Examples:
   impgate approve --sha "${sha:0:12}" --as ci-bot g-01jf8k2m3nx4k9q2
 `
 
-const denyUsage = `usage: impgate deny [--reason TEXT] [--as NAME] GATE
+const denyUsage = `usage: impgate deny [--reason TEXT] [--as NAME] [--timeout DURATION] GATE
 
 Deny a pending gate. Nothing is executed; the imp sees the denial and the
-reason in its journal and next briefing.
+reason in its journal and next briefing. Denying a gate already denied
+changes nothing and exits 0 with a note (the first reason stays); an
+approved or executed one is refused (exit 1). GATE may be a unique prefix
+of the id.
 
 Examples:
   impgate deny --reason "wrong recipients" g-01jf8k2m3nx4k9q2

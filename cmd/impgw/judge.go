@@ -40,7 +40,7 @@ Examples:
 func judgeCmd(e *cli.Env, args []string) (int, error) {
 	fs := e.FlagSet("judge", judgeUsage)
 	root := cli.RootFlag(fs)
-	policy := fs.String("policy", "", "the policy `FILE` (default policies/gateway.json in the yard)")
+	policy := fs.String("policy", "", "the policy `FILE` ('-' for standard input; default policies/gateway.json in the yard)")
 	var headers listValue
 	fs.Var(&headers, "H", "a request header, `'name: value'` (repeatable)")
 	bodyFile := fs.String("body-file", "", "read the request body from `FILE` ('-' for stdin)")

@@ -14,8 +14,9 @@ import (
 
 const replayUsage = `usage: impgw replay --policy FILE [--root DIR] [--json] [DECISIONS]
 
-Re-judge every recorded decision in DECISIONS (default runs/decisions.jsonl
-in the yard) under the candidate policy FILE and list each one whose
+Re-judge every recorded decision in DECISIONS ('-' for standard input;
+default runs/decisions.jsonl in the yard) under the candidate policy FILE
+('-' for standard input, but not both) and list each one whose
 verdict would flip, oldest first: what last week's traffic would have met
 under the edit. Nothing is changed or sent.
 
@@ -51,7 +52,7 @@ type flip struct {
 func replay(e *cli.Env, args []string) error {
 	fs := e.FlagSet("replay", replayUsage)
 	root := cli.RootFlag(fs)
-	policy := fs.String("policy", "", "the candidate policy `FILE` (required)")
+	policy := fs.String("policy", "", "the candidate policy `FILE` ('-' for standard input; required)")
 	asJSON := fs.Bool("json", false, "print each flip as one JSON object")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
