@@ -50,8 +50,11 @@ func Resolve(kind, s, where string, names func() ([]string, error)) (string, err
 	if !strings.HasPrefix(p, kind+"-") {
 		p = kind + "-" + p
 	}
-	if len(p) >= 18 || !wellFormed(p+strings.Repeat("0", 18-len(p))) {
+	if len(p) > 18 || !wellFormed(p+strings.Repeat("0", 18-len(p))) {
 		return "", Check(kind, s)
+	}
+	if len(p) == 18 {
+		return p, nil
 	}
 	if len(p)-2 < MinPrefix {
 		return "", fmt.Errorf("%s id prefix %q is %w: give at least %d characters after %q", kindName(kind), s, ErrShortPrefix, MinPrefix, kind+"-")

@@ -20,6 +20,8 @@ func TestResolve(t *testing.T) {
 		{"g-zzzzzzzzzzzzzzzz", "g-zzzzzzzzzzzzzzzz", nil, ""}, // whole: the lookup says whether it exists
 		{"g-01m8qpf3k", "g-01m8qpf3kf64ff15", nil, ""},
 		{"01m8qpf3r", "g-01m8qpf3r92c0g0r", nil, ""},
+		{"01m8qpf3r92c0g0r", "g-01m8qpf3r92c0g0r", nil, ""},
+		{"zzzzzzzzzzzzzzzz", "g-zzzzzzzzzzzzzzzz", nil, ""},
 		{"g-01m8", "", ErrAmbiguous, "gate id prefix g-01m8 is ambiguous: it begins g-01m8qpf3kf64ff15, g-01m8qpf3r92c0g0r"},
 		{"g-01m", "", ErrShortPrefix, `gate id prefix "g-01m" is too short: give at least 4 characters after "g-"`},
 		{"g-zzzz", "", ErrNoMatch, "gate g-zzzz: no such gate in gates"},
