@@ -446,14 +446,13 @@ var errRepeat = errors.New("decision repeated")
 
 // Decide moves a gate to approved or denied as Move does, except that a
 // decision the gate already has is not refused but checked and left as
-// it is, with repeated set: an approval again (c.SHA, when given, a
-// prefix of the gate's sha256) once the payload still hashes to its
-// sha256 and the recorded approval verifies with the keys keys loads,
-// called only then; a denial again, whatever its reason (the first one's
-// stays). A repeat that fails those
-// checks wraps ErrDecided and says which. Of two deciders racing, one
-// writes and the other repeats, so a script that retries a decision it
-// is not sure was made gets the same answer twice.
+// it is, with repeated set: an approval again once the payload still
+// hashes to its sha256, c.SHA (when given) begins that sha256 and the
+// recorded approval verifies with the keyring keys loads (called only
+// then); a denial again whatever its reason (the first one's stays). A
+// repeat that fails those checks wraps ErrDecided and says which. Of two
+// deciders racing, one writes and the other repeats, so a script that
+// retries a decision it is not sure was made gets the same answer twice.
 func Decide(y *yard.Yard, gateID string, c Change, keys func() (*approval.Keyring, error)) (g *Gate, repeated bool, err error) {
 	return move(y, gateID, c, true, keys)
 }
