@@ -7,7 +7,8 @@
 // insignificant space). Whoever later approves or executes recomputes the
 // canonical bytes from the file and refuses on any mismatch, so a payload
 // edited on disk after filing is never approved or sent. Of two processes
-// deciding the same gate, exactly one succeeds.
+// deciding the same gate, exactly one writes a decision; with Decide the
+// other finds it made and, once it checks out, succeeds without writing.
 //
 // Gates are filed and moved through lib/transition, which owns the
 // transaction; this package supplies the two directories, the payload's
