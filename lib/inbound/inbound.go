@@ -17,8 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,14 +124,8 @@ func secret(h home.Dir, name string) ([]byte, error) {
 	return b, nil
 }
 
-// Sources names the configured sources.
-func (r *Relay) Sources() []string {
-	var names []string
-	for n := range r.sources {
-		names = append(names, n)
-	}
-	return names
-}
+// Sources names the configured sources, sorted.
+func (r *Relay) Sources() []string { return slices.Sorted(maps.Keys(r.sources)) }
 
 // Serve serves the relay on ln until ctx ends, then gives open
 // deliveries up to grace to finish.
