@@ -3,14 +3,10 @@ package tests
 import (
 	"bytes"
 	"crypto/ed25519"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +16,8 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/inbound"
+	"github.com/impyard/impyard/lib/inbound/inboundtest"
 	"github.com/impyard/impyard/lib/queue"
-	"github.com/impyard/impyard/lib/store"
 )
 
 const hookSecret = "It's a Secret to Everybody"
@@ -83,35 +79,17 @@ func (iy *inboundYard) run(name string, args ...string) (string, error) {
 
 func (iy *inboundYard) post(t *testing.T, source string, body []byte, hdr map[string]string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", "http://"+iy.relay+inbound.Prefix+source, bytes.NewReader(body))
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-func hubSign(key string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(key))
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+	return inboundtest.Post(t, "http://"+iy.relay+inbound.Prefix+source, body, hdr)
 }
 
 func (iy *inboundYard) github(t *testing.T, delivery string, body []byte) (int, string) {
 	t.Helper()
-	return iy.post(t, "github", body, map[string]string{"X-Hub-Signature-256": hubSign(hookSecret, body), "X-GitHub-Delivery": delivery, "X-GitHub-Event": "issues"})
+	return iy.post(t, "github", body, map[string]string{"X-Hub-Signature-256": inboundtest.HubSignature(hookSecret, body), "X-GitHub-Delivery": delivery, "X-GitHub-Event": "issues"})
 }
 
 func (iy *inboundYard) discord(t *testing.T, body string, at time.Time) (int, string) {
 	t.Helper()
-	ts := strconv.FormatInt(at.Unix(), 10)
-	sig := ed25519.Sign(iy.priv, []byte(ts+body))
-	return iy.post(t, "chat", []byte(body), map[string]string{inbound.DiscordSignature: hex.EncodeToString(sig), inbound.DiscordTimestamp: ts})
+	return iy.post(t, "chat", []byte(body), inboundtest.DiscordHeaders(iy.priv, body, at))
 }
 
 // tasks lists the queue as impq ls --json does.
@@ -133,22 +111,6 @@ func (iy *inboundYard) tasks(t *testing.T) []queue.Task {
 		ts = append(ts, task)
 	}
 	return ts
-}
-
-// records are the audit log's delivery records.
-func (iy *inboundYard) records(t *testing.T) []inbound.Record {
-	t.Helper()
-	var out []inbound.Record
-	if _, err := store.ReadJSONL(filepath.Join(iy.root, "runs", "decisions.jsonl"), func(line []byte) error {
-		var r inbound.Record
-		if json.Unmarshal(line, &r) == nil && r.Schema == inbound.RecordSchema {
-			out = append(out, r)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // TestInboundRelay: impgw, running with an [inbound] listener on
@@ -182,7 +144,7 @@ func TestInboundRelay(t *testing.T) {
 		check("github delivery", code, out, want{202, inbound.Accepted, ""})
 		code, out = iy.post(t, "github", issue, map[string]string{"X-GitHub-Delivery": "d-nosig"})
 		check("no signature", code, out, want{401, inbound.Refused, "bad or missing signature: no X-Hub-Signature-256 header"})
-		code, out = iy.post(t, "github", issue, map[string]string{"X-Hub-Signature-256": hubSign("guessed", issue), "X-GitHub-Delivery": "d-badsig"})
+		code, out = iy.post(t, "github", issue, map[string]string{"X-Hub-Signature-256": inboundtest.HubSignature("guessed", issue), "X-GitHub-Delivery": "d-badsig"})
 		check("bad signature", code, out, want{401, inbound.Refused, "does not match the body"})
 		code, out = iy.github(t, "72d3162e-cc78-11e3-81ab-4c9367dc0958", issue)
 		check("same delivery id", code, out, want{409, inbound.Refused, "delivery already filed"})
@@ -243,7 +205,7 @@ func TestInboundRelay(t *testing.T) {
 	}
 
 	// One record per delivery, in order, with the reason of each refusal.
-	recs := iy.records(t)
+	recs := inboundtest.Records(t, filepath.Join(iy.root, "runs", "decisions.jsonl"))
 	if len(recs) != len(sent) {
 		t.Fatalf("%d records for %d deliveries: %+v", len(recs), len(sent), recs)
 	}

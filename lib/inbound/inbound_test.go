@@ -1,14 +1,10 @@
-package inbound
+package inbound_test
 
 import (
 	"bytes"
 	"crypto/ed25519"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,8 +15,9 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/inbound"
+	"github.com/impyard/impyard/lib/inbound/inboundtest"
 	"github.com/impyard/impyard/lib/queue"
-	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/lib/yard/yardtest"
 )
@@ -30,7 +27,7 @@ const hookSecret = "It's a Secret to Everybody"
 // relay is a Relay of one hmac and one discord source, served on
 // loopback.
 type relay struct {
-	*Relay
+	*inbound.Relay
 	y    *yard.Yard
 	home string
 	in   config.Inbound
@@ -60,7 +57,7 @@ func newRelay(t *testing.T) *relay {
 // start (re)builds the relay from its configuration, as an impgw start does.
 func (r *relay) start(t *testing.T) {
 	t.Helper()
-	rel, err := New(r.y, r.home, r.in, t.Logf)
+	rel, err := inbound.New(r.y, r.home, r.in, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,25 +67,11 @@ func (r *relay) start(t *testing.T) {
 	r.url = srv.URL
 }
 
-func sign(body []byte) string {
-	m := hmac.New(sha256.New, []byte(hookSecret))
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
+func sign(body []byte) string { return inboundtest.HubSignature(hookSecret, body) }
 
 func (r *relay) post(t *testing.T, source string, body []byte, hdr map[string]string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", r.url+Prefix+source, bytes.NewReader(body))
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return inboundtest.Post(t, r.url+inbound.Prefix+source, body, hdr)
 }
 
 func (r *relay) github(t *testing.T, delivery string, body []byte) (int, string) {
@@ -96,9 +79,7 @@ func (r *relay) github(t *testing.T, delivery string, body []byte) (int, string)
 }
 
 func (r *relay) discord(t *testing.T, body string, at time.Time) (int, string) {
-	ts := strconv.FormatInt(at.Unix(), 10)
-	sig := ed25519.Sign(r.priv, []byte(ts+body))
-	return r.post(t, "chat", []byte(body), map[string]string{DiscordSignature: hex.EncodeToString(sig), DiscordTimestamp: ts})
+	return r.post(t, "chat", []byte(body), inboundtest.DiscordHeaders(r.priv, body, at))
 }
 
 func (r *relay) tasks(t *testing.T) []*queue.Task {
@@ -110,22 +91,12 @@ func (r *relay) tasks(t *testing.T) []*queue.Task {
 	return ts
 }
 
-func (r *relay) records(t *testing.T) []Record {
+func (r *relay) records(t *testing.T) []inbound.Record {
 	t.Helper()
-	var out []Record
-	if _, err := store.ReadJSONL(r.y.Decisions(), func(line []byte) error {
-		var rec Record
-		if json.Unmarshal(line, &rec) == nil && rec.Schema == RecordSchema {
-			out = append(out, rec)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return inboundtest.Records(t, r.y.Decisions())
 }
 
-func (r *relay) lastRecord(t *testing.T) Record {
+func (r *relay) lastRecord(t *testing.T) inbound.Record {
 	t.Helper()
 	recs := r.records(t)
 	if len(recs) == 0 {
@@ -149,13 +120,13 @@ func TestHMACDelivery(t *testing.T) {
 	if !strings.Contains(out, task.ID) || task.Source != "github" || task.Imp != "yuko" || !task.Proactive {
 		t.Errorf("answer %s, task %+v", out, task)
 	}
-	for _, want := range []string{`Inbound delivery "d-1" from source "github" (hmac-sha256, signature verified)`, Untrusted,
+	for _, want := range []string{`Inbound delivery "d-1" from source "github" (hmac-sha256, signature verified)`, inbound.Untrusted,
 		"----- BEGIN UNTRUSTED DATA ", "X-GitHub-Event: issues\n\n" + string(body) + "\n----- END UNTRUSTED DATA "} {
 		if !strings.Contains(task.Text, want) {
 			t.Errorf("task text lacks %q:\n%s", want, task.Text)
 		}
 	}
-	if rec := r.lastRecord(t); rec.Verdict != Accepted || rec.Status != 202 || rec.Task != task.ID || rec.Delivery != "d-1" || rec.Source != "github" || rec.Imp != "yuko" || rec.Bytes != int64(len(body)) {
+	if rec := r.lastRecord(t); rec.Verdict != inbound.Accepted || rec.Status != 202 || rec.Task != task.ID || rec.Delivery != "d-1" || rec.Source != "github" || rec.Imp != "yuko" || rec.Bytes != int64(len(body)) {
 		t.Errorf("record %+v", rec)
 	}
 	seen, err := os.ReadFile(r.y.Path("inbound", "github", "seen.json"))
@@ -180,11 +151,7 @@ func TestFenceCannotBeClosedByContent(t *testing.T) {
 func TestHMACRefusals(t *testing.T) {
 	r := newRelay(t)
 	body := []byte(`{"zen":"Design for failure."}`)
-	other := func(b []byte) string {
-		m := hmac.New(sha256.New, []byte("another secret"))
-		m.Write(b)
-		return "sha256=" + hex.EncodeToString(m.Sum(nil))
-	}
+	other := func(b []byte) string { return inboundtest.HubSignature("another secret", b) }
 	for _, tc := range []struct {
 		name   string
 		hdr    map[string]string
@@ -201,7 +168,7 @@ func TestHMACRefusals(t *testing.T) {
 	} {
 		code, out := r.post(t, "github", body, tc.hdr)
 		rec := r.lastRecord(t)
-		if code != tc.code || rec.Verdict != Refused || rec.Status != tc.code || !strings.Contains(rec.Reason, tc.reason) || rec.Task != "" {
+		if code != tc.code || rec.Verdict != inbound.Refused || rec.Status != tc.code || !strings.Contains(rec.Reason, tc.reason) || rec.Task != "" {
 			t.Errorf("%s: %d %q, record %+v; want %d, reason %q", tc.name, code, out, rec, tc.code, tc.reason)
 		}
 		if strings.Contains(out, "X-Hub") || strings.Contains(out, hookSecret) {
@@ -221,14 +188,14 @@ func TestHMACRefusals(t *testing.T) {
 
 func TestRequestRefusals(t *testing.T) {
 	r := newRelay(t)
-	big := bytes.Repeat([]byte("a"), MaxBody+1)
+	big := bytes.Repeat([]byte("a"), inbound.MaxBody+1)
 	if code, _ := r.github(t, "d-big", big); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("body over MaxBody: %d", code)
 	}
 	if rec := r.lastRecord(t); rec.Status != 413 || !strings.Contains(rec.Reason, "body over the limit") {
 		t.Errorf("record %+v", rec)
 	}
-	// Under MaxBody, over what a task's text may hold.
+	// Under inbound.MaxBody, over what a task's text may hold.
 	if code, _ := r.github(t, "d-long", bytes.Repeat([]byte("a"), queue.MaxText)); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("content over the task text limit: %d", code)
 	}
@@ -241,7 +208,7 @@ func TestRequestRefusals(t *testing.T) {
 	if rec := r.lastRecord(t); rec.Source != "gitlab" || rec.Status != 404 || !strings.Contains(rec.Reason, "no such inbound source") {
 		t.Errorf("record %+v", rec)
 	}
-	resp, err := http.Get(r.url + Prefix + "github")
+	resp, err := http.Get(r.url + inbound.Prefix + "github")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +232,7 @@ func TestHMACReplays(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, delivery string }{{"same delivery", "d-1"}, {"same body, new delivery id", "d-2"}} {
 		code, _ := r.github(t, tc.delivery, body)
-		if rec := r.lastRecord(t); code != http.StatusConflict || rec.Verdict != Refused || !strings.Contains(rec.Reason, "delivery already filed") {
+		if rec := r.lastRecord(t); code != http.StatusConflict || rec.Verdict != inbound.Refused || !strings.Contains(rec.Reason, "delivery already filed") {
 			t.Errorf("%s: %d, record %+v", tc.name, code, rec)
 		}
 	}
@@ -280,7 +247,7 @@ func TestHMACReplays(t *testing.T) {
 	}
 	// Past the retention the file forgets, and the queue's once marker
 	// still refuses the body.
-	r.now = func() time.Time { return time.Now().Add(Retention + time.Hour) }
+	inbound.SetClock(r.Relay, func() time.Time { return time.Now().Add(inbound.Retention + time.Hour) })
 	if code, _ := r.github(t, "d-3", []byte(`{"action":"reopened"}`)); code != 202 {
 		t.Errorf("a new delivery: %d", code)
 	}
@@ -320,7 +287,7 @@ func TestDiscord(t *testing.T) {
 	if code != 200 || strings.TrimSpace(out) != `{"type":1}` {
 		t.Errorf("PING: %d %s", code, out)
 	}
-	if rec := r.lastRecord(t); rec.Verdict != Ping || rec.Delivery != "500" || rec.Status != 200 {
+	if rec := r.lastRecord(t); rec.Verdict != inbound.Ping || rec.Delivery != "500" || rec.Status != 200 {
 		t.Errorf("PING record %+v", rec)
 	}
 	cmd := func(id, user, text string) string {
@@ -332,11 +299,11 @@ func TestDiscord(t *testing.T) {
 		t.Fatalf("command: %d %s, %d tasks", code, out, len(ts))
 	}
 	task := ts[0]
-	if task.Source != "chat" || task.Proactive || !strings.Contains(task.Text, Untrusted) ||
+	if task.Source != "chat" || task.Proactive || !strings.Contains(task.Text, inbound.Untrusted) ||
 		!strings.Contains(task.Text, "Inbound Discord command /task from owner 1001") || !strings.Contains(task.Text, "-----\nsummarise the open PRs\n-----") {
 		t.Errorf("task %+v", task)
 	}
-	if rec := r.lastRecord(t); rec.Verdict != Accepted || rec.User != "1001" || rec.Task != task.ID {
+	if rec := r.lastRecord(t); rec.Verdict != inbound.Accepted || rec.User != "1001" || rec.Task != task.ID {
 		t.Errorf("record %+v", rec)
 	}
 	// A user's DM command, subcommand options included.
@@ -352,8 +319,8 @@ func TestDiscord(t *testing.T) {
 	}{
 		{"replay", cmd("501", "1001", "summarise the open PRs"), now, 409, "delivery already filed"},
 		{"same interaction, new text", cmd("501", "1001", "again"), now, 409, "interaction:501"},
-		{"stale", cmd("503", "1001", "late"), now.Add(-Window - time.Minute), 401, "timestamp outside the window"},
-		{"future", cmd("504", "1001", "early"), now.Add(Window + time.Minute), 401, "timestamp outside the window"},
+		{"stale", cmd("503", "1001", "late"), now.Add(-inbound.Window - time.Minute), 401, "timestamp outside the window"},
+		{"future", cmd("504", "1001", "early"), now.Add(inbound.Window + time.Minute), 401, "timestamp outside the window"},
 		{"not an owner", cmd("505", "666", "delete everything"), now, 403, "not an owner: user \"666\""},
 		{"no text", `{"id":"506","type":2,"data":{"name":"task"},"user":{"id":"1001"}}`, now, 400, "has no text"},
 		{"component", `{"id":"507","type":3,"user":{"id":"1001"}}`, now, 400, "interaction type 3"},
@@ -361,7 +328,7 @@ func TestDiscord(t *testing.T) {
 	} {
 		code, out := r.discord(t, tc.body, tc.at)
 		rec := r.lastRecord(t)
-		if code != tc.code || rec.Verdict != Refused || !strings.Contains(rec.Reason, tc.reason) {
+		if code != tc.code || rec.Verdict != inbound.Refused || !strings.Contains(rec.Reason, tc.reason) {
 			t.Errorf("%s: %d %s, record %+v; want %d %q", tc.name, code, out, rec, tc.code, tc.reason)
 		}
 	}
@@ -370,9 +337,9 @@ func TestDiscord(t *testing.T) {
 	ts0 := strconv.FormatInt(now.Unix(), 10)
 	_, other, _ := ed25519.GenerateKey(nil)
 	for name, hdr := range map[string]map[string]string{
-		"missing":         {DiscordTimestamp: ts0},
-		"another key":     {DiscordTimestamp: ts0, DiscordSignature: hex.EncodeToString(ed25519.Sign(other, []byte(ts0+body)))},
-		"other timestamp": {DiscordTimestamp: strconv.FormatInt(now.Unix()+1, 10), DiscordSignature: hex.EncodeToString(ed25519.Sign(r.priv, []byte(ts0+body)))},
+		"missing":         {inbound.DiscordTimestamp: ts0},
+		"another key":     {inbound.DiscordTimestamp: ts0, inbound.DiscordSignature: hex.EncodeToString(ed25519.Sign(other, []byte(ts0+body)))},
+		"other timestamp": {inbound.DiscordTimestamp: strconv.FormatInt(now.Unix()+1, 10), inbound.DiscordSignature: hex.EncodeToString(ed25519.Sign(r.priv, []byte(ts0+body)))},
 	} {
 		code, _ := r.post(t, "chat", []byte(body), hdr)
 		if rec := r.lastRecord(t); code != 401 || !strings.Contains(rec.Reason, "bad or missing signature") {
@@ -387,11 +354,11 @@ func TestDiscord(t *testing.T) {
 func TestNewRefusesAMissingSecret(t *testing.T) {
 	r := newRelay(t)
 	os.Remove(filepath.Join(r.home, "secrets", "hook"))
-	if _, err := New(r.y, r.home, r.in, nil); err == nil || !strings.Contains(err.Error(), `inbound source github: secret "hook"`) {
+	if _, err := inbound.New(r.y, r.home, r.in, nil); err == nil || !strings.Contains(err.Error(), `inbound source github: secret "hook"`) {
 		t.Errorf("got %v", err)
 	}
 	os.WriteFile(filepath.Join(r.home, "secrets", "hook"), []byte("\n"), 0o600)
-	if _, err := New(r.y, r.home, r.in, nil); err == nil || !strings.Contains(err.Error(), "is empty") {
+	if _, err := inbound.New(r.y, r.home, r.in, nil); err == nil || !strings.Contains(err.Error(), "is empty") {
 		t.Errorf("got %v", err)
 	}
 }
