@@ -26,6 +26,7 @@ import (
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/home"
+	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -87,6 +88,12 @@ func New(y *yard.Yard, h string, in config.Inbound, logf func(format string, a .
 	}
 	r := &Relay{yard: y, sources: map[string]*source{}, slots: make(chan struct{}, InFlight), logf: logf, now: time.Now}
 	for _, s := range in.Sources {
+		// An imp without imp.toml would only collect tasks no box runs.
+		// One whose imp.toml does not load is the supervisor's to report:
+		// the gateway does not stop over it.
+		if err := queue.Runnable(y, queue.AddOptions{Imp: s.Imp}); errors.Is(err, queue.ErrNotRunnable) {
+			return nil, fmt.Errorf("inbound source %s: %w", s.Name, err)
+		}
 		src := &source{InboundSource: s}
 		switch s.Kind {
 		case config.InboundHMAC:

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,6 +40,8 @@ type relay struct {
 func newRelay(t *testing.T) *relay {
 	t.Helper()
 	y := yardtest.New(t)
+	os.MkdirAll(y.Path("imps", "yuko"), 0o750)
+	os.WriteFile(y.Path("imps", "yuko", "imp.toml"), []byte("image = \"docker.io/library/busybox:latest\"\n"), 0o640)
 	h := t.TempDir()
 	os.MkdirAll(filepath.Join(h, "secrets"), 0o700)
 	os.WriteFile(filepath.Join(h, "secrets", "hook"), []byte(hookSecret+"\n"), 0o600)
@@ -360,5 +363,38 @@ func TestNewRefusesAMissingSecret(t *testing.T) {
 	os.WriteFile(filepath.Join(r.home, "secrets", "hook"), []byte("\n"), 0o600)
 	if _, err := inbound.New(r.y, r.home, r.in, nil); err == nil || !strings.Contains(err.Error(), "is empty") {
 		t.Errorf("got %v", err)
+	}
+}
+
+func TestNewRefusesAnImpWithoutConfiguration(t *testing.T) {
+	r := newRelay(t)
+	r.in.Sources[1].Imp = "nobody"
+	if _, err := inbound.New(r.y, r.home, r.in, nil); err == nil || !strings.Contains(err.Error(), "inbound source chat: task would never run: imp nobody has no configuration") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// Of many copies of one delivery sent at once, exactly one files.
+func TestConcurrentCopies(t *testing.T) {
+	r := newRelay(t)
+	body := []byte(`{"action":"opened"}`)
+	codes := make(chan int, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, _ := r.github(t, "d-1", body)
+			codes <- code
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	n := map[int]int{}
+	for c := range codes {
+		n[c]++
+	}
+	if n[202] != 1 || n[409] != 7 || len(r.tasks(t)) != 1 {
+		t.Errorf("answers %v, %d tasks; want one 202, seven 409, one task", n, len(r.tasks(t)))
 	}
 }
