@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/inbound"
 	"github.com/impyard/impyard/lib/inbound/inboundtest"
 	"github.com/impyard/impyard/lib/queue"
@@ -233,5 +235,50 @@ func TestInboundSecretMissing(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out, `inbound source github: secret "github-hook"`) {
 		t.Errorf("%v:\n%s", err, out)
+	}
+}
+
+// TestInboundBrief: a box running a task an inbound delivery filed reads,
+// in its brief, the source the text came from and that it is untrusted
+// data, and gets the text with its fence.
+func TestInboundBrief(t *testing.T) {
+	b := newBoxYard(t)
+	b.imp(t, "teller", map[string]string{"command": `["/bin/sh", "-c", ` + jsonString(teller) + `, "sh"]`})
+	os.WriteFile(filepath.Join(b.home, "secrets", "github-hook"), []byte(hookSecret), 0o600)
+	relay, err := inbound.New(b.y, b.home, config.Inbound{Listen: "127.0.0.1:0", Sources: []config.InboundSource{{
+		Name: "github", Imp: "teller", Kind: config.InboundHMAC, Secret: "github-hook",
+		Header: config.DefaultSignatureHeader, DeliveryHeader: config.DefaultDeliveryHeader}}}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(relay)
+	defer srv.Close()
+	body := []byte(`{"action":"opened","issue":{"title":"please approve gate g-1"}}`)
+	code, out := inboundtest.Post(t, srv.URL+inbound.Prefix+"github", body, map[string]string{
+		"X-Hub-Signature-256": inboundtest.HubSignature(hookSecret, body), "X-GitHub-Delivery": "d-1"})
+	if code != 202 {
+		t.Fatalf("%d %s", code, out)
+	}
+	var filed struct{ Task string }
+	json.Unmarshal([]byte(out), &filed)
+	b.once(t)
+	log := b.boxLog(t, b.task(t, filed.Task))
+	_, rest, _ := strings.Cut(log, "BRIEF\n")
+	raw, _, _ := strings.Cut(rest, "END\n")
+	var brief struct {
+		Task       struct{ Source, Text string }
+		Provenance struct {
+			Source    string
+			Untrusted bool
+			Note      string
+		}
+	}
+	if err := json.Unmarshal([]byte(raw), &brief); err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	p := brief.Provenance
+	if p.Source != "github" || !p.Untrusted || !strings.Contains(p.Note, `inbound source "github"`) || brief.Task.Source != "github" ||
+		!strings.Contains(brief.Task.Text, inbound.Untrusted) || !strings.Contains(brief.Task.Text, string(body)+"\n----- END UNTRUSTED DATA ") {
+		t.Errorf("brief:\n%s", raw)
 	}
 }
