@@ -105,6 +105,11 @@ func (o *Org) checkInbound(p string, b []byte) error {
 			if len(s.Owners) == 0 {
 				return bad(p, b, "owners", "%s (%s): name the Discord user ids allowed to file tasks", where, s.Name)
 			}
+			for _, u := range s.Owners {
+				if u == "" || len(u) > 32 || strings.Trim(u, "0123456789") != "" {
+					return bad(p, b, "owners", "%s (%s): %q is not a Discord user id (digits)", where, s.Name, u)
+				}
+			}
 			if s.Secret != "" || s.Header != "" || s.DeliveryHeader != "" {
 				return bad(p, b, "secret", "%s (%s): secret, header and delivery_header are for hmac-sha256 sources", where, s.Name)
 			}

@@ -49,6 +49,7 @@ owners = ["80351110224678912"]
 		{src("name = \"d\"\nimp = \"yuko\"\nkind = \"discord\"\npublic_key = \"abcd\"\nowners = [\"1\"]\n"), `64 hex digits`},
 		{src("name = \"d\"\nimp = \"yuko\"\nkind = \"discord\"\npublic_key = \"" + discordKey + "\"\n"), `name the Discord user ids`},
 		{src("name = \"d\"\nimp = \"yuko\"\nkind = \"discord\"\npublic_key = \"" + discordKey + "\"\nowners = [\"1\"]\nsecret = \"s\"\n"), `are for hmac-sha256 sources`},
+		{src("name = \"d\"\nimp = \"yuko\"\nkind = \"discord\"\npublic_key = \"" + discordKey + "\"\nowners = [\"alice\"]\n"), `"alice" is not a Discord user id`},
 		{src("name = \"d\"\nimp = \"yuko\"\nkind = \"slack\"\n"), `kind "slack" is not hmac-sha256 or discord`},
 		{src("name = \"d\"\nimp = \"yuko\"\nkind = \"discord\"\nsignature = \"x\"\n"), `unknown key "inbound.source.signature"`},
 	} {
