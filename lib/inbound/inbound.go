@@ -174,7 +174,8 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.logf("error: inbound %s: recording the delivery: %v", rec.Source, err)
 	}
 	if d.err != nil {
-		r.logf("inbound %s: refused %s: %v", rec.Source, rec.Delivery, d.err)
+		// Refusals are in the audit log only: anyone on the network can
+		// make them, and the daemon's log is not for them to fill.
 		http.Error(w, d.shown(), d.status)
 		return
 	}
