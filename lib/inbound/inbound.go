@@ -7,7 +7,7 @@
 // before anything in it is read. A verified delivery files one task for
 // its source's imp, the content fenced as untrusted data with the source
 // recorded (lib/queue's source field); it is never a command to anyone.
-// inbound/<source>/seen.json remembers the deliveries filed, so a replay
+// inbound/<source>/seen/ remembers the deliveries filed, so a replay
 // files nothing twice, across restarts; every delivery, accepted or
 // refused, is one line of the audit log (runs/decisions.jsonl).
 package inbound
@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/impyard/impyard/lib/config"
@@ -71,6 +72,10 @@ type Relay struct {
 	logf    func(format string, a ...any)
 	// now is the clock that stamps records and judges Discord's window.
 	now func() time.Time
+
+	mu sync.Mutex
+	// pruned is when each source's markers were last pruned.
+	pruned map[string]time.Time
 }
 
 // source is a configured source with its verifying key.
@@ -86,7 +91,7 @@ func New(y *yard.Yard, h string, in config.Inbound, logf func(format string, a .
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	r := &Relay{yard: y, sources: map[string]*source{}, slots: make(chan struct{}, InFlight), logf: logf, now: time.Now}
+	r := &Relay{yard: y, sources: map[string]*source{}, slots: make(chan struct{}, InFlight), logf: logf, now: time.Now, pruned: map[string]time.Time{}}
 	for _, s := range in.Sources {
 		// An imp without imp.toml would only collect tasks no box runs.
 		// One whose imp.toml does not load is the supervisor's to report:

@@ -1,33 +1,35 @@
 package inbound
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/store"
 )
 
-// Retention is how long inbound/<source>/seen.json remembers a delivery.
-// A replay older than that is still caught by the queue's once marker,
-// keyed on the body; the file is pruned so it stays small.
+// Retention is how long inbound/<source>/seen/ remembers a delivery. A
+// replay older than that is still caught by the queue's once marker,
+// keyed on the body; the markers are pruned so the directory stays small.
 const Retention = 30 * 24 * time.Hour
 
-// seenName is the replay memory in a source's directory.
-const seenName = "seen.json"
+// pruneEvery is how often a source's markers are scanned for expired ones.
+const pruneEvery = time.Hour
 
-// Kind and major of seen.json.
-const (
-	seenKind  = "seen"
-	seenMajor = 1
-)
+// seenDir, in a source's directory, holds one marker per key filed (a
+// delivery id, an interaction id, a body's hash): a file a key costs the
+// same however many are remembered, where one file of them all would be
+// rewritten whole at every delivery.
+const seenDir = "seen"
 
-// seen is seen.json: each key filed (a delivery id, an interaction id, a
-// body's hash) with when.
-type seen struct {
-	Schema string               `json:"schema"`
-	Seen   map[string]time.Time `json:"seen"`
+// seenName is key's marker: the key hashed, so any key is a safe name.
+func seenName(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(seenDir, hex.EncodeToString(sum[:16]))
 }
 
 // dir is inbound/<source>, the source's store directory.
@@ -49,13 +51,18 @@ func (r *Relay) file(src *source, keys []string, text string, proactive bool) (s
 	}
 	var taskID string
 	err = d.Update(func(tx *store.Tx) error {
-		s, err := readSeen(tx)
-		if err != nil {
+		now := store.Second(r.now())
+		if err := r.prune(tx, src.Name, now); err != nil {
 			return err
 		}
 		for _, k := range keys {
-			if at, ok := s.Seen[k]; ok {
-				return fmt.Errorf("%w: %s was filed at %s", ErrReplay, k, at.Format(time.RFC3339))
+			b, err := tx.Read(seenName(k))
+			if err == nil {
+				at, _, _ := strings.Cut(string(b), " ")
+				return fmt.Errorf("%w: %s was filed at %s", ErrReplay, k, at)
+			}
+			if !store.IsNotExist(err) {
+				return err
 			}
 		}
 		id, existed, err := queue.Add(r.yard, queue.AddOptions{
@@ -68,21 +75,10 @@ func (r *Relay) file(src *source, keys []string, text string, proactive bool) (s
 		if err != nil {
 			r.logf("warning: inbound %s: task %s: %v", src.Name, id, err)
 		}
-		now := store.Second(r.now())
-		for k, at := range s.Seen {
-			if now.Sub(at) > Retention {
-				delete(s.Seen, k)
-			}
-		}
 		for _, k := range keys {
-			s.Seen[k] = now
-		}
-		b, err := store.Encode(s)
-		if err != nil {
-			return err
-		}
-		if err := tx.Write(seenName, b); err != nil {
-			return err
+			if err := tx.Write(seenName(k), []byte(store.FormatTime(now)+" "+k+"\n")); err != nil {
+				return err
+			}
 		}
 		if existed {
 			return fmt.Errorf("%w: task %s was filed for it", ErrReplay, id)
@@ -93,20 +89,33 @@ func (r *Relay) file(src *source, keys []string, text string, proactive bool) (s
 	return taskID, err
 }
 
-func readSeen(tx *store.Tx) (*seen, error) {
-	s := &seen{Schema: store.Schema(seenKind, seenMajor), Seen: map[string]time.Time{}}
-	b, err := tx.Read(seenName)
+// prune removes the source's markers older than Retention, by their
+// modification time, at most once every pruneEvery.
+func (r *Relay) prune(tx *store.Tx, name string, now time.Time) error {
+	r.mu.Lock()
+	due := now.Sub(r.pruned[name]) >= pruneEvery
+	if due {
+		r.pruned[name] = now
+	}
+	r.mu.Unlock()
+	if !due {
+		return nil
+	}
+	entries, err := store.ReadDirIn(r.yard.Root, filepath.Join("inbound", name, seenDir))
 	if store.IsNotExist(err) {
-		return s, nil
+		return nil
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := store.Decode(tx.Path(seenName), b, seenKind, seenMajor, s); err != nil {
-		return nil, err
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil || now.Sub(fi.ModTime()) <= Retention {
+			continue
+		}
+		if err := tx.Remove(filepath.Join(seenDir, e.Name())); err != nil {
+			return err
+		}
 	}
-	if s.Seen == nil {
-		s.Seen = map[string]time.Time{}
-	}
-	return s, nil
+	return nil
 }
