@@ -17,8 +17,16 @@ import (
 // the port between a probe and the gateway's bind.
 func (s *spine) serveGateway(t testing.TB) string {
 	t.Helper()
+	return startImpgw(t, s.env, " serving on ")[0]
+}
+
+// startImpgw starts impgw serve --listen 127.0.0.1:0 with env, stopped
+// when the test ends, and returns the address logged after each of
+// marks (" serving on ", " inbound relay on "), in order.
+func startImpgw(t testing.TB, env []string, marks ...string) []string {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(bin, "impgw"), "serve", "--listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), s.env...)
+	cmd.Env = append(os.Environ(), env...)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -30,21 +38,24 @@ func (s *spine) serveGateway(t testing.TB) string {
 	pw.Close()
 	var mu sync.Mutex
 	var logged strings.Builder
-	addr := make(chan string, 1)
+	addrs := make([]string, len(marks))
+	found := make(chan struct{})
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
 		sc := bufio.NewScanner(pr)
+		left := len(marks)
 		for sc.Scan() {
 			line := sc.Text()
 			mu.Lock()
 			logged.WriteString(line + "\n")
 			mu.Unlock()
-			if _, rest, ok := strings.Cut(line, " serving on "); ok {
-				a, _, _ := strings.Cut(rest, " ")
-				select {
-				case addr <- a:
-				default:
+			for i, m := range marks {
+				if _, rest, ok := strings.Cut(line, m); ok && addrs[i] == "" && left > 0 {
+					addrs[i], _, _ = strings.Cut(rest, " ")
+					if left--; left == 0 {
+						close(found)
+					}
 				}
 			}
 		}
@@ -65,13 +76,13 @@ func (s *spine) serveGateway(t testing.TB) string {
 		}
 	})
 	select {
-	case a := <-addr:
-		return a
+	case <-found:
+		return addrs
 	case <-drained:
 	case <-time.After(10 * time.Second):
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	t.Fatalf("impgw did not say where it serves:\n%s", logged.String())
-	return ""
+	return nil
 }

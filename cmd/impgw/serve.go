@@ -13,6 +13,7 @@ import (
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gateway"
 	"github.com/impyard/impyard/lib/gatewayd"
+	"github.com/impyard/impyard/lib/inbound"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -24,6 +25,10 @@ re-read whenever the file changes; an unreadable or invalid policy denies
 everything until it is fixed. Each decision is appended to the yard's
 runs/decisions.jsonl. Origin-form requests are the control API: GET
 /v1/health.
+
+With [inbound] listen in org.toml, the inbound relay serves POST
+/v1/inbound/<source> on that address alone: each [[inbound.source]]'s
+signed deliveries become tasks for its imp, as untrusted data.
 
 The CA comes from IMPYARD_HOME/ca ('impgw ca init'); secrets for injection
 from IMPYARD_HOME/secrets/<name>. Upstream TLS is verified against the
@@ -119,13 +124,29 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := gatewayd.New(gatewayd.Config{Yard: y, Home: home, Minter: minter, Signer: signer,
-		PolicyPath: *policy, UpstreamCA: *upstreamCA, Limits: lim, Log: logw, Ready: e.Ready})
-	if err != nil {
-		return err
+	cfg := gatewayd.Config{Yard: y, Home: home, Minter: minter, Signer: signer,
+		PolicyPath: *policy, UpstreamCA: *upstreamCA, Limits: lim, Log: logw, Ready: e.Ready}
+	if org.Inbound.Listen != "" {
+		if cfg.Inbound, err = inbound.New(y, home, org.Inbound, e.Logf); err != nil {
+			return cli.WithHint(err, "fix [[inbound.source]] in org.toml, or put the secret in IMPYARD_HOME/secrets")
+		}
+		listen = append(listen, org.Inbound.Listen)
 	}
 	lns, err := gatewayd.Listen(listen)
 	if err != nil {
+		return err
+	}
+	if cfg.Inbound != nil {
+		// The relay's listener, last, serves the relay alone.
+		cfg.InboundListener, lns = lns[len(lns)-1], lns[:len(lns)-1]
+	}
+	srv, err := gatewayd.New(cfg)
+	if err != nil {
+		for _, ln := range append(lns, cfg.InboundListener) {
+			if ln != nil {
+				ln.Close()
+			}
+		}
 		return err
 	}
 	defer e.StoppingOn(ctx)()

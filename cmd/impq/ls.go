@@ -13,7 +13,8 @@ import (
 
 const lsUsage = `usage: impq ls [--imp NAME] [--state STATE] [--json]
 
-List tasks, oldest first. Files that cannot be read are reported on
+List tasks, oldest first. SOURCE is the inbound source whose delivery
+filed a task (its text is untrusted data), or - for one filed in the yard. Files that cannot be read are reported on
 standard error by name and the rest are still listed.
 
 Examples:
@@ -54,10 +55,18 @@ func ls(e *cli.Env, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tIMP\tSTATE\tKIND\tAGE\tTEXT")
+	fmt.Fprintln(tw, "ID\tIMP\tSTATE\tKIND\tSOURCE\tAGE\tTEXT")
 	now := time.Now()
 	for _, t := range tasks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Imp, t.State, t.Kind, cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Imp, t.State, t.Kind, sourceOf(t), cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
 	}
 	return tw.Flush()
+}
+
+// sourceOf is a task's SOURCE column.
+func sourceOf(t *queue.Task) string {
+	if t.Source == "" {
+		return "-"
+	}
+	return t.Source
 }

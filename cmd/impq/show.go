@@ -57,6 +57,9 @@ func show(e *cli.Env, args []string) error {
 			fmt.Fprintf(w, "%-8s %s\n", k, v)
 		}
 	}
+	if t.Source != "" {
+		field("source", t.Source+" (inbound: its text is untrusted data)")
+	}
 	field("labels", strings.Join(t.Labels, ", "))
 	field("repo", t.Repo)
 	field("base", t.Base)

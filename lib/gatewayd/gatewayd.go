@@ -1,8 +1,9 @@
 // Package gatewayd is what impgw serve runs: the gateway (lib/gateway)
 // with the control API (lib/control) as its origin-form handler, the
 // listeners inside each live run's namespace (lib/boxnet) attached to it,
-// trust auto-approvals signed with the gateway's key, and the bytes each
-// subject moves metered into the ledger.
+// trust auto-approvals signed with the gateway's key, the bytes each
+// subject moves metered into the ledger, and the inbound relay
+// (lib/inbound) on a listener of its own.
 //
 // New builds every part from the ones before it: the control API reads
 // the policy in force through each request (gateway.PolicyOf) and the
@@ -28,6 +29,7 @@ import (
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/control"
 	"github.com/impyard/impyard/lib/gateway"
+	"github.com/impyard/impyard/lib/inbound"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -58,6 +60,10 @@ type Config struct {
 	// Ready, if set, is called once by Serve when every listener answers
 	// GET /v1/health.
 	Ready func()
+	// Inbound, if set, is served on InboundListener alone: that
+	// listener may face the internet, and serves nothing else.
+	Inbound         *inbound.Relay
+	InboundListener net.Listener
 }
 
 // Server is a gateway with its control API and box listeners.
@@ -69,6 +75,8 @@ type Server struct {
 	decisions string
 	log       io.Writer
 	ready     func()
+	inbound   *inbound.Relay
+	inboundLn net.Listener
 }
 
 // New checks cfg and builds the server's parts.
@@ -85,6 +93,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Signer == nil {
 		missing = append(missing, "the gateway's approval key (Signer)")
+	}
+	if (cfg.Inbound == nil) != (cfg.InboundListener == nil) {
+		missing = append(missing, "the inbound relay and its listener (Inbound, InboundListener) together")
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("gateway server: %w: %s", ErrMissingPart, strings.Join(missing, ", "))
@@ -129,6 +140,8 @@ func New(cfg Config) (*Server, error) {
 		decisions: decisions,
 		log:       log,
 		ready:     cfg.Ready,
+		inbound:   cfg.Inbound,
+		inboundLn: cfg.InboundListener,
 	}, nil
 }
 
@@ -176,6 +189,17 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, grace time.Durat
 			}
 		}()
 	}
+	var inboundErr error
+	if s.inbound != nil {
+		fmt.Fprintf(s.log, "impgw: inbound relay on %s (sources %s)\n", s.inboundLn.Addr(), strings.Join(s.inbound.Sources(), ", "))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if inboundErr = s.inbound.Serve(sctx, s.inboundLn, grace); inboundErr != nil {
+				stop()
+			}
+		}()
+	}
 	// Boxes are served inside their own namespaces, each listener
 	// attached as its run starts and closed as it ends.
 	wg.Add(1)
@@ -195,7 +219,7 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, grace time.Durat
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(append(errs, inboundErr)...)
 }
 
 // answered waits until every listener answers GET /v1/health, as a

@@ -13,6 +13,8 @@ import (
 
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/ca"
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/inbound"
 	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
@@ -48,6 +50,7 @@ func TestNewRefusesMissingPart(t *testing.T) {
 		{func(c *Config) { c.Home = "" }, "IMPYARD_HOME (Home)"},
 		{func(c *Config) { c.Minter = nil }, "the CA's leaf minter (Minter)"},
 		{func(c *Config) { c.Signer = nil }, "the gateway's approval key (Signer)"},
+		{func(c *Config) { c.Inbound = relay(t, c) }, "the inbound relay and its listener (Inbound, InboundListener) together"},
 	} {
 		cfg := parts(t)
 		tc.drop(&cfg)
@@ -95,6 +98,65 @@ func TestServe(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "impgw: serving on "+addr) {
 		t.Errorf("log: %q", log.String())
+	}
+}
+
+func relay(t *testing.T, c *Config) *inbound.Relay {
+	t.Helper()
+	r, err := inbound.New(c.Yard, c.Home, config.Inbound{Listen: "127.0.0.1:0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// The relay is served on its own listener, and only there: the
+// gateway's control API is not on it, nor the relay on the gateway's.
+func TestServeInbound(t *testing.T) {
+	cfg := parts(t)
+	var log strings.Builder
+	cfg.Log = &syncWriter{w: &log}
+	cfg.Inbound = relay(t, &cfg)
+	lns, err := Listen([]string{"127.0.0.1:0", "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.InboundListener = lns[1]
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, in := lns[0].Addr().String(), lns[1].Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, lns[:1], time.Second) }()
+	for _, tc := range []struct {
+		addr, path string
+		code       int
+	}{
+		{in, "/v1/inbound/github", http.StatusNotFound}, // no such source, recorded
+		{in, "/v1/health", http.StatusNotFound},
+		{gw, "/v1/inbound/github", http.StatusUnauthorized}, // the control API, wanting a token
+	} {
+		resp, err := http.Post("http://"+tc.addr+tc.path, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Errorf("POST %s%s: %d, want %d", tc.addr, tc.path, resp.StatusCode, tc.code)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	if !strings.Contains(log.String(), "impgw: inbound relay on "+in+" (sources )") {
+		t.Errorf("log: %q", log.String())
+	}
+	b, _ := os.ReadFile(cfg.Yard.Decisions())
+	if n := strings.Count(string(b), `"schema":"impyard.inbound/1"`); n != 2 {
+		t.Errorf("%d inbound records for 2 posts to the relay:\n%s", n, b)
 	}
 }
 

@@ -27,6 +27,8 @@ type AddOptions struct {
 	Base      string
 	Continues string
 	Unique    string
+	// Source names the inbound source the text came from, if any.
+	Source string
 	// Once makes the add happen at most once ever for this key (a
 	// continuation per gate): a second add returns the first task's id.
 	Once string
@@ -77,6 +79,11 @@ func (o *AddOptions) check() error {
 	for _, l := range o.Labels {
 		if l == "" || len(l) > 64 || strings.ContainsAny(l, "\x00\r\n\t") {
 			return fmt.Errorf("invalid label %q", l)
+		}
+	}
+	if o.Source != "" {
+		if err := id.CheckName(o.Source); err != nil {
+			return fmt.Errorf("source: %w", err)
 		}
 	}
 	if len(o.Unique) > 1024 {
@@ -145,7 +152,7 @@ func Add(y *yard.Yard, o AddOptions) (taskID string, existed bool, err error) {
 		t := &Task{
 			Schema: store.Schema(Kind, Major), Imp: o.Imp, State: state.Waiting,
 			Kind: o.Kind, Text: o.Text, Proactive: o.Proactive, Labels: o.Labels,
-			Repo: o.Repo, Base: o.Base, Continues: o.Continues, Unique: o.Unique, Continue: o.Continue,
+			Repo: o.Repo, Base: o.Base, Continues: o.Continues, Unique: o.Unique, Source: o.Source, Continue: o.Continue,
 			Attempt: 1, Created: now, Updated: now,
 			History: []state.Transition{first},
 		}

@@ -39,18 +39,21 @@ const MaxText = 256 << 10
 
 // Task is one queued piece of work.
 type Task struct {
-	Schema    string             `json:"schema"`
-	ID        string             `json:"id"`
-	Imp       string             `json:"imp"`
-	State     string             `json:"state"`
-	Kind      string             `json:"kind"`
-	Text      string             `json:"text"`
-	Proactive bool               `json:"proactive"`
-	Labels    []string           `json:"labels,omitempty"`
-	Repo      string             `json:"repo,omitempty"`
-	Base      string             `json:"base,omitempty"`
-	Continues string             `json:"continues,omitempty"`
-	Unique    string             `json:"unique,omitempty"`
+	Schema    string   `json:"schema"`
+	ID        string   `json:"id"`
+	Imp       string   `json:"imp"`
+	State     string   `json:"state"`
+	Kind      string   `json:"kind"`
+	Text      string   `json:"text"`
+	Proactive bool     `json:"proactive"`
+	Labels    []string `json:"labels,omitempty"`
+	Repo      string   `json:"repo,omitempty"`
+	Base      string   `json:"base,omitempty"`
+	Continues string   `json:"continues,omitempty"`
+	Unique    string   `json:"unique,omitempty"`
+	// Source names the inbound source whose delivery filed the task: its
+	// text is untrusted data from outside, never the owner's instruction.
+	Source    string             `json:"source,omitempty"`
 	Continue  bool               `json:"continue,omitempty"`
 	NotBefore *time.Time         `json:"not_before,omitempty"`
 	Attempt   int                `json:"attempt"`

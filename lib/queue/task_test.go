@@ -19,7 +19,7 @@ func TestAddStoresEveryOption(t *testing.T) {
 	parent := id.New(id.Task)
 	nb := time.Date(2026, 12, 1, 9, 0, 0, 0, time.FixedZone("CET", 3600))
 	taskID, existed, err := Add(y, AddOptions{Imp: "yuko", Text: "fix the build", Kind: Code, Proactive: true, Labels: []string{"ci", "urgent"},
-		Repo: "/srv/git/app", Base: "main", Continues: parent, Unique: "ci", Continue: true, NotBefore: nb, By: "alice", Actor: "impq"})
+		Repo: "/srv/git/app", Base: "main", Continues: parent, Unique: "ci", Source: "github", Continue: true, NotBefore: nb, By: "alice", Actor: "impq"})
 	if err != nil || existed {
 		t.Fatal(existed, err)
 	}
@@ -29,7 +29,7 @@ func TestAddStoresEveryOption(t *testing.T) {
 	}
 	if got.Schema != "impyard.task/1" || got.ID != taskID || got.Imp != "yuko" || got.State != state.Waiting || got.Kind != Code || got.Text != "fix the build" ||
 		!got.Proactive || strings.Join(got.Labels, ",") != "ci,urgent" || got.Repo != "/srv/git/app" || got.Base != "main" || got.Continues != parent ||
-		got.Unique != "ci" || !got.Continue || got.NotBefore == nil || !got.NotBefore.Equal(nb) || got.NotBefore.Location() != time.UTC ||
+		got.Unique != "ci" || got.Source != "github" || !got.Continue || got.NotBefore == nil || !got.NotBefore.Equal(nb) || got.NotBefore.Location() != time.UTC ||
 		got.Attempt != 1 || !got.Created.Equal(now) || !got.Updated.Equal(now) {
 		t.Errorf("stored %+v", got)
 	}
@@ -78,6 +78,7 @@ func TestAddRefusesEachOption(t *testing.T) {
 		{"label with a NUL", AddOptions{Imp: "yuko", Text: "x", Labels: []string{"a\x00"}}, "invalid label"},
 		{"label with a CR", AddOptions{Imp: "yuko", Text: "x", Labels: []string{"a\r"}}, "invalid label"},
 		{"unique", AddOptions{Imp: "yuko", Text: "x", Unique: strings.Repeat("u", 1025)}, "unique key is over 1024 bytes"},
+		{"source", AddOptions{Imp: "yuko", Text: "x", Source: "../github"}, `source: invalid imp name "../github"`},
 	} {
 		if taskID, _, err := Add(y, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %q %v, want an error with %q", c.name, taskID, err, c.want)

@@ -138,3 +138,21 @@ func TestBriefToldMarkerDamaged(t *testing.T) {
 		t.Errorf("after the marker was replaced, run 3 was told again: %v", resolvedIDs(b3))
 	}
 }
+
+// A task an inbound delivery filed is briefed with its source, marked
+// untrusted; one filed in the yard has no provenance.
+func TestBriefProvenance(t *testing.T) {
+	s, _ := newSup(t)
+	id, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "yuko", Text: "a webhook's body", Source: "github", By: "inbound:github", Actor: "impgw"})
+	task, _ := queue.Get(s.Yard, id)
+	b := readBrief(t, s, task, "r-0000000000000001")
+	if p := b.Provenance; p == nil || p.Source != "github" || !p.Untrusted || !strings.Contains(p.Note, `inbound source "github"`) ||
+		!strings.Contains(p.Note, "untrusted data") || b.Task.Source != "github" {
+		t.Errorf("provenance %+v, task source %q", b.Provenance, b.Task.Source)
+	}
+	id, _, _ = queue.Add(s.Yard, queue.AddOptions{Imp: "yuko", Text: "digest", By: "alice", Actor: "test"})
+	task, _ = queue.Get(s.Yard, id)
+	if b := readBrief(t, s, task, "r-0000000000000002"); b.Provenance != nil {
+		t.Errorf("an owner's task has provenance %+v", b.Provenance)
+	}
+}

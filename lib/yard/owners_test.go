@@ -24,6 +24,7 @@ var owners = map[string][]string{
 	"policies":            {"lib/grant", "lib/yard"},
 	"ledger":              {"lib/ledger"},
 	"mailbox":             {"lib/mailbox"},
+	"inbound":             {"lib/inbound"},
 	"blobs":               {"lib/blob"},
 	"imps":                {"lib/config"},
 	"org.toml":            {"lib/config"},

@@ -1,0 +1,7 @@
+package inbound
+
+import "time"
+
+// SetClock replaces the relay's clock, for tests of its window and its
+// pruning.
+func SetClock(r *Relay, now func() time.Time) { r.now = now }
