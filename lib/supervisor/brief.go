@@ -36,16 +36,10 @@ type Brief struct {
 	Journal   []json.RawMessage `json:"journal"`
 }
 
-// Kind and major of brief.json.
-const (
-	briefKind  = "brief"
-	briefMajor = 1
-)
-
 // writeBrief writes runs/<run-id>/brief.json, readable by the box's user.
 // It marks nothing: see delivered.
 func (s *Supervisor) writeBrief(t *queue.Task, runID string) (string, error) {
-	b := Brief{Schema: store.Schema(briefKind, briefMajor), Run: runID, Task: t, Open: []*gate.Gate{}, Resolved: []*gate.Gate{}, Journal: []json.RawMessage{}}
+	b := Brief{Schema: store.Schema(run.BriefKind, run.BriefMajor), Run: runID, Task: t, Open: []*gate.Gate{}, Resolved: []*gate.Gate{}, Journal: []json.RawMessage{}}
 	if t.Continues != "" {
 		b.Continues, _ = queue.Get(s.Yard, t.Continues)
 	}
@@ -87,10 +81,10 @@ func (s *Supervisor) writeBrief(t *queue.Task, runID string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := d.Update(func(tx *store.Tx) error { return tx.Write("brief.json", data) }); err != nil {
+	if err := d.Update(func(tx *store.Tx) error { return tx.Write(run.BriefFile, data) }); err != nil {
 		return "", err
 	}
-	p := run.Path(s.Yard, runID, "brief.json")
+	p := run.Path(s.Yard, runID, run.BriefFile)
 	// The box reads it as its own, unprivileged user.
 	return p, os.Chmod(p, 0o644)
 }
@@ -101,13 +95,13 @@ func (s *Supervisor) writeBrief(t *queue.Task, runID string) (string, error) {
 // adopts, in case the supervisor stopped in between; a second call
 // changes nothing.
 func (s *Supervisor) delivered(imp, runID string) error {
-	p := run.Path(s.Yard, runID, "brief.json")
+	p := run.Path(s.Yard, runID, run.BriefFile)
 	raw, err := store.ReadFile(p)
 	if err != nil {
 		return err
 	}
 	var b Brief
-	if err := store.Decode(p, raw, briefKind, briefMajor, &b); err != nil {
+	if err := store.Decode(p, raw, run.BriefKind, run.BriefMajor, &b); err != nil {
 		return err
 	}
 	if b.Run != runID {
