@@ -38,6 +38,28 @@ func (b *boxYard) briefOf(t *testing.T, taskID string) (brief struct {
 	return brief, log
 }
 
+// onceUntil runs impsup once in the background and returns, with the
+// channel its output will come on, once the box of taskID's first run has
+// printed mark: the box is running then.
+func (b *boxYard) onceUntil(t *testing.T, taskID, mark string) (done chan string, runID string) {
+	t.Helper()
+	done = make(chan string, 1)
+	go func() { out, _ := b.run(t, "impsup", "once"); done <- out }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if task := b.task(t, taskID); len(task.Runs) > 0 {
+			runID = task.Runs[0]
+			if log, _ := os.ReadFile(runrec.Path(b.y, runID, "box.log")); strings.Contains(string(log), mark) {
+				return done, runID
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the box of task %s did not print %q", taskID, mark)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func ids(list []struct{ ID string }) string {
 	var out []string
 	for _, x := range list {
@@ -73,23 +95,8 @@ func TestBriefTellsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := b.add(t, "teller", "wait")
-	done := make(chan string, 1)
-	go func() { out, _ := b.run(t, "impsup", "once"); done <- out }()
 	// Decide the gate once the box has printed its brief, while it runs.
-	deadline := time.Now().Add(30 * time.Second)
-	var runID string
-	for {
-		if task := b.task(t, first); len(task.Runs) > 0 {
-			runID = task.Runs[0]
-			if log, _ := os.ReadFile(runrec.Path(b.y, runID, "box.log")); strings.Contains(string(log), "END\n") {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the first box did not print its brief")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	done, runID := b.onceUntil(t, first, "END\n")
 	if out, err := b.run(t, "impgate", "deny", "--reason", "not now", g.ID); err != nil {
 		t.Fatalf("deny: %v %s", err, out)
 	}
@@ -174,22 +181,7 @@ func TestMailboxReachesRunningBox(t *testing.T) {
 	}
 	early, earlyFile := tell("poller", "read the brief first")
 	taskID := b.add(t, "poller", "wait")
-	done := make(chan string, 1)
-	go func() { out, _ := b.run(t, "impsup", "once"); done <- out }()
-	deadline := time.Now().Add(30 * time.Second)
-	var runID string
-	for {
-		if task := b.task(t, taskID); len(task.Runs) > 0 {
-			runID = task.Runs[0]
-			if log, _ := os.ReadFile(runrec.Path(b.y, runID, "box.log")); strings.Contains(string(log), "POLLED 1\n") {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the box did not poll")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	done, runID := b.onceUntil(t, taskID, "POLLED 1\n")
 	live, liveFile := tell("poller", "skip the sports section")
 	_, otherFile := tell("other", "for another imp")
 	if err := os.WriteFile(runrec.Path(b.y, runID, "work", "go"), nil, 0o644); err != nil {
