@@ -34,7 +34,7 @@ func (s *Supervisor) schedules() {
 			continue
 		}
 		if err != nil {
-			s.logOnce(s.Yard.Path("imps", name, "imp.toml"), "imp %s: no schedule fires: %v", name, err)
+			s.logOnce(config.ImpPath(s.Yard, name), "imp %s: no schedule fires: %v", name, err)
 			continue
 		}
 		for _, e := range cfg.Schedule.List {
