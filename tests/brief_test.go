@@ -134,14 +134,42 @@ func jsonString(s string) string {
 	return string(b)
 }
 
-// poller prints its brief, polls its mailbox once, waits until the test
-// leaves /work/go, then polls twice more: an agent's turn boundaries.
+// poller prints its brief, polls its mailbox once with pollCmd, waits
+// until the test leaves /work/go, then polls twice more: an agent's turn
+// boundaries.
 const poller = `echo BRIEF; cat /etc/impyard/brief.json; echo END
-poll() { echo "POLL $1"; wget -Y off -q -O - --header "Authorization: Bearer $IMPYARD_TOKEN" "$IMPYARD_GATEWAY/v1/mailbox"; echo; echo "POLLED $1"; }
+poll() { echo "POLL $1"; %s; echo; echo "POLLED $1"; }
 poll 1
 while [ ! -e /work/go ]; do sleep 0.05; done
 poll 2
 poll 3`
+
+// manDisplay is the literal display of a man page that holds want, as sh
+// reads it.
+func manDisplay(t *testing.T, page, want string) string {
+	t.Helper()
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block []string
+	literal := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(line, ".Bd -literal"):
+			literal, block = true, nil
+		case strings.HasPrefix(line, ".Ed"):
+			if literal && strings.Contains(strings.Join(block, "\n"), want) {
+				return strings.Join(block, "\n")
+			}
+			literal = false
+		case literal:
+			block = append(block, unroff(line))
+		}
+	}
+	t.Fatalf("%s has no display with %q", page, want)
+	return ""
+}
 
 // polled is what poll n of log's box got from /v1/mailbox.
 func polled(t *testing.T, log string, n int) string {
@@ -165,12 +193,15 @@ func polled(t *testing.T, log string, n int) string {
 }
 
 // TestMailboxReachesRunningBox: a message told while a box runs reaches
-// its next poll of /v1/mailbox, marked delivered to its run, and no later
-// poll; the brief still carries what waited at start, which no poll
-// repeats; another imp's message reaches no poll of this box.
+// its next poll of /v1/mailbox (the command of impgw(8)), marked delivered
+// to its run, and no later poll; the brief still carries what waited at
+// start, which no poll repeats; another imp's message reaches no poll of
+// this box.
 func TestMailboxReachesRunningBox(t *testing.T) {
 	b := newBoxYard(t)
-	b.imp(t, "poller", map[string]string{"command": `["/bin/sh", "-c", ` + jsonString(poller) + `, "sh"]`})
+	// The box polls as impgw(8) shows; its busybox has wget, not curl.
+	poll := manDisplay(t, "../man/impgw.8", "wget -Y off")
+	b.imp(t, "poller", map[string]string{"command": `["/bin/sh", "-c", ` + jsonString(fmt.Sprintf(poller, poll)) + `, "sh"]`})
 	tell := func(imp, text string) (string, string) {
 		out, err := b.run(t, "impq", "tell", "--imp", imp, text)
 		if err != nil {
