@@ -24,7 +24,9 @@ const JournalSlice = 50
 // carries the imp's decided gates no earlier box was told of and its
 // undelivered messages, and only once the box runs does delivered record
 // them as told to its run. A box that fails to start tells nobody, so its
-// brief's news waits for the next.
+// brief's news waits for the next. A message left while a box of the imp
+// runs may reach that box first, when it polls GET /v1/mailbox (see
+// lib/control), and is then in no later brief.
 type Brief struct {
 	Schema    string            `json:"schema"`
 	Run       string            `json:"run"`
