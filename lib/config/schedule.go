@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -68,8 +69,10 @@ func (s *Schedules) UnmarshalTOML(v any) error {
 	case []map[string]any:
 		s.raw = v
 		return nil
+	case map[string]any:
+		return errors.New("[schedule] is one table: write each entry as [[schedule]]")
 	}
-	return fmt.Errorf("schedule: want [[schedule]] tables (cron, task, kind, proactive, continue), or the old single schedule = \"CRON\"; not a %T", v)
+	return fmt.Errorf("want [[schedule]] tables (%s), or the old single schedule = \"CRON\"; not %v", strings.Join(scheduleKeys, ", "), v)
 }
 
 // checkSchedules reads and checks im.Schedule's entries, naming the entry

@@ -82,7 +82,8 @@ func TestSchedulesRefused(t *testing.T) {
 		{"repeated entry", "[[schedule]]\ncron = \"@daily\"\ntask = \"t\"\n[[schedule]]\ncron = \"@daily\"\ntask = \"t\"\n", `imp.toml:5: [[schedule]] #2: repeats #1`},
 		{"schedule_task with entries", "schedule_task = \"t\"\n[[schedule]]\ncron = \"@daily\"\n", `imp.toml:2: key "schedule_task": schedule_task goes with the old single schedule`},
 		{"old form, bad cron", "schedule = \"every tuesday\"\n", `imp.toml:2: key "schedule": invalid cron expression "every tuesday"`},
-		{"a number", "schedule = 5\n", `want [[schedule]] tables`},
+		{"a number", "schedule = 5\n", `imp.toml:2: key "schedule": want [[schedule]] tables (cron, task, kind, proactive, continue), or the old single schedule = "CRON"; not 5`},
+		{"one table", "[schedule]\ncron = \"@daily\"\n", `imp.toml:2: key "schedule": [schedule] is one table: write each entry as [[schedule]]`},
 	} {
 		_, err := loadImpText(t, "command = [\"x\"]\n"+c.conf)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
