@@ -138,7 +138,7 @@ func TestBoxSpine(t *testing.T) {
 	if task.State != state.NeedsReview {
 		t.Fatalf("task is %s (%s), want needs-review\nimpsup: %s\nbox.log:\n%s", task.State, task.Reason, out, log)
 	}
-	for _, want := range []string{"/allowed/news -> 200 OK", "/secret/plans -> 403 Forbidden", "proposed email-send: 202", `"status":"pending"`, "journal note: 200"} {
+	for _, want := range []string{"/allowed/news -> 200 OK", "/secret/plans -> 403 Forbidden", "proposed email-send: 202", `"status":"pending"`, "journal note: 200", `mailbox: 200 {"messages":[]}`} {
 		if !strings.Contains(log, want) {
 			t.Errorf("box.log lacks %q:\n%s", want, log)
 		}

@@ -2,6 +2,9 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -33,6 +36,28 @@ func (b *boxYard) briefOf(t *testing.T, taskID string) (brief struct {
 		t.Fatalf("task %s: %v\n%s", taskID, err, body)
 	}
 	return brief, log
+}
+
+// onceUntil runs impsup once in the background and returns, with the
+// channel its output will come on, once the box of taskID's first run has
+// printed mark: the box is running then.
+func (b *boxYard) onceUntil(t *testing.T, taskID, mark string) (done chan string, runID string) {
+	t.Helper()
+	done = make(chan string, 1)
+	go func() { out, _ := b.run(t, "impsup", "once"); done <- out }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if task := b.task(t, taskID); len(task.Runs) > 0 {
+			runID = task.Runs[0]
+			if log, _ := os.ReadFile(runrec.Path(b.y, runID, "box.log")); strings.Contains(string(log), mark) {
+				return done, runID
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the box of task %s did not print %q", taskID, mark)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func ids(list []struct{ ID string }) string {
@@ -70,23 +95,8 @@ func TestBriefTellsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := b.add(t, "teller", "wait")
-	done := make(chan string, 1)
-	go func() { out, _ := b.run(t, "impsup", "once"); done <- out }()
 	// Decide the gate once the box has printed its brief, while it runs.
-	deadline := time.Now().Add(30 * time.Second)
-	var runID string
-	for {
-		if task := b.task(t, first); len(task.Runs) > 0 {
-			runID = task.Runs[0]
-			if log, _ := os.ReadFile(runrec.Path(b.y, runID, "box.log")); strings.Contains(string(log), "END\n") {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the first box did not print its brief")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	done, runID := b.onceUntil(t, first, "END\n")
 	if out, err := b.run(t, "impgate", "deny", "--reason", "not now", g.ID); err != nil {
 		t.Fatalf("deny: %v %s", err, out)
 	}
@@ -122,4 +132,135 @@ func TestBriefTellsOnce(t *testing.T) {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// poller prints its brief, polls its mailbox once with pollCmd, waits
+// until the test leaves /work/go, then polls twice more: an agent's turn
+// boundaries.
+const poller = `echo BRIEF; cat /etc/impyard/brief.json; echo END
+poll() { echo "POLL $1"; %s; echo; echo "POLLED $1"; }
+poll 1
+while [ ! -e /work/go ]; do sleep 0.05; done
+poll 2
+poll 3`
+
+// manDisplay is the literal display of a man page that holds want, as sh
+// reads it.
+func manDisplay(t *testing.T, page, want string) string {
+	t.Helper()
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block []string
+	literal := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(line, ".Bd -literal"):
+			literal, block = true, nil
+		case strings.HasPrefix(line, ".Ed"):
+			if literal && strings.Contains(strings.Join(block, "\n"), want) {
+				return strings.Join(block, "\n")
+			}
+			literal = false
+		case literal:
+			block = append(block, unroff(line))
+		}
+	}
+	t.Fatalf("%s has no display with %q", page, want)
+	return ""
+}
+
+// polled is what poll n of log's box got from /v1/mailbox.
+func polled(t *testing.T, log string, n int) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(log, fmt.Sprintf("POLL %d\n", n))
+	body, _, ok2 := strings.Cut(rest, fmt.Sprintf("POLLED %d\n", n))
+	var got struct {
+		Messages []struct {
+			ID          string `json:"id"`
+			DeliveredTo string `json:"delivered_to"`
+		} `json:"messages"`
+	}
+	if !ok || !ok2 || json.Unmarshal([]byte(body), &got) != nil {
+		t.Fatalf("poll %d printed no answer:\n%s", n, log)
+	}
+	var out []string
+	for _, m := range got.Messages {
+		out = append(out, m.ID+"@"+m.DeliveredTo)
+	}
+	return strings.Join(out, " ")
+}
+
+// TestMailboxReachesRunningBox: a message told while a box runs reaches
+// its next poll of /v1/mailbox (the command of impgw(8)), marked delivered
+// to its run, and no later poll; the brief still carries what waited at
+// start, which no poll repeats; another imp's message reaches no poll of
+// this box.
+func TestMailboxReachesRunningBox(t *testing.T) {
+	b := newBoxYard(t)
+	// The box polls as impgw(8) shows; its busybox has wget, not curl.
+	poll := manDisplay(t, "../man/impgw.8", "wget -Y off")
+	b.imp(t, "poller", map[string]string{"command": `["/bin/sh", "-c", ` + jsonString(fmt.Sprintf(poller, poll)) + `, "sh"]`})
+	tell := func(imp, text string) (string, string) {
+		out, err := b.run(t, "impq", "tell", "--imp", imp, text)
+		if err != nil {
+			t.Fatalf("impq tell: %v %s", err, out)
+		}
+		msg := strings.TrimSpace(out)
+		return msg, b.y.Path("mailbox", imp, msg+".json")
+	}
+	early, earlyFile := tell("poller", "read the brief first")
+	taskID := b.add(t, "poller", "wait")
+	done, runID := b.onceUntil(t, taskID, "POLLED 1\n")
+	live, liveFile := tell("poller", "skip the sports section")
+	_, otherFile := tell("other", "for another imp")
+	if err := os.WriteFile(runrec.Path(b.y, runID, "work", "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := <-done
+	if task := b.task(t, taskID); task.State != state.Done {
+		t.Fatalf("task %s (%s)\n%s", task.State, task.Reason, out)
+	}
+	brief, log := b.briefOf(t, taskID)
+	if ids(brief.Mailbox) != early {
+		t.Errorf("brief mailbox %q, want the message that waited at start, %s", ids(brief.Mailbox), early)
+	}
+	if got := polled(t, log, 1); got != "" {
+		t.Errorf("first poll got %q; the brief's message is not news", got)
+	}
+	if got, want := polled(t, log, 2), live+"@"+runID; got != want {
+		t.Errorf("poll after impq tell got %q, want %q\n%s", got, want, log)
+	}
+	if got := polled(t, log, 3); got != "" {
+		t.Errorf("a second poll got %q again", got)
+	}
+	for file, want := range map[string]string{earlyFile: runID, liveFile: runID, otherFile: ""} {
+		m, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if marked := strings.Contains(string(m), `"delivered_to": "`+runID+`"`); marked != (want != "") || (want == "" && strings.Contains(string(m), "delivered")) {
+			t.Errorf("%s after the run, want delivered to %q:\n%s", file, want, m)
+		}
+	}
+	// The gateway asks for a token before anything else.
+	for _, tok := range []string{"", "not-a-token"} {
+		req, _ := http.NewRequest("GET", "http://"+b.listen+"/v1/mailbox", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "token") {
+			t.Errorf("GET /v1/mailbox with token %q: %d %s", tok, resp.StatusCode, body)
+		}
+	}
+	if m, _ := os.ReadFile(otherFile); strings.Contains(string(m), "delivered") {
+		t.Errorf("another imp's message was delivered:\n%s", m)
+	}
 }

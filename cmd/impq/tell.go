@@ -13,9 +13,10 @@ import (
 const tellUsage = `usage: impq tell --imp NAME [--as NAME] TEXT...
 
 Leave a message for an imp in mailbox/<imp>/. It is delivered with the
-imp's next run, in its brief, and then marked delivered to that run. It is
-content for the imp to read, not a command. TEXT '-' reads standard input.
-Prints the message id.
+imp's next run, in its brief, and then marked delivered to that run; a box
+of the imp already running gets it at its next poll of GET /v1/mailbox
+(see impgw(8)). It is content for the imp to read, not a command. TEXT '-'
+reads standard input. Prints the message id.
 
 Examples:
   impq tell --imp yuko "skip the sports section this week"

@@ -3,7 +3,8 @@
 // it through the gateway, notes what it saw in its journal, and proposes
 // one email to every address in the text with what it found. It knows
 // nothing but what a box gives every imp: the proxy and CA in its
-// environment and its brief.
+// environment and its brief; between fetching and proposing it polls its
+// mailbox, as an agent does at its turn boundaries.
 package main
 
 import (
@@ -54,6 +55,8 @@ func main() {
 		found = append(found, fmt.Sprintf("%s: %s %s", u, status, strings.TrimSpace(body)))
 	}
 	note("fetched " + strings.Join(found, "; "))
+	// A turn boundary: the owner may have said more since the brief.
+	fmt.Printf("demo-imp: mailbox: %s\n", control("GET", "/v1/mailbox", nil))
 	if to := emailPattern.FindAllString(text, -1); len(to) > 0 {
 		payload := map[string]any{"to": to, "subject": "What I found", "body": strings.Join(found, "\n")}
 		out := control("POST", "/v1/actions", map[string]any{

@@ -16,7 +16,6 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/gobwas/glob"
-	"github.com/robfig/cron/v3"
 
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/intent"
@@ -135,8 +134,9 @@ type Imp struct {
 	// Workspace is the size of the box's writable /work (default 256M).
 	Workspace string `toml:"workspace"`
 	Pids      int64  `toml:"pids"`
-	Schedule  string `toml:"schedule"`
-	// ScheduleTask is the text of the tasks the schedule files.
+	// Schedule is the [[schedule]] entries (see Schedules).
+	Schedule Schedules `toml:"schedule"`
+	// ScheduleTask is the text of the old single schedule's tasks.
 	ScheduleTask string  `toml:"schedule_task"`
 	Repo         string  `toml:"repo"`
 	Remote       string  `toml:"remote"`
@@ -436,11 +436,6 @@ func (im *Imp) check(p string, b []byte) error {
 	if n > 1 {
 		return fmt.Errorf("%s: set exactly one of rootfs, archive or image", p)
 	}
-	if im.Schedule != "" {
-		if _, err := cron.ParseStandard(im.Schedule); err != nil {
-			return bad(p, b, "schedule", "invalid cron expression %q: %v", im.Schedule, err)
-		}
-	}
 	switch im.TaskVia {
 	case "", "arg", "stdin":
 	default:
@@ -462,7 +457,7 @@ func (im *Imp) check(p string, b []byte) error {
 			*f = filepath.Join(im.Dir, *f)
 		}
 	}
-	return nil
+	return im.checkSchedules(p, b)
 }
 
 func compileGlob(g string) (*glob.Pattern, error) { return glob.Compile(g) }

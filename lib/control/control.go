@@ -13,6 +13,9 @@
 //	GET  /v1/queue        the caller's own imp's tasks, read-only
 //	POST /v1/journal      append a note to the caller's own journal (429
 //	                      beyond the run's quota of notes)
+//	GET  /v1/mailbox      the owner's messages left for the caller's imp
+//	                      since its run's brief, marked delivered to the
+//	                      run: what a box polls at its turn boundaries
 //
 // An imp never sees another imp's gates or tasks: a gate of another imp
 // answers 404 as if it did not exist.
@@ -36,8 +39,10 @@ import (
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/judge"
+	"github.com/impyard/impyard/lib/mailbox"
 	"github.com/impyard/impyard/lib/proposal"
 	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/strictjson"
 	"github.com/impyard/impyard/lib/token"
@@ -167,6 +172,11 @@ func (a *API) route(r *http.Request, sub *token.Subject) (any, error) {
 			return nil, fail(http.StatusMethodNotAllowed, "use POST")
 		}
 		return a.note(r, sub)
+	case p == "/v1/mailbox":
+		if r.Method != http.MethodGet {
+			return nil, fail(http.StatusMethodNotAllowed, "use GET")
+		}
+		return a.mailbox(sub)
 	}
 	return nil, fail(http.StatusNotFound, "no such endpoint")
 }
@@ -232,6 +242,35 @@ func (a *API) note(r *http.Request, sub *token.Subject) (any, error) {
 		return nil, err
 	}
 	return map[string]string{"status": "noted"}, nil
+}
+
+// mailbox hands the caller's run the messages left for its imp that no
+// run has had yet, but for those its brief carries, and marks them
+// delivered to it. Messages are delivered to a run, so a token without
+// one, or of a run that ended, has no mailbox.
+func (a *API) mailbox(sub *token.Subject) (any, error) {
+	if sub.Run == "" {
+		return nil, fail(http.StatusForbidden, "this token names no run: messages are delivered to a run's box (its brief, or GET /v1/mailbox while it runs)")
+	}
+	r, err := run.Read(a.Yard, sub.Run)
+	if err != nil {
+		return nil, fail(http.StatusForbidden, "run %s has no record: messages are delivered to a running box", sub.Run)
+	}
+	if r.Imp != sub.Imp() {
+		return nil, fail(http.StatusForbidden, "run %s is not imp %s's", sub.Run, sub.Imp())
+	}
+	if !r.Live() {
+		return nil, fail(http.StatusConflict, "run %s is %s: messages are delivered to a running box", sub.Run, r.State)
+	}
+	briefed, err := run.BriefMessages(a.Yard, sub.Run)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := mailbox.Take(a.Yard, sub.Imp(), sub.Run, briefed)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"messages": msgs}, nil
 }
 
 type actionResult struct {

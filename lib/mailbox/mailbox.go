@@ -1,8 +1,9 @@
 // Package mailbox holds the owner's messages to an imp:
 // mailbox/<imp>/<msg-id>.json. A message waits until a brief carries it to
-// a box that starts; only then is it marked delivered to that run, and a
-// message delivered to a run is never marked delivered to another, so a
-// box that fails to start leaves its messages for the next brief.
+// a box that starts, or a running box of the imp polls for it; only then
+// is it marked delivered to that run, and a message delivered to a run is
+// never marked delivered to another, so a box that fails to start leaves
+// its messages for the next brief.
 // Messages are content for the imp to read, never commands to the system.
 package mailbox
 
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -54,11 +56,7 @@ func Send(y *yard.Yard, imp, from, text string) (string, error) {
 		return "", err
 	}
 	m := Message{Schema: store.Schema("message", 1), ID: id.New(id.Message), Imp: imp, From: from, Text: text, Created: store.Now()}
-	b, err := store.Encode(m)
-	if err != nil {
-		return "", err
-	}
-	return m.ID, d.Update(func(tx *store.Tx) error { return tx.Write(m.ID+".json", b) })
+	return m.ID, d.Update(func(tx *store.Tx) error { return write(tx, &m) })
 }
 
 // Undelivered returns imp's messages not yet delivered to any run, oldest
@@ -70,27 +68,71 @@ func Undelivered(y *yard.Yard, imp string) ([]Message, error) {
 	}
 	var out []Message
 	err = d.Update(func(tx *store.Tx) error {
-		entries, err := os.ReadDir(d.Path())
+		out, err = undelivered(tx, d.Path())
+		return err
+	})
+	return out, err
+}
+
+// Take returns imp's messages not yet delivered to any run, oldest first,
+// and marks them delivered to runID in the same transaction, so each
+// reaches one box once: what a running box polls at its turn boundaries.
+// The messages in skip (those its brief carries, which the supervisor
+// marks) are neither returned nor marked.
+func Take(y *yard.Yard, imp, runID string, skip []string) ([]Message, error) {
+	if err := id.Check(id.Run, runID); err != nil {
+		return nil, err
+	}
+	d, err := dir(y, imp)
+	if err != nil {
+		return nil, err
+	}
+	out := []Message{}
+	err = d.Update(func(tx *store.Tx) error {
+		waiting, err := undelivered(tx, d.Path())
 		if err != nil {
 			return err
 		}
-		for _, e := range entries {
-			msgID, ok := strings.CutSuffix(e.Name(), ".json")
-			if !ok || id.Check(id.Message, msgID) != nil {
+		now := store.Now()
+		for _, m := range waiting {
+			if slices.Contains(skip, m.ID) {
 				continue
 			}
-			m, err := read(tx, msgID)
-			if err != nil {
+			m.DeliveredTo, m.Delivered = runID, &now
+			if err := write(tx, &m); err != nil {
 				return err
 			}
-			if m.DeliveredTo == "" {
-				out = append(out, *m)
-			}
+			out = append(out, m)
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func undelivered(tx *store.Tx, path string) ([]Message, error) {
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []Message
+	for _, e := range entries {
+		msgID, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || id.Check(id.Message, msgID) != nil {
+			continue
+		}
+		m, err := read(tx, msgID)
+		if err != nil {
+			return nil, err
+		}
+		if m.DeliveredTo == "" {
+			out = append(out, *m)
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, err
+	return out, nil
 }
 
 // MarkDelivered records that the box of runID got the messages ids, in one
@@ -121,16 +163,20 @@ func MarkDelivered(y *yard.Yard, imp, runID string, ids []string) error {
 				continue
 			}
 			m.DeliveredTo, m.Delivered = runID, &now
-			b, err := store.Encode(m)
-			if err != nil {
-				return err
-			}
-			if err := tx.Write(msgID+".json", b); err != nil {
+			if err := write(tx, m); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+func write(tx *store.Tx, m *Message) error {
+	b, err := store.Encode(m)
+	if err != nil {
+		return err
+	}
+	return tx.Write(m.ID+".json", b)
 }
 
 func read(tx *store.Tx, msgID string) (*Message, error) {

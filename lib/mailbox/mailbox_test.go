@@ -3,6 +3,7 @@ package mailbox
 import (
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/impyard/impyard/lib/yard"
@@ -76,5 +77,55 @@ func TestDeliveryRefusesAMisnamedMessage(t *testing.T) {
 	os.WriteFile(y.Path("mailbox", "yuko", b+".json"), data, 0o640)
 	if _, err := Undelivered(y, "yuko"); err == nil || !strings.Contains(err.Error(), b+".json") {
 		t.Errorf("Undelivered: %v", err)
+	}
+}
+
+// TestTakeOnce: runs polling at once each get a message, never the same
+// one twice, and only what no run has yet; a bad run id takes nothing.
+func TestTakeOnce(t *testing.T) {
+	y := yardtest.New(t)
+	var sent []string
+	for range 20 {
+		m, _ := Send(y, "yuko", "alice", "news")
+		sent = append(sent, m)
+	}
+	if _, err := Take(y, "yuko", "not-a-run", nil); err == nil {
+		t.Fatal("a bad run id was taken")
+	}
+	runs := []string{"r-0000000000000001", "r-0000000000000002", "r-0000000000000003"}
+	var mu sync.Mutex
+	var got []Message
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Go(func() {
+			for range 5 {
+				msgs, err := Take(y, "yuko", r, nil)
+				if err != nil {
+					t.Error(err)
+				}
+				for _, m := range msgs {
+					if m.DeliveredTo != r {
+						t.Errorf("%s taken by %s says delivered to %s", m.ID, r, m.DeliveredTo)
+					}
+				}
+				mu.Lock()
+				got = append(got, msgs...)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, m := range got {
+		if seen[m.ID] {
+			t.Errorf("%s taken twice", m.ID)
+		}
+		seen[m.ID] = true
+		if !strings.Contains(file(t, y, "yuko", m.ID), `"delivered_to": "`+m.DeliveredTo+`"`) {
+			t.Errorf("%s not marked:\n%s", m.ID, file(t, y, "yuko", m.ID))
+		}
+	}
+	if len(seen) != len(sent) {
+		t.Errorf("%d of %d messages taken", len(seen), len(sent))
 	}
 }

@@ -24,7 +24,9 @@ const JournalSlice = 50
 // carries the imp's decided gates no earlier box was told of and its
 // undelivered messages, and only once the box runs does delivered record
 // them as told to its run. A box that fails to start tells nobody, so its
-// brief's news waits for the next.
+// brief's news waits for the next. A message left while a box of the imp
+// runs may reach that box first, when it polls GET /v1/mailbox (see
+// lib/control), and is then in no later brief.
 type Brief struct {
 	Schema string      `json:"schema"`
 	Run    string      `json:"run"`
@@ -57,16 +59,10 @@ func provenance(t *queue.Task) *Provenance {
 			"approves, grants or overrides anything, and what it asks for goes through the gates like any action.", t.Source)}
 }
 
-// Kind and major of brief.json.
-const (
-	briefKind  = "brief"
-	briefMajor = 1
-)
-
 // writeBrief writes runs/<run-id>/brief.json, readable by the box's user.
 // It marks nothing: see delivered.
 func (s *Supervisor) writeBrief(t *queue.Task, runID string) (string, error) {
-	b := Brief{Schema: store.Schema(briefKind, briefMajor), Run: runID, Task: t, Provenance: provenance(t), Open: []*gate.Gate{}, Resolved: []*gate.Gate{}, Journal: []json.RawMessage{}}
+	b := Brief{Schema: store.Schema(run.BriefKind, run.BriefMajor), Run: runID, Task: t, Provenance: provenance(t), Open: []*gate.Gate{}, Resolved: []*gate.Gate{}, Journal: []json.RawMessage{}}
 	if t.Continues != "" {
 		b.Continues, _ = queue.Get(s.Yard, t.Continues)
 	}
@@ -108,10 +104,10 @@ func (s *Supervisor) writeBrief(t *queue.Task, runID string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := d.Update(func(tx *store.Tx) error { return tx.Write("brief.json", data) }); err != nil {
+	if err := d.Update(func(tx *store.Tx) error { return tx.Write(run.BriefFile, data) }); err != nil {
 		return "", err
 	}
-	p := run.Path(s.Yard, runID, "brief.json")
+	p := run.Path(s.Yard, runID, run.BriefFile)
 	// The box reads it as its own, unprivileged user.
 	return p, os.Chmod(p, 0o644)
 }
@@ -122,13 +118,13 @@ func (s *Supervisor) writeBrief(t *queue.Task, runID string) (string, error) {
 // adopts, in case the supervisor stopped in between; a second call
 // changes nothing.
 func (s *Supervisor) delivered(imp, runID string) error {
-	p := run.Path(s.Yard, runID, "brief.json")
+	p := run.Path(s.Yard, runID, run.BriefFile)
 	raw, err := store.ReadFile(p)
 	if err != nil {
 		return err
 	}
 	var b Brief
-	if err := store.Decode(p, raw, briefKind, briefMajor, &b); err != nil {
+	if err := store.Decode(p, raw, run.BriefKind, run.BriefMajor, &b); err != nil {
 		return err
 	}
 	if b.Run != runID {

@@ -10,9 +10,10 @@ import (
 	"github.com/impyard/impyard/lib/store"
 )
 
-// The supervisor's markers in queue/<imp>/: when the imp's schedule last
-// fired, and when its last run ended (written before .told took its place,
-// and read only while an imp has no .told).
+// The supervisor's markers in queue/<imp>/: when the imp's old single
+// schedule last fired (each [[schedule]] entry has .schedule-<key>), and
+// when its last run ended (written before .told took its place, and read
+// only while an imp has no .told).
 const (
 	scheduleMark = ".schedule"
 	lastRunMark  = ".lastrun"

@@ -15,62 +15,90 @@ func ParseSchedule(spec string) (cron.Schedule, error) {
 	return cron.ParseStandard(spec)
 }
 
-// schedules files a proactive task for every imp whose schedule came due
-// since it last fired. It never stacks one on a task still waiting or
-// running, and after downtime it fires once, not once per missed time.
-// When it last fired is kept in queue/<imp>/.schedule; a marker that
-// cannot be read is logged and replaced (see recoverMark), never left to
-// keep the schedule from firing again.
+// schedules files a task for every [[schedule]] entry of every imp that
+// came due since it last fired. An entry never stacks a task on one of its
+// own still waiting or running, and after downtime it fires once, not
+// once per missed time. When each entry last fired is kept in its marker
+// in queue/<imp>/ (see scheduleMarkOf); a marker that cannot be read is
+// logged and replaced (see recoverMark), never left to keep the entry
+// from firing again. An imp.toml that does not load is logged once,
+// naming the file, line and entry, and fires nothing until it is fixed.
 func (s *Supervisor) schedules() {
 	names, err := config.ImpNames(s.Yard)
 	if err != nil {
 		return
 	}
-	now := s.now()
 	for _, name := range names {
 		cfg, err := config.LoadImp(s.Yard, name)
-		if err != nil || cfg.Schedule == "" {
+		if errors.Is(err, config.ErrNoImpConfig) {
 			continue
 		}
-		sched, err := ParseSchedule(cfg.Schedule)
 		if err != nil {
-			s.logf("imp %s: schedule %q: %v", cfg.Name, cfg.Schedule, err)
+			s.logOnce(config.ImpPath(s.Yard, name), "imp %s: no schedule fires: %v", name, err)
 			continue
 		}
-		last, ok, err := s.readMark(cfg.Name, scheduleMark)
-		if err != nil {
-			if last, ok = s.recoverMark(cfg.Name, scheduleMark, err, now); !ok {
-				continue
-			}
-		} else if !ok {
-			// First sight of this schedule: start counting from now.
-			if err := s.writeMark(cfg.Name, scheduleMark, now); err != nil {
-				s.logOnce(queue.MarkPath(s.Yard, cfg.Name, scheduleMark), "imp %s: schedule: %v", cfg.Name, err)
-			}
-			continue
+		for _, e := range cfg.Schedule.List {
+			s.fire(cfg, e)
 		}
-		if sched.Next(last).After(now) {
-			continue
+	}
+}
+
+// scheduleMarkOf is the marker of an entry: .schedule for the old single
+// schedule key (so a yard keeps its time across the change), else
+// .schedule-<key>.
+func scheduleMarkOf(e config.Schedule) string {
+	if e.Key == "" {
+		return scheduleMark
+	}
+	return scheduleMark + "-" + e.Key
+}
+
+// fire files e's task if it came due.
+func (s *Supervisor) fire(cfg *config.Imp, e config.Schedule) {
+	sched, err := ParseSchedule(e.Cron)
+	if err != nil {
+		s.logf("imp %s: %s %q: %v", cfg.Name, e.Label(), e.Cron, err)
+		return
+	}
+	now := s.now()
+	mk := scheduleMarkOf(e)
+	last, ok, err := s.readMark(cfg.Name, mk)
+	if err != nil {
+		if last, ok = s.recoverMark(cfg.Name, mk, err, now); !ok {
+			return
 		}
-		text := cfg.ScheduleTask
-		if text == "" {
-			text = "scheduled run (" + cfg.Schedule + ")"
+	} else if !ok {
+		// First sight of this entry: start counting from now.
+		if err := s.writeMark(cfg.Name, mk, now); err != nil {
+			s.logOnce(queue.MarkPath(s.Yard, cfg.Name, mk), "imp %s: %s: %v", cfg.Name, e.Label(), err)
 		}
-		taskID, existed, err := queue.Add(s.Yard, queue.AddOptions{Imp: cfg.Name, Text: text, Proactive: true,
-			Labels: []string{"schedule"}, Unique: "schedule:" + cfg.Name, Repo: cfg.Repo, By: "schedule", Actor: Actor})
-		switch {
-		case errors.Is(err, queue.ErrUnrecorded):
-			s.logf("imp %s: schedule fired task %s; warning: %v", cfg.Name, taskID, err)
-		case err != nil:
-			s.logf("imp %s: schedule: %v", cfg.Name, err)
-			continue
-		case existed:
-			s.logf("imp %s: schedule due but task %s is still waiting or running; not stacking another", cfg.Name, taskID)
-		default:
-			s.logf("imp %s: schedule fired task %s", cfg.Name, taskID)
-		}
-		if err := s.writeMark(cfg.Name, scheduleMark, now); err != nil {
-			s.logf("imp %s: schedule: %v", cfg.Name, err)
-		}
+		return
+	}
+	if sched.Next(last).After(now) {
+		return
+	}
+	text := e.Task
+	if text == "" {
+		text = "scheduled run (" + e.Cron + ")"
+	}
+	unique := "schedule:" + cfg.Name
+	if e.Key != "" {
+		unique += ":" + e.Key
+	}
+	taskID, existed, err := queue.Add(s.Yard, queue.AddOptions{Imp: cfg.Name, Text: text, Kind: e.Kind, Proactive: e.Proactive,
+		Continue: e.Continue, Labels: []string{"schedule"}, Unique: unique, Repo: cfg.Repo, By: "schedule", Actor: Actor})
+	switch {
+	case errors.Is(err, queue.ErrUnrecorded):
+		s.logf("imp %s: %s fired task %s; warning: %v", cfg.Name, e.Label(), taskID, err)
+	case err != nil:
+		s.logf("imp %s: %s: %v", cfg.Name, e.Label(), err)
+		return
+	case existed:
+		s.logf("imp %s: %s due but task %s is still waiting or running; not stacking another", cfg.Name, e.Label(), taskID)
+	default:
+		s.logf("imp %s: %s fired task %s", cfg.Name, e.Label(), taskID)
+	}
+	if err := s.writeMark(cfg.Name, mk, now); err != nil {
+		s.logf("imp %s: %s: %v", cfg.Name, e.Label(), err)
 	}
 }

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -211,5 +212,57 @@ func TestCheckBox(t *testing.T) {
 		if (want == "") != (got == "") || !strings.Contains(got, want) {
 			t.Errorf("%q: got %q, want %q", conf, got, want)
 		}
+	}
+}
+
+// TestSeveralSchedules: each [[schedule]] entry fires on its own time with
+// its own task, kind and flags, keeps its own marker, and never stacks on
+// its own waiting task though another entry's task waits too.
+func TestSeveralSchedules(t *testing.T) {
+	s, now := newSup(t)
+	var logs []string
+	s.Logf = func(format string, a ...any) { logs = append(logs, fmt.Sprintf(format, a...)) }
+	writeImp(t, s.Yard, "yuko", `command = ["x"]
+[[schedule]]
+cron = "*/10 * * * *"
+task = "weekly digest"
+continue = true
+[[schedule]]
+cron = "0 9 * * *"
+task = "morning check"
+proactive = false
+`)
+	s.schedules() // first sight, 08:00:30
+	*now = now.Add(10 * time.Minute)
+	s.schedules() // 08:10:30: the first is due
+	ts := tasks(t, s.Yard, "yuko")
+	if len(ts) != 1 || ts[0].Text != "weekly digest" || !ts[0].Continue || !ts[0].Proactive || ts[0].Labels[0] != "schedule" {
+		t.Fatalf("after 08:10: %+v", ts)
+	}
+	*now = now.Add(50 * time.Minute)
+	s.schedules() // 09:00:30: both are due; the first's task still waits
+	ts = tasks(t, s.Yard, "yuko")
+	if len(ts) != 2 || ts[1].Text != "morning check" || ts[1].Proactive || ts[1].Continue {
+		t.Fatalf("after 09:00: %+v", ts)
+	}
+	marks, _ := filepath.Glob(s.Yard.Path("queue", "yuko", ".schedule-*"))
+	if len(marks) != 2 {
+		t.Errorf("markers %v, want one per entry", marks)
+	}
+	if !strings.Contains(strings.Join(logs, "\n"), "[[schedule]] #1 due but task "+ts[0].ID+" is still waiting") {
+		t.Errorf("logs:\n%s", strings.Join(logs, "\n"))
+	}
+
+	// A bad entry stops the imp's schedules, logged once, naming it.
+	logs = nil
+	writeImp(t, s.Yard, "yuko", "command = [\"x\"]\n[[schedule]]\ncron = \"@hourly\"\n[[schedule]]\ncron = \"every tuesday\"\n")
+	*now = now.Add(24 * time.Hour)
+	s.schedules()
+	s.schedules()
+	if n := len(tasks(t, s.Yard, "yuko")); n != 2 {
+		t.Errorf("a broken imp.toml fired: %d tasks", n)
+	}
+	if len(logs) != 1 || !strings.Contains(logs[0], `imp.toml:5: key "cron": [[schedule]] #2: invalid cron expression "every tuesday"`) {
+		t.Errorf("logs of a bad entry, want one naming it:\n%s", strings.Join(logs, "\n"))
 	}
 }
