@@ -82,7 +82,8 @@ install: build
 # The pages' footers name what was built: the release, or for a build
 # between releases the commit (the pseudo-version is too long to show).
 	@v=$$(bin/impsup --version | cut -d' ' -f2); \
-	case $$v in v0.0.0-*|'(devel)') v=$$(bin/impsup --version | sed 's/.*(\([0-9a-f]*\).*/\1/');; esac; \
+	r=$$(bin/impsup --version | sed -n 's/.*(\([0-9a-f]\{12\}\).*/\1/p'); \
+	case $$v in v0.0.0-*|'(devel)') v=$${r:-devel};; esac; \
 	mkdir -p bin/man; \
 	for m in $(MANS); do \
 	  s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
