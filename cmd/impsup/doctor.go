@@ -149,7 +149,7 @@ func kept(y *yard.Yard, imp string) []keptFile {
 		if err == nil && f.name == "memory" {
 			var entries []memory.Entry
 			if entries, err = memory.Parse(f.path, b); err == nil {
-				detail += fmt.Sprintf(", %d entries", len(entries))
+				detail += fmt.Sprintf(", %d promoted or owner entries", len(entries))
 			}
 		}
 		out = append(out, keptFile{f.name, detail, err})
