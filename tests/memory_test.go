@@ -14,13 +14,15 @@ import (
 	"github.com/impyard/impyard/lib/state"
 )
 
-// keeper prints its brief, tries to write its memory where a box could
-// reach, then runs the demo imp with its task.
+// keeper prints its brief, probes for a way to write its memory from the
+// box (beside its brief, at the root, where the yard keeps it), then runs
+// the demo imp with its task.
 const keeper = `echo BRIEF; cat /etc/impyard/brief.json; echo END
-for f in /etc/impyard/memory.md /etc/impyard/brief.json /memory.md /imps/keeper/memory.md; do
-  if (echo '<!-- impyard:entry e-0000000000000001 gate g-0000000000000001 2026-12-01T00:00:00Z -->' >> "$f") 2>/dev/null; then echo "WROTE $f"; else echo "DENIED $f"; fi
-done
+/usr/local/bin/probe write=/work/scratch read=/etc/impyard/brief.json write=/etc/impyard/brief.json write=/etc/impyard/memory.md write=/memory.md write=/imps/keeper/memory.md
 exec /usr/local/bin/demo-imp "$1"`
+
+// memoryProbes are the probes keeper writes with, which must all fail.
+var memoryProbes = []string{"write /etc/impyard/brief.json", "write /etc/impyard/memory.md", "write /memory.md", "write /imps/keeper/memory.md"}
 
 // keptBrief is the part of a brief this test reads.
 type keptBrief struct {
@@ -73,8 +75,14 @@ func TestBoxMemory(t *testing.T) {
 		taskID := b.add(t, "keeper", text)
 		b.once(t)
 		log := b.boxLog(t, b.task(t, taskID))
-		if strings.Contains(log, "WROTE") || strings.Count(log, "DENIED") != 4 {
-			t.Errorf("the box wrote where it should not:\n%s", log)
+		// The probe can write where a box may, and read its brief.
+		if !strings.Contains(log, "write /work/scratch: ok") || !strings.Contains(log, "read /etc/impyard/brief.json: ok") {
+			t.Errorf("the probe did not run:\n%s", log)
+		}
+		for _, p := range memoryProbes {
+			if !strings.Contains(log, p+": error: ") {
+				t.Errorf("probe %s did not fail:\n%s", p, log)
+			}
 		}
 		if memory() != before {
 			t.Fatalf("memory.md changed while the box ran:\n%s", memory())
