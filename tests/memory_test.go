@@ -32,13 +32,8 @@ type keptBrief struct {
 
 func (b *boxYard) keptBrief(t *testing.T, taskID string) (keptBrief, string) {
 	t.Helper()
-	log := b.boxLog(t, b.task(t, taskID))
-	_, rest, ok := strings.Cut(log, "BRIEF\n")
-	body, _, ok2 := strings.Cut(rest, "END\n")
 	var kb keptBrief
-	if !ok || !ok2 || json.Unmarshal([]byte(body), &kb) != nil {
-		t.Fatalf("task %s printed no brief:\n%s", taskID, log)
-	}
+	log := b.printedBrief(t, taskID, &kb)
 	return kb, log
 }
 
