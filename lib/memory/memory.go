@@ -25,6 +25,7 @@ package memory
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -227,20 +228,31 @@ func CheckSize(path string, size int) error {
 // Check is the door's check of a proposed entry for imp, after its fields
 // were typed: it must have text, hold no marker line, fit in memory.md, and
 // a replaces must name an entry there now. The error wraps ErrRefused (and
-// ErrNoEntry for a replaces that names none).
+// ErrNoEntry for a replaces that names none) and names memory.md below
+// the yard, since the box is told it.
 func Check(y *yard.Yard, imp string, payload []byte) error {
 	m, err := decode(payload)
+	if err != nil || m.Replaces == "" {
+		return err
+	}
+	if err := id.CheckName(imp); err != nil {
+		return err
+	}
+	p := config.MemoryPath(y, imp)
+	rel, err := filepath.Rel(y.Root, p)
 	if err != nil {
 		return err
 	}
-	entries, err := Entries(y, imp)
+	b, err := y.ReadFile(p)
+	if err != nil && !store.IsNotExist(err) {
+		return fmt.Errorf("%w: %s cannot be read", ErrRefused, rel)
+	}
+	entries, err := Parse(rel, b)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrRefused, err)
 	}
-	if m.Replaces != "" {
-		if _, ok := find(entries, m.Replaces); !ok {
-			return fmt.Errorf("%w: replaces %s, which %w in %s", ErrRefused, m.Replaces, ErrNoEntry, config.MemoryPath(y, imp))
-		}
+	if _, ok := find(entries, m.Replaces); !ok {
+		return fmt.Errorf("%w: replaces %s, which %w in %s", ErrRefused, m.Replaces, ErrNoEntry, rel)
 	}
 	return nil
 }

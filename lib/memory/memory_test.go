@@ -112,7 +112,7 @@ func TestApplyRefuses(t *testing.T) {
 			t.Errorf("%s: memory.md changed:\n%s", c.name, got)
 		}
 	}
-	if err := Check(y, "yuko", []byte(`{"text":"x","reason":"r","replaces":"e-0000000000000009"}`)); !errors.Is(err, ErrNoEntry) || !strings.Contains(err.Error(), config.MemoryPath(y, "yuko")) {
+	if err := Check(y, "yuko", []byte(`{"text":"x","reason":"r","replaces":"e-0000000000000009"}`)); !errors.Is(err, ErrNoEntry) || !strings.HasSuffix(err.Error(), "names no entry in imps/yuko/memory.md") {
 		t.Errorf("Check of a replaces naming no entry: %v", err)
 	}
 	if err := Check(y, "yuko", []byte(`{"text":"x","reason":"r","replaces":"`+e1+`"}`)); err != nil {
@@ -123,6 +123,9 @@ func TestApplyRefuses(t *testing.T) {
 	os.WriteFile(config.MemoryPath(y, "yuko"), []byte(broken), 0o640)
 	if _, _, err := Apply(y, "yuko", gate2, []byte(`{"text":"x","reason":"r"}`), at); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "memory.md:4:") {
 		t.Errorf("apply to a broken memory.md: %v", err)
+	}
+	if err := Check(y, "yuko", []byte(`{"text":"x","reason":"r","replaces":"`+e1+`"}`)); !errors.Is(err, ErrRefused) || !strings.HasPrefix(err.Error(), "memory-promote refused: imps/yuko/memory.md:4: malformed memory marker") {
+		t.Errorf("Check against a broken memory.md: %v", err)
 	}
 	if got := read(t, y); got != broken {
 		t.Errorf("a broken memory.md changed:\n%s", got)
