@@ -25,3 +25,16 @@ func ExecLock(y *yard.Yard, gateID string) (string, error) {
 	}
 	return filepath.Join(d, gateID+".lock"), nil
 }
+
+// Resolve returns the gate id that s names, whole or by a unique prefix
+// (see id.Resolve), among the gates pending and decided alike.
+func Resolve(y *yard.Yard, s string) (string, error) {
+	return id.Resolve(id.Gate, s, Dir(y), func() ([]string, error) {
+		p, err := y.IDs(id.Gate, ".json", "gates", pending)
+		if err != nil {
+			return nil, err
+		}
+		r, err := y.IDs(id.Gate, ".json", "gates", resolved)
+		return append(p, r...), err
+	})
+}
