@@ -23,8 +23,8 @@ import (
 )
 
 // boxes is the harness of this package's box tests: the rootfs holds the
-// demo imp.
-var boxes = &boxtest.Env{Repo: "..", Packages: []string{"./examples/demo-imp"}}
+// demo imp and the probe lib/box's tests judge the sandbox with.
+var boxes = &boxtest.Env{Repo: "..", Packages: []string{"./examples/demo-imp", "./lib/box/testdata/probe"}}
 
 // boxYard is a spine whose org.toml also points the supervisor at the
 // test containerd, with a page server on loopback for imps to fetch.

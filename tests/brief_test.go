@@ -26,16 +26,24 @@ func (b *boxYard) briefOf(t *testing.T, taskID string) (brief struct {
 	Mailbox  []struct{ ID string } `json:"mailbox"`
 }, log string) {
 	t.Helper()
-	log = b.boxLog(t, b.task(t, taskID))
+	log = b.printedBrief(t, taskID, &brief)
+	return brief, log
+}
+
+// printedBrief decodes into v the brief the box of task's last run printed
+// between BRIEF and END, and returns the box's log.
+func (b *boxYard) printedBrief(t *testing.T, taskID string, v any) string {
+	t.Helper()
+	log := b.boxLog(t, b.task(t, taskID))
 	_, rest, ok := strings.Cut(log, "BRIEF\n")
 	body, _, ok2 := strings.Cut(rest, "END\n")
 	if !ok || !ok2 {
 		t.Fatalf("task %s printed no brief:\n%s", taskID, log)
 	}
-	if err := json.Unmarshal([]byte(body), &brief); err != nil {
+	if err := json.Unmarshal([]byte(body), v); err != nil {
 		t.Fatalf("task %s: %v\n%s", taskID, err, body)
 	}
-	return brief, log
+	return log
 }
 
 // onceUntil runs impsup once in the background and returns, with the

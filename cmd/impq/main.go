@@ -24,6 +24,7 @@ Commands:
   watch   print every transition as it happens, one JSON line each
   spend   show each imp's spend today against its budget
   tell    leave a message for an imp's next run
+  memory  show an imp's core memory, each entry with its provenance
 
 Run 'impq COMMAND -h' for a command's flags.
 
@@ -50,5 +51,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"watch":  func(a []string) error { return watchCmd(ctx, e, a) },
 		"spend":  func(a []string) error { return spend(e, a) },
 		"tell":   func(a []string) error { return tell(e, a) },
+		"memory": func(a []string) error { return memoryCmd(e, a) },
 	})
 }

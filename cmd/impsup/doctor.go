@@ -15,6 +15,7 @@ import (
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/memory"
 	"github.com/impyard/impyard/lib/netns"
 	runpkg "github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/store"
@@ -27,7 +28,9 @@ Print the version impsup was built from, then check every prerequisite
 of running boxes and print one line per check: containerd reachable (and
 its version), runc, network namespaces, cgroups, the gateway CA, the
 policy (its schema; impgw judge checks its rules), org.toml and every
-imp.toml, a writable yard, the gateway answering.
+imp.toml, each imp's charter.md and memory.md (present, within the size
+cap a brief carries whole, and for memory.md well-formed entry markers), a
+writable yard, the gateway answering.
 Exits 1 if any check fails.
 
 Examples:
@@ -100,6 +103,9 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 	for _, im := range imps {
 		_, err := config.LoadImp(y, im)
 		check("imp.toml", config.ImpPath(y, im), err)
+		for _, k := range kept(y, im) {
+			check(k.name, k.detail, k.err)
+		}
 	}
 	if dir, err := runpkg.MkRoot(y); err == nil {
 		probe := filepath.Join(dir, ".doctor")
@@ -118,6 +124,37 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 		return fmt.Errorf("%d check(s) failed", failed)
 	}
 	return nil
+}
+
+// keptFile is doctor's line for an imp's charter.md or memory.md.
+type keptFile struct {
+	name, detail string
+	err          error
+}
+
+// kept checks the imp's charter.md and memory.md, where present: their
+// size against the cap, and memory.md's entry markers, which impexec
+// needs to add to it.
+func kept(y *yard.Yard, imp string) []keptFile {
+	var out []keptFile
+	for _, f := range []struct{ name, path string }{{"charter", config.CharterPath(y, imp)}, {"memory", config.MemoryPath(y, imp)}} {
+		b, err := y.ReadFile(f.path)
+		if store.IsNotExist(err) {
+			continue
+		}
+		if err == nil {
+			err = memory.CheckSize(f.path, len(b))
+		}
+		detail := fmt.Sprintf("%s %d of %d bytes", f.path, len(b), memory.MaxBytes)
+		if err == nil && f.name == "memory" {
+			var entries []memory.Entry
+			if entries, err = memory.Parse(f.path, b); err == nil {
+				detail += fmt.Sprintf(", %d promoted or owner entries", len(entries))
+			}
+		}
+		out = append(out, keptFile{f.name, detail, err})
+	}
+	return out
 }
 
 func statAll(paths ...string) error {

@@ -1,7 +1,9 @@
 // Command demo-imp is a tiny imp for impyard's demo and tests. It reads
 // its task text (first argument, or standard input), fetches every URL in
 // it through the gateway, notes what it saw in its journal, and proposes
-// one email to every address in the text with what it found. It knows
+// one email to every address in the text with what it found. A task
+// "remember: TEXT" (or "remember instead of e-…: TEXT") proposes TEXT for
+// its core memory instead (memory-promote). It knows
 // nothing but what a box gives every imp: the proxy and CA in its
 // environment and its brief; between fetching and proposing it polls its
 // mailbox, as an agent does at its turn boundaries.
@@ -25,6 +27,7 @@ import (
 var (
 	urlPattern   = regexp.MustCompile(`https?://[^\s,;]+`)
 	emailPattern = regexp.MustCompile(`[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-z]{2,}`)
+	rememberTask = regexp.MustCompile(`^remember(?: instead of (e-[0-9a-z]+))?: (.+)$`)
 )
 
 func main() {
@@ -40,12 +43,25 @@ func main() {
 			Mailbox []struct {
 				Text string `json:"text"`
 			} `json:"mailbox"`
+			Charter string `json:"charter"`
+			Memory  string `json:"memory"`
 		}
 		json.Unmarshal(brief, &b)
-		fmt.Printf("demo-imp: brief: %d open gates, %d messages\n", len(b.Open), len(b.Mailbox))
+		fmt.Printf("demo-imp: brief: %d open gates, %d messages, charter %d bytes, memory %d bytes\n", len(b.Open), len(b.Mailbox), len(b.Charter), len(b.Memory))
 		for _, m := range b.Mailbox {
 			fmt.Printf("demo-imp: message from the owner: %s\n", m.Text)
 		}
+	}
+	if m := rememberTask.FindStringSubmatch(strings.TrimSpace(text)); m != nil {
+		payload := map[string]any{"text": m[2], "reason": "the task asked me to remember it"}
+		if m[1] != "" {
+			payload["replaces"] = m[1]
+		}
+		out := control("POST", "/v1/actions", map[string]any{
+			"intent": "memory-promote", "payload": payload, "rationale": "to know it in every run",
+			"run_id": os.Getenv("IMPYARD_RUN"), "task_id": os.Getenv("IMPYARD_TASK")})
+		fmt.Printf("demo-imp: proposed memory-promote: %s\n", out)
+		return
 	}
 	client := newClient()
 	var found []string

@@ -37,6 +37,8 @@ const (
 	MessageUser = intent.MessageUser
 	GitPush     = "git-push"
 	EgressGrant = intent.EgressGrant
+	// Memory appends an approved entry to the imp's memory.md.
+	Memory = "memory"
 )
 
 // DefaultListen is where impgw serves and impexec sends.
@@ -225,7 +227,8 @@ func (o *Org) defaults() {
 
 // Intent reports whether intent is one the owner declared: a gateway
 // policy rule (rules), a built-in intent, or an executor that acts on the
-// trusted side without the network (message-user, git-push, egress-grant).
+// trusted side without the network (message-user, git-push, egress-grant,
+// memory).
 // An http executor needs a rule too: its request passes the gateway.
 func (o *Org) Intent(intent string, rules []string, builtin ...string) bool {
 	for _, r := range append(rules, builtin...) {
@@ -369,11 +372,11 @@ func (o *Org) check(b []byte) error {
 			if !strings.HasPrefix(e.URL, "https://") && !strings.HasPrefix(e.URL, "http://") {
 				return bad(p, b, "url", "executor %s: url must be http:// or https://", intent)
 			}
-		case MessageUser, GitPush, EgressGrant:
+		case MessageUser, GitPush, EgressGrant, Memory:
 		case "":
 			return bad(p, b, intent, "executor %s has no kind", intent)
 		default:
-			return bad(p, b, "kind", "executor %s: unknown kind %q (want http, message-user, git-push or egress-grant)", intent, e.Kind)
+			return bad(p, b, "kind", "executor %s: unknown kind %q (want http, message-user, git-push, egress-grant or memory)", intent, e.Kind)
 		}
 		if e.Then != "" {
 			if e.Kind != GitPush {

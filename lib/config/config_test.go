@@ -110,6 +110,8 @@ func TestOrgErrors(t *testing.T) {
 		{emailExec + "fields = { to = \"addresses\", subject = \"txt\" }\n", `org.toml:4: key "fields.subject": executor email-send: field subject has unknown type "txt" (want address, addresses, url, text, number, bool, object)`},
 		{emailExec + "fields = { \"a.b\" = \"text\" }\n", `org.toml:4: key "fields": executor email-send: "a.b" is not a field name`},
 		{"[executors.commit-and-push]\nkind = \"git-push\"\nfields = { x = \"text\" }\n", `org.toml:3: key "fields": executor commit-and-push: the payload of a git-push executor is fixed`},
+		{"[executors.memory-promote]\nkind = \"memory\"\nfields = { x = \"text\" }\n", `org.toml:3: key "fields": executor memory-promote: the payload of a memory executor is fixed`},
+		{"[[trust]]\nintent = \"memory-promote\"\nlevel = \"auto\"\nfree = [\"txt\"]\n[executors.memory-promote]\nkind = \"memory\"\n", `free field "txt" names no declared field of intent memory-promote (declared: reason, replaces, text)`},
 		{"[[trust]]\nintent = \"email-send\"\nlevel = \"gate\"\nfree = [\"body\"]\n", `org.toml:4: key "free": [[trust]] #1: free is only for auto entries`},
 		{"[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\nfree = [\"a b\"]\n", `[[trust]] #1: "a b" is not a field name`},
 		{"[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\nmatch = { from = \"*\" }\n" + emailExec + emailFields,
@@ -155,6 +157,8 @@ url = "https://api.github.com/repos/o/r/pulls"
 [executors.webhook]
 kind = "http"
 url = "https://hooks.example/x"
+[executors.memory-promote]
+kind = "memory"
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -169,6 +173,7 @@ url = "https://hooks.example/x"
 		{"commit-and-push", "base:text branch:text diff:text head:text repo:text stat:text", true},
 		{"open-pr", "base:text body:text head:text title:text", true},
 		{"egress-grant", "comment:text match:object name:text verdict:text", true},
+		{"memory-promote", "reason:text replaces:text text:text", true},
 		{"webhook", "", false},
 		{"unknown", "", false},
 	} {

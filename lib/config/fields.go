@@ -17,11 +17,12 @@ var builtinFields = map[string]payload.Fields{
 	MessageUser: {"text": payload.Text},
 	GitPush:     intent.PushFields,
 	EgressGrant: {"name": payload.Text, "comment": payload.Text, "match": payload.Object, "verdict": payload.Text},
+	Memory:      intent.MemoryFields,
 }
 
 // Fields returns the declared fields of intent's payload and whether it
 // has any declaration: the executor's own fields, else those built in for
-// its kind (message-user, git-push, egress-grant; a pull request for the
+// its kind (message-user, git-push, egress-grant, memory; a pull request for the
 // intent a git-push executor's then names), else none. The built-in
 // egress-grant intent is typed even without an executor.
 func (o *Org) Fields(name string) (payload.Fields, bool) {
@@ -104,7 +105,7 @@ func (o *Org) checkFields(b []byte) error {
 		if e.Fields == nil {
 			continue
 		}
-		if e.Kind == GitPush || e.Kind == EgressGrant {
+		if e.Kind == GitPush || e.Kind == EgressGrant || e.Kind == Memory {
 			return bad(p, b, "fields", "executor %s: the payload of a %s executor is fixed; it takes no fields", intent, e.Kind)
 		}
 		for _, f := range slices.Sorted(maps.Keys(e.Fields)) {

@@ -3,6 +3,8 @@ package config
 import (
 	"os"
 
+	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -11,6 +13,23 @@ func OrgPath(y *yard.Yard) string { return y.Path("org.toml") }
 
 // ImpPath is imps/<name>/imp.toml, an imp's configuration.
 func ImpPath(y *yard.Yard, name string) string { return y.Path("imps", name, "imp.toml") }
+
+// CharterPath is imps/<name>/charter.md, the owner's standing
+// instructions to the imp; lib/memory reads it into every brief.
+func CharterPath(y *yard.Yard, name string) string { return y.Path("imps", name, "charter.md") }
+
+// MemoryPath is imps/<name>/memory.md, the imp's core memory; lib/memory
+// reads and writes it.
+func MemoryPath(y *yard.Yard, name string) string { return y.Path("imps", name, "memory.md") }
+
+// ImpDir is imps/<name>/ as a store directory, one lock domain for the
+// files of one imp's configuration.
+func ImpDir(y *yard.Yard, name string) (*store.Dir, error) {
+	if err := id.CheckName(name); err != nil {
+		return nil, err
+	}
+	return y.Dir("imps", name)
+}
 
 // ImpNames lists the directories under imps/, each an imp that may have
 // a configuration; a missing imps/ has none.

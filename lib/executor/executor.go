@@ -254,7 +254,9 @@ func idempotent(e *config.Executor) bool {
 	return e.Idempotent || (e.Kind == config.MessageUser && len(e.Command) == 0) || e.Kind == config.EgressGrant ||
 		// A push checks the remote first and pushes a sha already there as
 		// a no-op success.
-		e.Kind == config.GitPush
+		e.Kind == config.GitPush ||
+		// memory.Apply finds an entry of its gate already written.
+		e.Kind == config.Memory
 }
 
 func summary(res *Result) string {
@@ -314,6 +316,8 @@ func (r *Runner) once(ctx context.Context, g *gate.Gate, org *config.Org, exe *c
 		return r.grant(g, payload)
 	case config.GitPush:
 		return r.gitPush(ctx, g, exe, payload)
+	case config.Memory:
+		return r.remember(g, payload)
 	}
 	return nil, &outcome{err: fmt.Errorf("executor kind %q is not available in this impexec", exe.Kind)}
 }

@@ -26,6 +26,7 @@ type Destination struct {
 	Log     string   `json:"log,omitempty"`     // message-user: the file appended to
 	Command []string `json:"command,omitempty"` // message-user: run after
 	Policy  string   `json:"policy,omitempty"`  // egress-grant: the policy changed
+	Memory  string   `json:"memory,omitempty"`  // memory: the file kept in
 }
 
 // String says in one line where the payload goes.
@@ -54,6 +55,8 @@ func (d *Destination) String() string {
 		return s
 	case config.EgressGrant:
 		return d.Kind + " a rule added to " + d.Policy
+	case config.Memory:
+		return d.Kind + " an entry kept in " + d.Memory
 	}
 	return d.Kind
 }
@@ -77,6 +80,8 @@ func Where(y *yard.Yard, org *config.Org, g *gate.Gate) (*Destination, error) {
 		d.Log, d.Command = noticeLog(y, exe), exe.Command
 	case config.EgressGrant:
 		d.Policy = y.PolicyPath()
+	case config.Memory:
+		d.Memory = config.MemoryPath(y, g.Imp)
 	case config.GitPush:
 		var p intent.Push
 		if err := json.Unmarshal(g.Payload, &p); err != nil {

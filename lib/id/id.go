@@ -1,5 +1,6 @@
 // Package id makes and checks the identifiers that name yard files: task ids
-// (t-…), gate ids (g-…), run ids (r-…), message ids (m-…) and imp names.
+// (t-…), gate ids (g-…), run ids (r-…), message ids (m-…), memory entry
+// ids (e-…) and imp names.
 //
 // An id is a one-letter kind, a dash, ten characters of millisecond time and
 // six random characters, all in lowercase Crockford base32, so ids sort by
@@ -23,6 +24,7 @@ const (
 	Gate    = "g"
 	Run     = "r"
 	Message = "m"
+	Entry   = "e"
 )
 
 const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
@@ -35,11 +37,11 @@ var (
 	Rand io.Reader = randReader
 )
 
-// wellFormed checks ^[tgrm]-[alphabet]{16}$ by hand: it runs on every
+// wellFormed checks ^[tgrme]-[alphabet]{16}$ by hand: it runs on every
 // path built from an id, and a regexp would cost every command its
 // compilation at start-up.
 func wellFormed(s string) bool {
-	if len(s) != 18 || s[1] != '-' || !strings.ContainsRune("tgrm", rune(s[0])) {
+	if len(s) != 18 || s[1] != '-' || !strings.ContainsRune("tgrme", rune(s[0])) {
 		return false
 	}
 	for i := 2; i < len(s); i++ {
@@ -158,6 +160,8 @@ func kindName(kind string) string {
 		return "run"
 	case Message:
 		return "message"
+	case Entry:
+		return "memory entry"
 	}
 	return "unknown"
 }

@@ -66,6 +66,9 @@ func TestCheck(t *testing.T) {
 	if err := Check(Task, "t-0123456789abcdef"); err != nil {
 		t.Error(err)
 	}
+	if KindOf("e-0123456789abcdef") != Entry || Check(Entry, "e-0123456789abcdef") != nil || Check(Entry, "m-0123456789abcdef") == nil {
+		t.Error("memory entry ids")
+	}
 	if KindOf("g-0123456789abcdef") != Gate || KindOf("x") != "" {
 		t.Error("KindOf")
 	}

@@ -2,7 +2,9 @@
 // and owns the payloads whose shape is fixed by code rather than by
 // org.toml: the commit-and-push gate the supervisor files for a code
 // task's commits, which impgate shows and impexec pushes, and the pull
-// request a push chains (the intent a git-push executor's then names). A payload's JSON field names are declared here
+// request a push chains (the intent a git-push executor's then names), and
+// the memory entry an imp proposes for its core memory. A payload's JSON
+// field names are declared here
 // once, as the struct's tags and as the Fields that org.toml's trust
 // entries are checked against, so the process that files a gate and the
 // ones that read it cannot drift apart.
@@ -22,6 +24,11 @@ const (
 	// it, and the intent such an executor is conventionally configured
 	// under ([executors.message-user]).
 	MessageUser = "message-user"
+	// MemoryPromote is the intent by which an imp proposes an entry for
+	// its core memory (imps/<imp>/memory.md), conventionally configured as
+	// [executors.memory-promote] with kind "memory"; its payload is a
+	// Memory.
+	MemoryPromote = "memory-promote"
 )
 
 // Push is the frozen payload of a commit-and-push gate: the branch to
@@ -52,3 +59,15 @@ type PullRequest struct {
 
 // PullRequestFields types PullRequest's fields for trust entries.
 var PullRequestFields = payload.Fields{"title": payload.Text, "head": payload.Text, "base": payload.Text, "body": payload.Text}
+
+// Memory is the payload of a memory-promote gate: the entry's text, why
+// the imp wants it kept, and, to replace an entry rather than add one, the
+// id (e-…) of the entry it replaces.
+type Memory struct {
+	Text     string `json:"text"`
+	Reason   string `json:"reason"`
+	Replaces string `json:"replaces,omitempty"`
+}
+
+// MemoryFields types Memory's fields for trust entries.
+var MemoryFields = payload.Fields{"text": payload.Text, "reason": payload.Text, "replaces": payload.Text}

@@ -31,6 +31,7 @@ import (
 	"github.com/impyard/impyard/lib/grant"
 	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/memory"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/strictjson"
 	"github.com/impyard/impyard/lib/trust"
@@ -175,7 +176,8 @@ func Decide(y *yard.Yard, p Proposal) (d Decision, env Envelope) {
 	if !org.Intent(env.Intent, p.Rules, intent.EgressGrant) {
 		return refuse(UnknownIntent, "intent %q names no rule in the gateway policy and no trusted-side executor", env.Intent), env
 	}
-	if _, err := org.Executor(env.Intent); err != nil {
+	exe, err := org.Executor(env.Intent)
+	if err != nil {
 		return refuse(NoExecutor, "%v", err), env
 	}
 	payload := []byte(env.Payload)
@@ -184,6 +186,11 @@ func Decide(y *yard.Yard, p Proposal) (d Decision, env Envelope) {
 	}
 	if env.Intent == intent.EgressGrant {
 		if payload, err = grant.Rule(p.Imp, payload); err != nil {
+			return refuse(PayloadRefused, "%v", err), env
+		}
+	}
+	if exe.Kind == config.Memory {
+		if err := memory.Check(y, p.Imp, payload); err != nil {
 			return refuse(PayloadRefused, "%v", err), env
 		}
 	}

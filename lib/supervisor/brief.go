@@ -9,6 +9,7 @@ import (
 
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/mailbox"
+	"github.com/impyard/impyard/lib/memory"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
@@ -19,6 +20,10 @@ import (
 const JournalSlice = 50
 
 // Brief is brief.json: everything a fresh box knows of its imp's past.
+//
+// Charter and Memory are imps/<imp>/charter.md and memory.md, each whole
+// as the owner last left it (lib/memory): a file over its cap stops the
+// run before anything is made, never goes in cut.
 //
 // Every decided gate and every message reaches exactly one box: a brief
 // carries the imp's decided gates no earlier box was told of and its
@@ -34,6 +39,8 @@ type Brief struct {
 	// Provenance says where the task's text came from when it came
 	// from outside the yard.
 	Provenance *Provenance       `json:"provenance,omitempty"`
+	Charter    string            `json:"charter"`
+	Memory     string            `json:"memory"`
 	Continues  *queue.Task       `json:"continues,omitempty"`
 	Open       []*gate.Gate      `json:"open_gates"`
 	Resolved   []*gate.Gate      `json:"resolved_since_last_run"`
@@ -66,6 +73,11 @@ func (s *Supervisor) writeBrief(t *queue.Task, runID string) (string, error) {
 	if t.Continues != "" {
 		b.Continues, _ = queue.Get(s.Yard, t.Continues)
 	}
+	kept, err := memory.Load(s.Yard, t.Imp)
+	if err != nil {
+		return "", err
+	}
+	b.Charter, b.Memory = kept.Charter, kept.Memory
 	told := s.toldGates(t.Imp)
 	gates, _ := gate.List(s.Yard, gate.Filter{All: true, Imp: t.Imp})
 	for _, g := range gates {

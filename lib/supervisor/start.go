@@ -17,6 +17,7 @@ import (
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/memory"
 	"github.com/impyard/impyard/lib/netns"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
@@ -41,6 +42,12 @@ const (
 func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp, t *queue.Task) (ok bool, err error) {
 	if why := checkBox(cfg); why != "" {
 		s.failWaiting(t, why)
+		return false, nil
+	}
+	// A charter or memory the brief cannot carry whole is the owner's to
+	// trim; the task says which file and how large.
+	if _, err := memory.Load(s.Yard, t.Imp); errors.Is(err, memory.ErrTooLarge) {
+		s.failWaiting(t, err.Error())
 		return false, nil
 	}
 	if t.Kind == queue.Code {
