@@ -68,6 +68,7 @@ type Org struct {
 	Trust     []Trust              `toml:"trust"`
 	Executors map[string]*Executor `toml:"executors"`
 	Budget    map[string]Budget    `toml:"budget"`
+	Notify    Notify               `toml:"notify"`
 
 	path string
 }
@@ -202,6 +203,7 @@ func (o *Org) defaults() {
 		o.Gateway.Wait.Duration = 10 * time.Second
 	}
 	o.gatewayDefaults()
+	o.Notify.defaults()
 	if o.Containerd.Address == "" {
 		o.Containerd.Address = "/run/containerd/containerd.sock"
 	}
@@ -389,6 +391,9 @@ func (o *Org) check(b []byte) error {
 		return bad(p, b, "concurrency", "must not be negative")
 	}
 	if err := o.checkFields(b); err != nil {
+		return err
+	}
+	if err := o.Notify.check(p, b); err != nil {
 		return err
 	}
 	return o.checkGateway(p, b)
