@@ -83,7 +83,14 @@ func (r *Runner) notifyOne(ctx context.Context, org *config.Org, en *notify.Entr
 	if !n.Wants(en.Event) {
 		return notify.Drop(r.Yard, en.ID)
 	}
-	m, err := r.message(en)
+	secrets, err := r.secrets(org)
+	if err != nil {
+		err = fmt.Errorf("not sent, its secrets could not all be read to keep them out: %w", err)
+	}
+	var m *notify.Message
+	if err == nil {
+		m, err = r.message(en, secrets)
+	}
 	if errors.Is(err, errNoDecision) {
 		return notify.Drop(r.Yard, en.ID)
 	}
@@ -110,11 +117,6 @@ func (r *Runner) notifyOne(ctx context.Context, org *config.Org, en *notify.Entr
 // those that took it, with the others' errors.
 func (r *Runner) send(ctx context.Context, org *config.Org, en *notify.Entry, m *notify.Message) (done []string, err error) {
 	n := &org.Notify
-	secrets, err := r.secrets(org)
-	if err != nil {
-		return nil, fmt.Errorf("not sent, its secrets could not all be read to keep them out: %w", err)
-	}
-	m.Redact(secrets)
 	crash.Point("before-notify")
 	var errs []error
 	if len(n.Command) > 0 && !slices.Contains(en.Done, ByCommand) {
@@ -136,8 +138,8 @@ func (r *Runner) send(ctx context.Context, org *config.Org, en *notify.Entry, m 
 }
 
 // message is what the notification of en tells, read from its record as
-// it is now.
-func (r *Runner) message(en *notify.Entry) (*notify.Message, error) {
+// it is now, with every secret replaced.
+func (r *Runner) message(en *notify.Entry, secrets []string) (*notify.Message, error) {
 	m := &notify.Message{Schema: store.Schema(notify.Kind, notify.Major), ID: en.ID, Event: en.Event,
 		At: store.Second(en.At).Format(time.RFC3339), Imp: en.Imp}
 	switch en.Event {
@@ -151,7 +153,7 @@ func (r *Runner) message(en *notify.Entry) (*notify.Message, error) {
 		}
 		m.Gate, m.Task, m.Intent, m.Rationale = g.ID, g.Task, g.Intent, g.Rationale
 		m.SHA256 = g.SHA256[:gate.ShaDigits]
-		m.Summary = notify.Summarize(g.Payload, 200)
+		m.Summary = notify.Summarize(g.Payload, 200, secrets)
 		m.Approve = g.ApproveCommand()
 	default:
 		t, err := queue.Get(r.Yard, en.Subject)
@@ -166,9 +168,10 @@ func (r *Runner) message(en *notify.Entry) (*notify.Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.Summary = notify.Summarize(text, 200)
+		m.Summary = notify.Summarize(text, 200, secrets)
 	}
 	m.Compose()
+	m.Redact(secrets)
 	return m, nil
 }
 

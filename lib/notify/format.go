@@ -57,12 +57,17 @@ const Redacted = "[redacted]"
 // four bytes are passed over: they would blank out ordinary words.
 func (m *Message) Redact(secrets []string) {
 	for _, f := range []*string{&m.Imp, &m.Gate, &m.Task, &m.Intent, &m.SHA256, &m.Rationale, &m.Summary, &m.Reason, &m.Approve, &m.Text} {
-		for _, s := range secrets {
-			if len(s) >= 4 {
-				*f = strings.ReplaceAll(*f, s, Redacted)
-			}
+		*f = redact(*f, secrets)
+	}
+}
+
+func redact(s string, secrets []string) string {
+	for _, sec := range secrets {
+		if len(sec) >= 4 {
+			s = strings.ReplaceAll(s, sec, Redacted)
 		}
 	}
+	return s
 }
 
 // secretName is a payload field whose value a summary never shows.
@@ -78,8 +83,9 @@ func secretName(field string) bool {
 
 // Summarize is a one-line account of a JSON object payload within about
 // limit bytes: each field, sorted, with the start of its value (a field
-// named like a credential shows none).
-func Summarize(payload []byte, limit int) string {
+// named like a credential shows none). Each value has the secrets
+// replaced before it is shortened, so no prefix of one is left.
+func Summarize(payload []byte, limit int, secrets []string) string {
 	var obj map[string]any
 	if err := json.Unmarshal(payload, &obj); err != nil {
 		return fmt.Sprintf("%d bytes", len(payload))
@@ -93,14 +99,14 @@ func Summarize(payload []byte, limit int) string {
 	for _, k := range keys {
 		v := Redacted
 		if !secretName(k) {
-			v = short(obj[k], 40)
+			v = short(obj[k], 40, secrets)
 		}
 		parts = append(parts, k+"="+v)
 	}
 	return cut(strings.Join(parts, "; "), limit)
 }
 
-func short(v any, n int) string {
+func short(v any, n int, secrets []string) string {
 	var s string
 	switch x := v.(type) {
 	case string:
@@ -108,14 +114,14 @@ func short(v any, n int) string {
 	case []any:
 		var items []string
 		for _, it := range x {
-			items = append(items, short(it, n))
+			items = append(items, short(it, n, secrets))
 		}
 		s = strings.Join(items, ", ")
 	default:
 		b, _ := json.Marshal(x)
 		s = string(b)
 	}
-	return cut(strings.Join(strings.Fields(s), " "), n)
+	return cut(strings.Join(strings.Fields(redact(s, secrets)), " "), n)
 }
 
 // cut shortens s to at most n bytes at a rune boundary, marking the cut.
