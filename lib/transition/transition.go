@@ -214,6 +214,7 @@ func (s Store[R]) commit(tx *store.Tx, r R, n int) error {
 		if err := s.outbox(e); err != nil {
 			return s.unrecorded(tl.ID, err)
 		}
+		crash.Point("after-outbox")
 		if err := event.Record(s.Yard, e); err != nil {
 			return s.unrecorded(tl.ID, err)
 		}
