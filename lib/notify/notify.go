@@ -251,7 +251,7 @@ func Failed(y *yard.Yard, eid string, done []string, cause error, now time.Time,
 		en.Attempts++
 		en.Done = mergeDone(en.Done, done)
 		en.LastError = cause.Error()
-		en.Next = store.Second(now.Add(Backoff(backoff, en.Attempts)))
+		en.Next = secondAfter(now.Add(Backoff(backoff, en.Attempts)))
 		return false
 	})
 }
@@ -267,6 +267,16 @@ func Drop(y *yard.Yard, eid string) error {
 		return err
 	}
 	return d.Update(func(tx *store.Tx) error { return tx.Remove(name(pending, eid)) })
+}
+
+// secondAfter is t in the yard's whole seconds, rounded up: the next
+// attempt never comes before its backoff.
+func secondAfter(t time.Time) time.Time {
+	s := store.Second(t)
+	if s.Before(t) {
+		return s.Add(time.Second)
+	}
+	return s
 }
 
 func mergeDone(had, more []string) []string {

@@ -286,3 +286,18 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// The next attempt is kept in whole seconds, rounded up, so it never
+// comes before its backoff.
+func TestFailedRoundsNextUp(t *testing.T) {
+	y := yardtest.New(t)
+	g := id.New(id.Gate)
+	if err := Enqueue(y, filed(g)); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 1, 3, 0, 0, 500_000_000, time.UTC)
+	en, err := Failed(y, g+".1", nil, errors.New("x"), now, time.Second)
+	if err != nil || !en.Next.Equal(now.Add(1500*time.Millisecond)) {
+		t.Fatalf("next %v, %v: want %v", en.Next, err, now.Add(1500*time.Millisecond))
+	}
+}
