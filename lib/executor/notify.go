@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -212,14 +211,8 @@ func (r *Runner) notifyCommand(ctx context.Context, n *config.Notify, m *notify.
 	if err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, n.Timeout.Duration)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, n.Command[0], n.Command[1:]...)
-	cmd.Stdin = bytes.NewReader(in)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w: %s", ByCommand, n.Command[0], err, trim(strings.TrimSpace(out.String()), 300))
+	if out, err := runCommand(ctx, n.Command, n.Timeout.Duration, in); err != nil {
+		return fmt.Errorf("%s %s: %w: %s", ByCommand, n.Command[0], err, trim(strings.TrimSpace(out), 300))
 	}
 	return nil
 }

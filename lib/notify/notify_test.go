@@ -260,7 +260,7 @@ func TestRedact(t *testing.T) {
 func TestSummarize(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"password":"x","Token":"y","n":3,"ok":true,"list":[1,"two"],"o":{"a":1}}`: `Token=[redacted]; list=1, two; n=3; o={"a":1}; ok=true; password=[redacted]`,
-		`[1,2]`: `5 bytes`,
+		`[1,2]`:                         `5 bytes`,
 		`{"text":"  many\n\tspaces  "}`: `text=many spaces`,
 	} {
 		if got := Summarize([]byte(in), 200, nil); got != want {
