@@ -64,7 +64,12 @@ func receivedMessages(t *testing.T, path string) []notify.Message {
 
 func fileGate(t *testing.T, r *Runner, payload string) *gate.Gate {
 	t.Helper()
-	g, err := gate.File(r.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(payload), Rationale: "weekly digest", By: "yuko", Actor: "test"})
+	return fileGateWhy(t, r, payload, "weekly digest")
+}
+
+func fileGateWhy(t *testing.T, r *Runner, payload, rationale string) *gate.Gate {
+	t.Helper()
+	g, err := gate.File(r.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(payload), Rationale: rationale, By: "yuko", Actor: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +78,7 @@ func fileGate(t *testing.T, r *Runner, payload string) *gate.Gate {
 
 func TestNotifyCommandOncePerGate(t *testing.T) {
 	r, received, _, _ := notifyRunner(t, "[notify]\ncommand = [\"RECEIVE\"]\n")
-	g := fileGate(t, r, `{"to":["team@ourco.com"],"subject":"Weekly digest","body":"key `+notifySecret+`"}`)
+	g := fileGateWhy(t, r, `{"to":["team@ourco.com"],"subject":"Weekly digest","body":"key `+notifySecret+`"}`, "weekly digest, sent with "+notifySecret)
 	for range 3 {
 		if err := r.NotifyOnce(context.Background(), time.Now()); err != nil {
 			t.Fatal(err)
@@ -85,7 +90,7 @@ func TestNotifyCommandOncePerGate(t *testing.T) {
 	}
 	m := got[0]
 	if m.ID != g.ID+".1" || m.Event != notify.GateFiled || m.Gate != g.ID || m.Imp != "yuko" || m.Intent != "email-send" ||
-		m.SHA256 != g.SHA256[:16] || m.Rationale != "weekly digest" || m.Approve != "impgate approve --sha "+g.SHA256[:16]+" "+g.ID ||
+		m.SHA256 != g.SHA256[:16] || m.Rationale != "weekly digest, sent with [redacted]" || m.Approve != "impgate approve --sha "+g.SHA256[:16]+" "+g.ID ||
 		m.Summary != "body=key [redacted]; subject=Weekly digest; to=team@ourco.com" || m.Schema != "impyard.notification/1" {
 		t.Errorf("message %+v", m)
 	}
