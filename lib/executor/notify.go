@@ -3,7 +3,6 @@ package executor
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -163,11 +162,7 @@ func (r *Runner) message(en *notify.Entry, secrets []string) (*notify.Message, e
 			return nil, fmt.Errorf("task %s has no transition %d", t.ID, en.Seq)
 		}
 		m.Task, m.Reason = t.ID, t.History[en.Seq-1].Why
-		text, err := json.Marshal(map[string]string{"task": t.Text})
-		if err != nil {
-			return nil, err
-		}
-		m.Summary = notify.Summarize(text, 200, secrets)
+		m.Summary = notify.Excerpt(t.Text, 200, secrets)
 	}
 	m.Compose()
 	m.Redact(secrets)

@@ -157,7 +157,7 @@ func TestNotifyDropsWhatIsNotAsked(t *testing.T) {
 	}
 	got := receivedMessages(t, received)
 	if len(got) != 1 || got[0].Event != notify.TaskFailed || got[0].Task != tid || got[0].ID != tid+".3" ||
-		got[0].Reason != "box exited 1: out of memory" || got[0].Summary != "task=draft the weekly digest" || got[0].Gate != "" || got[0].Approve != "" {
+		got[0].Reason != "box exited 1: out of memory" || got[0].Summary != "draft the weekly digest" || got[0].Gate != "" || got[0].Approve != "" {
 		t.Fatalf("got %+v", got)
 	}
 	if p, _ := notify.Pending(r.Yard); len(p) != 0 {
@@ -286,5 +286,26 @@ func TestNotifyWebhookRefused(t *testing.T) {
 	}
 	if len(u.requests()) != 0 {
 		t.Fatal("the upstream was reached")
+	}
+}
+
+func TestNotifyTaskNeedsReview(t *testing.T) {
+	r, received, _, _ := notifyRunner(t, "[notify]\non = [\"task-needs-review\"]\ncommand = [\"RECEIVE\"]\n")
+	tid, _, err := queue.Add(r.Yard, queue.AddOptions{Imp: "rex", Text: "fix the build"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []string{state.Running, state.NeedsReview, state.Failed} {
+		if _, err := queue.Move(r.Yard, tid, queue.Change{To: to, By: "impsup", Actor: "impsup", Why: "to " + to}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.NotifyOnce(context.Background(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got := receivedMessages(t, received)
+	if len(got) != 1 || got[0].Event != notify.TaskNeedsReview || got[0].ID != tid+".3" || got[0].Imp != "rex" || got[0].Reason != "to needs-review" ||
+		!strings.HasPrefix(got[0].Text, "task "+tid+" of rex needs review\nreason: to needs-review\ntask: fix the build\n") {
+		t.Fatalf("got %+v", got)
 	}
 }

@@ -37,8 +37,8 @@ type Message struct {
 	// SHA256 is the prefix of the payload's sha256 that approves it.
 	SHA256    string `json:"sha256,omitempty"`
 	Rationale string `json:"rationale,omitempty"`
-	// Summary is a short account of the payload: each field and the start
-	// of its value.
+	// Summary is a short account of the payload, each field and the start
+	// of its value; for a task, the start of its text.
 	Summary string `json:"summary,omitempty"`
 	// Reason is why a task failed or needs review.
 	Reason string `json:"reason,omitempty"`
@@ -121,6 +121,12 @@ func short(v any, n int, secrets []string) string {
 		b, _ := json.Marshal(x)
 		s = string(b)
 	}
+	return Excerpt(s, n, secrets)
+}
+
+// Excerpt is s on one line, with the secrets replaced, cut to at most n
+// bytes.
+func Excerpt(s string, n int, secrets []string) string {
 	return cut(strings.Join(strings.Fields(redact(s, secrets)), " "), n)
 }
 
@@ -178,7 +184,11 @@ func title(m *Message) string {
 // field that is set, and the notification id last.
 func (m *Message) Compose() {
 	lines := []string{title(m)}
-	for _, f := range [][2]string{{"why", m.Rationale}, {"reason", m.Reason}, {"payload", m.Summary}, {"sha256", m.SHA256}, {"approve with", m.Approve}} {
+	what := "payload"
+	if m.Gate == "" {
+		what = "task"
+	}
+	for _, f := range [][2]string{{"why", m.Rationale}, {"reason", m.Reason}, {what, m.Summary}, {"sha256", m.SHA256}, {"approve with", m.Approve}} {
 		if f[1] != "" {
 			lines = append(lines, f[0]+": "+f[1])
 		}
