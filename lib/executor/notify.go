@@ -69,11 +69,29 @@ func (r *Runner) NotifyOnce(ctx context.Context, now time.Time) error {
 		if en.Next.After(now) {
 			continue
 		}
-		if err := r.notifyOne(ctx, org, en, now); err != nil {
+		if err := r.claimed(ctx, org, en.ID, now); err != nil {
 			r.logf("notification %s: %v", en.ID, err)
 		}
 	}
 	return nil
+}
+
+// claimed delivers the entry eid if no other deliverer holds it and it
+// is still pending and due once this one does.
+func (r *Runner) claimed(ctx context.Context, org *config.Org, eid string, now time.Time) error {
+	release, ok, err := notify.Claim(r.Yard, eid)
+	if err != nil || !ok {
+		return err
+	}
+	defer release()
+	en, err := notify.Get(r.Yard, eid)
+	if errors.Is(err, notify.ErrGone) {
+		return nil
+	}
+	if err != nil || en.Next.After(now) {
+		return err
+	}
+	return r.notifyOne(ctx, org, en, now)
 }
 
 func (r *Runner) notifyOne(ctx context.Context, org *config.Org, en *notify.Entry, now time.Time) error {

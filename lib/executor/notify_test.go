@@ -309,3 +309,27 @@ func TestNotifyTaskNeedsReview(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 }
+
+// Of two deliverers one sends: while another holds an entry's send lock
+// it is left alone.
+func TestNotifyClaimedElsewhereIsLeft(t *testing.T) {
+	r, received, _, _ := notifyRunner(t, "[notify]\ncommand = [\"RECEIVE\"]\n")
+	g := fileGate(t, r, `{}`)
+	release, ok, err := notify.Claim(r.Yard, g.ID+".1")
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := r.NotifyOnce(context.Background(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := receivedMessages(t, received); len(got) != 0 {
+		t.Fatalf("sent while claimed: %+v", got)
+	}
+	release()
+	if err := r.NotifyOnce(context.Background(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := receivedMessages(t, received); len(got) != 1 {
+		t.Fatalf("sent %d after release, want 1", len(got))
+	}
+}

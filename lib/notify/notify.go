@@ -194,6 +194,34 @@ func parse(path string, read func(string) ([]byte, error)) (*Entry, error) {
 	return &en, nil
 }
 
+// Claim takes, without waiting, the send lock of the pending entry eid,
+// outbox/.send/<eid>.lock, so that of two deliverers one sends it; ok is
+// false when another holds it. The deliverer reads the entry again (Get)
+// once it holds the lock: the other may have delivered it meanwhile.
+func Claim(y *yard.Yard, eid string) (release func(), ok bool, err error) {
+	if err := checkEventID(eid); err != nil {
+		return nil, false, err
+	}
+	d, err := store.MkdirAll(y.Root, filepath.Join(dir, ".send"))
+	if err != nil {
+		return nil, false, err
+	}
+	return store.TryLock(filepath.Join(d, eid+".lock"))
+}
+
+// Get reads the pending entry eid; one no longer pending wraps ErrGone.
+func Get(y *yard.Yard, eid string) (*Entry, error) {
+	if err := checkEventID(eid); err != nil {
+		return nil, err
+	}
+	p := y.Path(dir, name(pending, eid))
+	en, err := parse(p, func(string) ([]byte, error) { return y.ReadFile(p) })
+	if store.IsNotExist(err) {
+		return nil, fmt.Errorf("notification %s %w in %s", eid, ErrGone, y.Path(dir))
+	}
+	return en, err
+}
+
 // ErrGone is an entry that is no longer pending: another deliverer
 // finished it, or it was never written.
 var ErrGone = errors.New("is not pending")

@@ -301,3 +301,42 @@ func TestFailedRoundsNextUp(t *testing.T) {
 		t.Fatalf("next %v, %v: want %v", en.Next, err, now.Add(1500*time.Millisecond))
 	}
 }
+
+func TestClaimAndGet(t *testing.T) {
+	y := yardtest.New(t)
+	g := id.New(id.Gate)
+	if err := Enqueue(y, filed(g)); err != nil {
+		t.Fatal(err)
+	}
+	release, ok, err := Claim(y, g+".1")
+	if err != nil || !ok {
+		t.Fatalf("first claim: %v %v", ok, err)
+	}
+	if _, ok2, err := Claim(y, g+".1"); err != nil || ok2 {
+		t.Fatalf("a second claim while the first is held: %v %v", ok2, err)
+	}
+	release()
+	release2, ok, err := Claim(y, g+".1")
+	if err != nil || !ok {
+		t.Fatalf("claim after release: %v %v", ok, err)
+	}
+	release2()
+	en, err := Get(y, g+".1")
+	if err != nil || en.Subject != g || en.Seq != 1 {
+		t.Fatalf("get %+v %v", en, err)
+	}
+	if _, err := Delivered(y, g+".1", nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Get(y, g+".1"); !errors.Is(err, ErrGone) {
+		t.Fatalf("get after delivery: %v, want ErrGone", err)
+	}
+	for _, bad := range []string{"../x.1", g} {
+		if _, _, err := Claim(y, bad); err == nil {
+			t.Errorf("Claim(%q) accepted", bad)
+		}
+		if _, err := Get(y, bad); err == nil {
+			t.Errorf("Get(%q) accepted", bad)
+		}
+	}
+}
