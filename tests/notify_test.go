@@ -242,4 +242,34 @@ func TestNotifyOwner(t *testing.T) {
 	if owed, _ := notify.Pending(s.y); len(owed) != 0 {
 		t.Fatalf("still owed: %+v", owed)
 	}
+
+	// Each chat format, through the same gateway, read from org.toml as
+	// it is at delivery.
+	for _, format := range []string{"discord", "slack", "ntfy"} {
+		org, _ := os.ReadFile(s.y.Path("org.toml"))
+		os.WriteFile(s.y.Path("org.toml"), regexp.MustCompile(`format = "\w+"`).ReplaceAll(org, []byte(`format = "`+format+`"`)), 0o640)
+		g := s.fileForNotice(t, tok, format)
+		waitFor(t, format+" notification", func() bool { return len(hook.delivered()[g+".1"]) == 1 })
+		r := hook.delivered()[g+".1"][0]
+		var text string
+		switch format {
+		case "discord":
+			var v struct{ Content, Username string }
+			json.Unmarshal([]byte(r.body), &v)
+			text = v.Content
+		case "slack":
+			var v struct{ Text string }
+			json.Unmarshal([]byte(r.body), &v)
+			text = v.Text
+		case "ntfy":
+			text = r.body
+			if r.header.Get("Title") != "yuko wants email-send: gate "+g+" waits" || r.header.Get("Content-Type") != "text/plain; charset=utf-8" {
+				t.Errorf("ntfy headers %v", r.header)
+			}
+		}
+		if !strings.HasPrefix(text, "yuko wants email-send: gate "+g+" waits\n") || !strings.Contains(text, "\napprove with: impgate approve --sha ") ||
+			!strings.HasSuffix(text, "\nid: "+g+".1") || strings.Contains(r.body, secret) || strings.Contains(r.body, hookSecret) {
+			t.Errorf("%s body %s", format, r.body)
+		}
+	}
 }
