@@ -64,12 +64,17 @@ const runUsage = `usage: impexec run [--rescan INTERVAL] [--workers N]
 Execute approved gates as they appear (inotify on gates/, with a
 rescan every INTERVAL). At start it takes up every gate still approved, and
 every gate a dead executor left executing: an idempotent executor resumes
-it, any other fails it with "outcome unknown". Stops on SIGINT or SIGTERM.
+it, any other fails it with "outcome unknown". Every second it delivers
+the notifications due in outbox/ to the receivers org.toml [notify] names,
+retrying a failed one with backoff. Stops on SIGINT or SIGTERM.
 
 Examples:
   impexec run
   impexec run --workers 8 --rescan 10s
 `
+
+// notifyPoll is how often run looks for notifications due.
+const notifyPoll = time.Second
 
 func runCmd(ctx context.Context, e *cli.Env, args []string) error {
 	fs := e.FlagSet("run", runUsage)
@@ -96,6 +101,10 @@ func runCmd(ctx context.Context, e *cli.Env, args []string) error {
 	r.Ready = e.Ready
 	defer e.StoppingOn(ctx)()
 	r.Logf("watching %s", gate.Dir(r.Yard))
+	nctx, stopNotify := context.WithCancel(ctx)
+	notified := make(chan struct{})
+	go func() { defer close(notified); r.Notify(nctx, notifyPoll) }()
+	defer func() { stopNotify(); <-notified }()
 	return r.Run(ctx, *rescan, *workers)
 }
 

@@ -70,6 +70,7 @@ type Org struct {
 	Executors map[string]*Executor `toml:"executors"`
 	Budget    map[string]Budget    `toml:"budget"`
 	Inbound   Inbound              `toml:"inbound"`
+	Notify    Notify               `toml:"notify"`
 
 	path string
 }
@@ -206,6 +207,7 @@ func (o *Org) defaults() {
 	}
 	o.gatewayDefaults()
 	o.inboundDefaults()
+	o.Notify.defaults()
 	if o.Containerd.Address == "" {
 		o.Containerd.Address = "/run/containerd/containerd.sock"
 	}
@@ -397,6 +399,9 @@ func (o *Org) check(b []byte) error {
 		return err
 	}
 	if err := o.checkInbound(p, b); err != nil {
+		return err
+	}
+	if err := o.Notify.check(p, b); err != nil {
 		return err
 	}
 	return o.checkGateway(p, b)

@@ -18,10 +18,6 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-// ShaDigits is how much of the sha256 the approve command names: enough
-// that no other payload a box could make matches it.
-const ShaDigits = 16
-
 // Report is a gate and what the desk found about it. Its JSON is the
 // gate file's fields and these.
 type Report struct {
@@ -68,15 +64,9 @@ func Inspect(y *yard.Yard, home string, g *gate.Gate) *Report {
 	}
 	r.verify(home)
 	if g.State == state.Filed && r.PayloadMatches {
-		r.Approve = ApproveCommand(g)
+		r.Approve = g.ApproveCommand()
 	}
 	return r
-}
-
-// ApproveCommand is the impgate command that approves g's payload and no
-// other.
-func ApproveCommand(g *gate.Gate) string {
-	return fmt.Sprintf("impgate approve --sha %s %s", g.SHA256[:ShaDigits], g.ID)
 }
 
 // Verdict says which trust entry applied or why g waits for a human, from

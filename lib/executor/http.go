@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"text/template"
+	"time"
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
@@ -32,7 +33,7 @@ func (r *Runner) sendHTTP(ctx context.Context, g *gate.Gate, listen string, exe 
 	// A refused CONNECT comes back from net/http as a bare error; note the
 	// gateway's answer here to know that nothing was sent.
 	var refused string
-	client, err := r.client(listen, exe, func(resp *http.Response) {
+	client, err := r.client(listen, exe.Timeout.Duration, func(resp *http.Response) {
 		if resp.StatusCode != http.StatusOK {
 			refused = fmt.Sprintf("%s (decision %s)", resp.Status, resp.Header.Get("X-Impgw-Decision"))
 		}
@@ -88,7 +89,7 @@ func gatewayUp(org *config.Org, exe *config.Executor) error {
 // client builds an HTTP client whose every request goes through the
 // gateway with the org token as proxy credentials, trusting the gateway's
 // CA for the TLS it terminates.
-func (r *Runner) client(listen string, exe *config.Executor, onConnect func(*http.Response)) (*http.Client, error) {
+func (r *Runner) client(listen string, timeout time.Duration, onConnect func(*http.Response)) (*http.Client, error) {
 	tok, err := token.OrgToken(r.Home)
 	if err != nil {
 		return nil, err
@@ -114,7 +115,7 @@ func (r *Runner) client(listen string, exe *config.Executor, onConnect func(*htt
 		ForceAttemptHTTP2: false,
 		DisableKeepAlives: true,
 	}
-	return &http.Client{Transport: tr, Timeout: exe.Timeout.Duration,
+	return &http.Client{Transport: tr, Timeout: timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, nil
 }
 

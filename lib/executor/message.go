@@ -67,18 +67,26 @@ func (r *Runner) messageUser(ctx context.Context, g *gate.Gate, exe *config.Exec
 	if err != nil {
 		return nil, &outcome{err: err}
 	}
-	cctx, cancel := context.WithTimeout(ctx, exe.Timeout.Duration)
+	out, err := runCommand(ctx, exe.Command, exe.Timeout.Duration, in)
+	if err != nil {
+		var ee *exec.ExitError
+		started := errors.As(err, &ee)
+		return nil, &outcome{err: fmt.Errorf("%s: %w: %s", exe.Command[0], err, trim(out, 300)), sent: started, transient: true}
+	}
+	res.Detail += "; ran " + exe.Command[0]
+	res.Body = trim(out, 2048)
+	return res, nil
+}
+
+// runCommand runs argv with in on its standard input, killed after
+// timeout, and returns what it wrote to standard output and error.
+func runCommand(ctx context.Context, argv []string, timeout time.Duration, in []byte) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, exe.Command[0], exe.Command[1:]...)
+	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
 	cmd.Stdin = bytes.NewReader(in)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		var ee *exec.ExitError
-		started := errors.As(err, &ee)
-		return nil, &outcome{err: fmt.Errorf("%s: %w: %s", exe.Command[0], err, trim(out.String(), 300)), sent: started, transient: true}
-	}
-	res.Detail += "; ran " + exe.Command[0]
-	res.Body = trim(out.String(), 2048)
-	return res, nil
+	err := cmd.Run()
+	return out.String(), err
 }

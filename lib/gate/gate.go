@@ -33,6 +33,7 @@ import (
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/notify"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/strictjson"
@@ -186,6 +187,16 @@ func (g *Gate) VerifyApproval(kr *approval.Keyring) (*approval.Trusted, error) {
 	return kr.Verify(g.ID, g.SHA256, g.Approval)
 }
 
+// ShaDigits is how much of the sha256 the approve command names: enough
+// that no other payload a box could make matches it.
+const ShaDigits = 16
+
+// ApproveCommand is the impgate command that approves g's payload and no
+// other.
+func (g *Gate) ApproveCommand() string {
+	return fmt.Sprintf("impgate approve --sha %s %s", g.SHA256[:ShaDigits], g.ID)
+}
+
 // FileOptions describe a new gate.
 type FileOptions struct {
 	Imp       string
@@ -320,6 +331,7 @@ func gates(y *yard.Yard) (transition.Store[*Gate], error) {
 		},
 		Write: write, First: "gate-filed",
 		Detail: func(g *Gate, e *event.Event) { e.Task, e.SHA256, e.Intent = g.Task, g.SHA256, g.Intent },
+		Outbox: func(e event.Event) error { return notify.Enqueue(y, e) },
 	}, nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/notify"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/transition"
@@ -88,6 +89,7 @@ func tasks(y *yard.Yard, imp string) (transition.Store[*Task], error) {
 				e.Why = summary(t.Text)
 			}
 		},
+		Outbox: func(e event.Event) error { return notify.Enqueue(y, e) },
 	}, nil
 }
 

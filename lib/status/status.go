@@ -20,6 +20,7 @@ import (
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/notify"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
@@ -43,6 +44,8 @@ type Status struct {
 	Gates    []Pending  `json:"gates"`
 	Spend    []Spend    `json:"spend"`
 	Failures []Failure  `json:"failures"`
+	// Notifications are those the outbox still owes the owner.
+	Notifications Notifications `json:"notifications"`
 	// Warnings are the parts that could not be read (a damaged task or
 	// gate file, an unreadable ledger); the rest is still shown.
 	Warnings []string `json:"warnings"`
@@ -97,6 +100,24 @@ type Failure struct {
 	Imp    string `json:"imp"`
 	At     Time   `json:"at"`
 	Reason string `json:"reason"`
+}
+
+// Notifications counts the outbox entries not yet delivered and lists
+// those whose delivery failed at least once.
+type Notifications struct {
+	Pending int            `json:"pending"`
+	Failing []Notification `json:"failing"`
+}
+
+// Notification is one entry whose delivery failed: how often, what the
+// last attempt said, and when the next begins.
+type Notification struct {
+	ID        string `json:"id"`
+	Event     string `json:"event"`
+	Imp       string `json:"imp"`
+	Attempts  int    `json:"attempts"`
+	Next      Time   `json:"next"`
+	LastError string `json:"last_error"`
 }
 
 // Options tune Gather.
@@ -216,6 +237,8 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 	}
 	s.Failures = append(s.Failures, fails...)
 
+	s.Notifications = notifications(y, warn)
+
 	names := map[string]bool{}
 	for imp := range org.Budget {
 		names[imp] = true
@@ -239,6 +262,20 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 			Over: b.Daily > 0 && cost >= b.Daily || b.Bytes > 0 && bytes >= b.Bytes})
 	}
 	return s, nil
+}
+
+func notifications(y *yard.Yard, warn func(error)) Notifications {
+	entries, bad := notify.Pending(y)
+	for _, err := range bad {
+		warn(err)
+	}
+	n := Notifications{Pending: len(entries), Failing: []Notification{}}
+	for _, en := range entries {
+		if en.Attempts > 0 {
+			n.Failing = append(n.Failing, Notification{ID: en.ID, Event: en.Event, Imp: en.Imp, Attempts: en.Attempts, Next: Time{en.Next}, LastError: en.LastError})
+		}
+	}
+	return n
 }
 
 // lastWhy is the reason of the last transition that gave one.
@@ -317,6 +354,13 @@ func (s *Status) WriteText(w io.Writer) error {
 		for _, f := range s.Failures {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", f.At, f.Kind, f.ID, f.Imp, reason(f.Reason))
 		}
+	}
+	tw.Flush()
+
+	fmt.Fprintln(tw, "\nNOTIFICATIONS")
+	fmt.Fprintf(tw, "  %d waiting to be delivered\n", s.Notifications.Pending)
+	for _, n := range s.Notifications.Failing {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\tfailed %d time(s), next at %s\t%s\n", n.ID, n.Event, n.Imp, n.Attempts, n.Next, reason(n.LastError))
 	}
 	tw.Flush()
 

@@ -14,6 +14,7 @@ import (
 	"github.com/impyard/impyard/internal/approvaltest"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/notify"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
@@ -199,5 +200,54 @@ func TestFailuresLimit(t *testing.T) {
 	}
 	if len(s.Failures) != 2 || s.Failures[0].ID != ids[3] || s.Failures[1].ID != ids[2] {
 		t.Errorf("failures: %+v, want %s, %s", s.Failures, ids[3], ids[2])
+	}
+}
+
+// TestGatherNotifications counts what the outbox owes and shows each
+// entry whose delivery failed: attempts, next try and the last error.
+func TestGatherNotifications(t *testing.T) {
+	y := yardtest.New(t)
+	one, two := fileGate(t, y, "yuko"), fileGate(t, y, "rex")
+	now := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+	for range 2 {
+		if _, err := notify.Failed(y, two.ID+".1", nil, errors.New("webhook: hooks.example answered 503: busy"), now, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := yardtest.Tree(t, y.Root)
+	s, err := Gather(y, Options{GatewayUp: down, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yardtest.Unchanged(t, y.Root, before, "Gather")
+	n := s.Notifications
+	if n.Pending != 2 || len(n.Failing) != 1 {
+		t.Fatalf("%+v", n)
+	}
+	f := n.Failing[0]
+	if f.ID != two.ID+".1" || f.Event != "gate-filed" || f.Imp != "rex" || f.Attempts != 2 || !f.Next.Equal(now.Add(10*time.Second)) || f.LastError != "webhook: hooks.example answered 503: busy" {
+		t.Fatalf("%+v", f)
+	}
+	b, _ := json.Marshal(s)
+	if want := `"notifications":{"pending":2,"failing":[{"id":"` + two.ID + `.1","event":"gate-filed","imp":"rex","attempts":2,"next":"2026-12-01T03:00:10Z","last_error":"webhook: hooks.example answered 503: busy"}]}`; !strings.Contains(string(b), want) {
+		t.Errorf("json %s lacks %s", b, want)
+	}
+	var buf bytes.Buffer
+	if err := s.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{`(?m)^NOTIFICATIONS\n  2 waiting to be delivered\n`, `(?m)^  ` + two.ID + `\.1 +gate-filed +rex +failed 2 time\(s\), next at 2026-12-01T03:00:10Z +webhook: hooks\.example answered 503: busy$`} {
+		if !regexp.MustCompile(re).MatchString(buf.String()) {
+			t.Errorf("text lacks %s:\n%s", re, buf.String())
+		}
+	}
+	if strings.Contains(buf.String(), one.ID+".1") {
+		t.Errorf("an entry not yet tried is listed as failing:\n%s", buf.String())
+	}
+	// A damaged entry is a warning; the rest is still counted.
+	os.WriteFile(y.Path("outbox", "pending", "g-0000000000000001.1.json"), []byte("{"), 0o600)
+	s, err = Gather(y, Options{GatewayUp: down, Now: now})
+	if err != nil || s.Notifications.Pending != 2 || len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "g-0000000000000001.1.json") {
+		t.Fatalf("%+v %v", s, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/notify"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/store"
@@ -224,5 +225,34 @@ func TestCrashBetweenWriteAndRecord(t *testing.T) {
 				exactlyOnce(t, y, id, want+c.repairAdds)
 			})
 		}
+	}
+}
+
+// TestCrashAroundOutbox kills the filer of a gate after the gate is
+// written, once before its outbox entry and once after it: either way,
+// after the repair the outbox owes exactly one notification of the filing
+// and the journal holds exactly one record of it.
+func TestCrashAroundOutbox(t *testing.T) {
+	for _, point := range []string{"before-record", "after-outbox"} {
+		t.Run(point, func(t *testing.T) {
+			y := yardtest.New(t)
+			killedAt(t, y, point, "gate-file")
+			id := only(gate.List(y, gate.Filter{}))
+			if id == "" {
+				t.Fatal("no gate was written")
+			}
+			owed, _ := notify.Pending(y)
+			if wantBefore := point == "after-outbox"; (len(owed) == 1) != wantBefore {
+				t.Fatalf("before the repair the outbox holds %v", owed)
+			}
+			if err := gate.Repair(y); err != nil {
+				t.Fatal(err)
+			}
+			owed, bad := notify.Pending(y)
+			if len(owed) != 1 || owed[0].ID != id+".1" || owed[0].Event != "gate-filed" || owed[0].Imp != "yuko" || len(bad) != 0 {
+				t.Fatalf("after the repair the outbox holds %v (%v)", owed, bad)
+			}
+			exactlyOnce(t, y, id, 1)
+		})
 	}
 }

@@ -61,6 +61,11 @@ type Store[R Record] struct {
 	// Detail, when set, adds what the record's kind tells beside the
 	// common fields to the record of its seq-th transition (e.Seq).
 	Detail func(r R, e *event.Event)
+	// Outbox, when set, is given each transition's record after the
+	// record is written and before its journal and audit lines, and again
+	// when a crash is recovered: what it writes is as durable as the
+	// event (lib/notify).
+	Outbox func(e event.Event) error
 }
 
 // Change is one requested transition.
@@ -205,7 +210,12 @@ func (s Store[R]) commit(tx *store.Tx, r R, n int) error {
 	}
 	crash.Point("before-record")
 	for seq := len(tl.History) - n + 1; seq <= len(tl.History); seq++ {
-		if err := event.Record(s.Yard, s.eventOf(r, seq)); err != nil {
+		e := s.eventOf(r, seq)
+		if err := s.outbox(e); err != nil {
+			return s.unrecorded(tl.ID, err)
+		}
+		crash.Point("after-outbox")
+		if err := event.Record(s.Yard, e); err != nil {
 			return s.unrecorded(tl.ID, err)
 		}
 	}
@@ -259,8 +269,16 @@ func (s Store[R]) recoverInterrupted(tx *store.Tx) error {
 		if n == 0 {
 			return event.Event{}, false, nil
 		}
-		return s.eventOf(r, n), true, nil
+		e := s.eventOf(r, n)
+		return e, true, s.outbox(e)
 	})
+}
+
+func (s Store[R]) outbox(e event.Event) error {
+	if s.Outbox == nil {
+		return nil
+	}
+	return s.Outbox(e)
 }
 
 // NewID returns a new id of the store's kind for which none of the files
