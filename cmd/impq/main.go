@@ -25,7 +25,7 @@ Commands:
   spend   show each imp's spend today against its budget
   tell    leave a message for an imp's next run
 
-Run 'impq COMMAND -h' for a command's flags.
+Run 'impq COMMAND --help' or 'impq help COMMAND' for a command's flags.
 
 Examples:
   id=$(impq add --imp yuko "draft the weekly digest")
