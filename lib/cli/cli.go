@@ -174,7 +174,7 @@ func (e *Env) Dispatch(args []string, usage string, cmds map[string]func(args []
 			fmt.Fprintln(e.Stdout, Version(e.Name))
 			return OK
 		case "completion":
-			return e.Report(e.completion(args[1:], usage, cmds))
+			return e.Report(withCmd(e.completion(args[1:], usage, cmds), e.Name+" completion"))
 		}
 	}
 	return e.Report(e.group("", args, usage, cmds))
@@ -221,10 +221,14 @@ func (e *Env) group(name string, args []string, usage string, cmds map[string]fu
 		}
 		return err
 	}
-	err := run(args[1:])
+	return withCmd(run(args[1:]), full+" "+args[0])
+}
+
+// withCmd points a usage error that names no command to cmd's --help.
+func withCmd(err error, cmd string) error {
 	var u *UsageError
 	if errors.As(err, &u) && u.Cmd == "" {
-		u.Cmd = full + " " + args[0]
+		u.Cmd = cmd
 	}
 	return err
 }

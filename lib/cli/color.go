@@ -98,7 +98,7 @@ func StateStyle(s string) Style {
 		return Green
 	case "deny", "reject", "denied", "failed", "cancelled":
 		return Red
-	case "pending", "waiting", "running", "executing":
+	case "filed", "needs-review", "waiting", "running", "executing":
 		return Amber
 	}
 	return Plain
