@@ -38,13 +38,9 @@ func keyCmd(e *cli.Env, args []string) error {
 }
 
 func keyInit(e *cli.Env, args []string) error {
-	fs := e.FlagSet("key init", keyUsage)
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := cli.Parse(fs, args); err != nil {
+	asJSON, err := e.JSONOnly("key init", keyUsage, args, "print one JSON object")
+	if err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("key init: unexpected argument %q", fs.Arg(0))
 	}
 	home, err := yard.Home()
 	if err != nil {
@@ -54,7 +50,7 @@ func keyInit(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		return cli.JSONLine(e.Stdout, map[string]string{"name": approval.Owner, "path": k.Path, "fingerprint": k.Fingerprint()})
 	}
 	_, err = fmt.Fprintf(e.Stdout, "%s %s\n", k.Path, k.Fingerprint())
@@ -62,13 +58,9 @@ func keyInit(e *cli.Env, args []string) error {
 }
 
 func keyLs(e *cli.Env, args []string) error {
-	fs := e.FlagSet("key ls", keyUsage)
-	asJSON := fs.Bool("json", false, "print one JSON object per line")
-	if err := cli.Parse(fs, args); err != nil {
+	asJSON, err := e.JSONOnly("key ls", keyUsage, args, "print one JSON object per line")
+	if err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return cli.Usagef("key ls: unexpected argument %q", fs.Arg(0))
 	}
 	home, err := yard.Home()
 	if err != nil {
@@ -78,7 +70,7 @@ func keyLs(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		for _, k := range kr.Keys {
 			if err := cli.JSONLine(e.Stdout, k); err != nil {
 				return err

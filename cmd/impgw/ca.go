@@ -38,13 +38,9 @@ func caCmd(e *cli.Env, args []string) error {
 }
 
 func caInit(e *cli.Env, args []string) error {
-	fs := e.FlagSet("ca init", caUsage)
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := cli.Parse(fs, args); err != nil {
+	asJSON, err := e.JSONOnly("ca init", caUsage, args, "print one JSON object")
+	if err != nil {
 		return err
-	}
-	if fs.NArg() != 0 {
-		return cli.Usagef("ca init: unexpected argument %q", fs.Arg(0))
 	}
 	home, err := yard.Home()
 	if err != nil {
@@ -57,7 +53,7 @@ func caInit(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		return cli.JSONLine(e.Stdout, caJSON(home, c))
 	}
 	fmt.Fprintf(e.Stdout, "created %s\n%s\nsha256 %s\n", ca.KeyPath(home), ca.CertPath(home), c.Fingerprint())
@@ -65,13 +61,9 @@ func caInit(e *cli.Env, args []string) error {
 }
 
 func caShow(e *cli.Env, args []string) error {
-	fs := e.FlagSet("ca show", caUsage)
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	if err := cli.Parse(fs, args); err != nil {
+	asJSON, err := e.JSONOnly("ca show", caUsage, args, "print one JSON object")
+	if err != nil {
 		return err
-	}
-	if fs.NArg() != 0 {
-		return cli.Usagef("ca show: unexpected argument %q", fs.Arg(0))
 	}
 	home, err := yard.Home()
 	if err != nil {
@@ -81,7 +73,7 @@ func caShow(e *cli.Env, args []string) error {
 	if err != nil {
 		return cli.WithHint(err, "'impgw ca init' creates the CA")
 	}
-	if *asJSON {
+	if asJSON {
 		return cli.JSONLine(e.Stdout, caJSON(home, c))
 	}
 	fmt.Fprintf(e.Stdout, "cert     %s\nsha256   %s\nsubject  %s\nexpires  %s\n",

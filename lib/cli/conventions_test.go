@@ -157,8 +157,7 @@ func openTTY(t *testing.T) *os.File {
 func treeEnv() (*Env, string, map[string]func([]string) error) {
 	e, _, _ := newEnv()
 	usage := "usage: impq COMMAND\n\nCommands:\n  add    file a task\n  token  issue or revoke\n         tokens\n\nExamples:\n  impq add x\n"
-	var cmds map[string]func([]string) error
-	cmds = map[string]func([]string) error{
+	cmds := map[string]func([]string) error{
 		"add": func(args []string) error {
 			fs := e.FlagSet("add", "usage")
 			fs.String("imp", "", "the imp `NAME`")
@@ -292,5 +291,19 @@ func TestZshAndFishCompletionParse(t *testing.T) {
 		if out, err := exec.Command(c.shell, "-n", script).CombinedOutput(); err != nil {
 			t.Errorf("%s -n: %v\n%s", c.shell, err, out)
 		}
+	}
+}
+
+func TestParseNone(t *testing.T) {
+	e, _, _ := newEnv()
+	fs := e.FlagSet("key ls", "usage")
+	asJSON := fs.Bool("json", false, "JSON")
+	if err := ParseNone(fs, []string{"--json"}); err != nil || !*asJSON {
+		t.Errorf("--json: %v, json %v", err, *asJSON)
+	}
+	err := ParseNone(fs, []string{"--json", "extra"})
+	var u *UsageError
+	if !errors.As(err, &u) || u.Msg != `key ls: unexpected argument "extra"` {
+		t.Errorf("extra argument: %v, want a usage error naming it", err)
 	}
 }

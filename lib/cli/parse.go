@@ -85,3 +85,25 @@ func FlagName(name string) string {
 	}
 	return "--" + name
 }
+
+// ParseNone parses args into fs for a command that takes flags only: a
+// positional argument is a usage error naming it.
+func ParseNone(fs *flag.FlagSet, args []string) error {
+	if err := Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		_, sub, _ := strings.Cut(fs.Name(), " ")
+		return Usagef("%s: unexpected argument %q", sub, fs.Arg(0))
+	}
+	return nil
+}
+
+// JSONOnly parses the arguments of a subcommand whose one flag is
+// --json (documented as doc) and that takes no positional argument.
+func (e *Env) JSONOnly(sub, usage string, args []string, doc string) (bool, error) {
+	fs := e.FlagSet(sub, usage)
+	asJSON := fs.Bool("json", false, doc)
+	err := ParseNone(fs, args)
+	return *asJSON, err
+}
