@@ -177,16 +177,13 @@ func (e *Env) Dispatch(args []string, usage string, cmds map[string]func(args []
 			return e.Report(withCmd(e.completion(args[1:], usage, cmds), e.Name+" completion"))
 		}
 	}
-	return e.Report(e.group("", args, usage, cmds))
+	return e.Report(e.Group("", args, usage, cmds))
 }
 
 // Group runs the subcommand named by args[0] of the subcommand name
-// (impgw token issue), with Dispatch's help and usage errors.
+// (impgw token issue; "" for the command itself), with Dispatch's help
+// and usage errors.
 func (e *Env) Group(name string, args []string, usage string, cmds map[string]func(args []string) error) error {
-	return e.group(name, args, usage, cmds)
-}
-
-func (e *Env) group(name string, args []string, usage string, cmds map[string]func(args []string) error) error {
 	full := strings.TrimSpace(e.Name + " " + name)
 	prefix := ""
 	if name != "" {
@@ -204,7 +201,7 @@ func (e *Env) group(name string, args []string, usage string, cmds map[string]fu
 	case "-h", "-help", "--help", "help":
 		if args[0] == "help" && len(args) > 1 {
 			if _, ok := cmds[args[1]]; ok {
-				return e.group(name, append(args[1:], "--help"), usage, cmds)
+				return e.Group(name, append(args[1:], "--help"), usage, cmds)
 			}
 			args = args[1:]
 			break
