@@ -164,7 +164,8 @@ func User() string {
 }
 
 // Dispatch runs the subcommand named by args[0] from cmds, printing usage
-// for --help or help, help on a subcommand for "help COMMAND", the
+// for --help or help, help on a subcommand for "help COMMAND" or
+// "COMMAND help", the
 // version for --version and a shell completion script for "completion
 // SHELL"; no subcommand, or an unknown one, is one usage error line.
 func (e *Env) Dispatch(args []string, usage string, cmds map[string]func(args []string) error) int {
@@ -218,7 +219,14 @@ func (e *Env) Group(name string, args []string, usage string, cmds map[string]fu
 		}
 		return err
 	}
-	return withCmd(run(args[1:]), full+" "+args[0])
+	rest := args[1:]
+	if len(rest) == 1 && rest[0] == "help" {
+		// "impq show help" asks for help, as "impq help show" does: an
+		// id, a directory or a task's text named "help" is far rarer
+		// than the question, and a task's text needs --imp beside it.
+		rest = []string{"--help"}
+	}
+	return withCmd(run(rest), full+" "+args[0])
 }
 
 // withCmd points a usage error that names no command to cmd's --help.

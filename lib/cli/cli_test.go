@@ -189,11 +189,19 @@ func TestDispatch(t *testing.T) {
 	if len(ran) != 1 || ran[0] != "a b" {
 		t.Errorf("ok ran with %q, want once with the rest of the arguments", ran)
 	}
-	// help COMMAND asks the command for its help.
+	// help COMMAND and COMMAND help ask the command for its help; help
+	// beside another argument is an argument.
+	for _, args := range [][]string{{"help", "ok"}, {"ok", "help"}} {
+		ran = nil
+		e, _, _ := newEnv()
+		if got := e.Dispatch(args, usage, cmds); got != OK || len(ran) != 1 || ran[0] != "--help" {
+			t.Errorf("%q = %d, ran %q; want ok run with --help", args, got, ran)
+		}
+	}
 	ran = nil
 	e, _, _ := newEnv()
-	if got := e.Dispatch([]string{"help", "ok"}, usage, cmds); got != OK || len(ran) != 1 || ran[0] != "--help" {
-		t.Errorf("help ok = %d, ran %q; want ok run with --help", got, ran)
+	if got := e.Dispatch([]string{"ok", "help", "me"}, usage, cmds); got != OK || len(ran) != 1 || ran[0] != "help me" {
+		t.Errorf("ok help me = %d, ran %q; want ok run with help me", got, ran)
 	}
 }
 
