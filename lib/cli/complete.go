@@ -23,7 +23,10 @@ type Command struct {
 }
 
 // describe fills e.desc with the subcommands of cmds and their flags,
-// without running any of them.
+// without running any of them: each is called with describeArg alone,
+// which Parse and Group answer with errDescribe before any work, so a
+// subcommand must parse (or group) before it does anything else, as
+// every one does.
 func (e *Env) describe(usage string, cmds map[string]func([]string) error) {
 	parent := e.desc
 	summary := summaries(usage)
