@@ -2,6 +2,11 @@
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
+# Where make install puts the shell completions each binary prints
+# ('CMD completion bash|zsh|fish').
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 # Where make install puts the systemd units (scripts/systemd/), e.g.
 # /etc/systemd/system; empty installs none.
 SYSTEMDDIR ?=
@@ -89,6 +94,18 @@ install: build
 	  s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s; \
 	  sed "s|^\.Os impyard\$$|.Os impyard $$v|" $$m >bin/man/$${m##*/}; \
 	  install -m 0644 bin/man/$${m##*/} $(DESTDIR)$(MANDIR)/man$$s/; \
+	done
+# The completions come from the binaries just built, so they name the
+# flags those binaries parse.
+	@mkdir -p bin/completions; \
+	install -d $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR); \
+	for c in $(CMDS); do \
+	  bin/$$c completion bash >bin/completions/$$c && \
+	  bin/$$c completion zsh >bin/completions/_$$c && \
+	  bin/$$c completion fish >bin/completions/$$c.fish || exit 1; \
+	  install -m 0644 bin/completions/$$c $(DESTDIR)$(BASHCOMPDIR)/$$c; \
+	  install -m 0644 bin/completions/_$$c $(DESTDIR)$(ZSHCOMPDIR)/_$$c; \
+	  install -m 0644 bin/completions/$$c.fish $(DESTDIR)$(FISHCOMPDIR)/$$c.fish; \
 	done
 # The units name the binaries where this install put them.
 	@if [ -n "$(SYSTEMDDIR)" ]; then \

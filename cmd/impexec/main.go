@@ -28,6 +28,8 @@ Commands:
   run    execute approved gates as they appear, until stopped
   once   execute one gate now
 
+Run 'impexec COMMAND --help' or 'impexec help COMMAND' for a command's flags.
+
 Examples:
   impexec run
   impexec once g-01m8nfx70pjmyn2n
@@ -108,7 +110,7 @@ func runCmd(ctx context.Context, e *cli.Env, args []string) error {
 	return r.Run(ctx, *rescan, *workers)
 }
 
-const onceUsage = `usage: impexec once GATE
+const onceUsage = `usage: impexec once [--json] GATE
 
 Execute one gate now and print its final state. A gate that is already
 executed, failed or denied is left alone. Exits 1 when the gate ends
@@ -123,6 +125,7 @@ func once(ctx context.Context, e *cli.Env, args []string) error {
 	fs := e.FlagSet("once", onceUsage)
 	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
+	asJSON := fs.Bool("json", false, "print the gate as one JSON object")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -141,7 +144,13 @@ func once(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.Stdout, "%s %s\n", g.ID, g.State)
+	if *asJSON {
+		if err := cli.JSONLine(e.Stdout, g); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(e.Stdout, "%s %s\n", g.ID, g.State)
+	}
 	if g.State == state.Failed {
 		return fmt.Errorf("gate %s failed: %s", g.ID, g.History[len(g.History)-1].Why)
 	}

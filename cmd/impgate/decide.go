@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -13,7 +14,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const approveUsage = `usage: impgate approve [--sha PREFIX] [--as NAME] [--note TEXT] [--timeout DURATION] GATE
+const approveUsage = `usage: impgate approve [--sha PREFIX] [--as NAME] [--note NOTE] [--timeout DURATION] [--json] GATE
 
 Approve a pending gate. The executor then performs exactly the frozen
 payload. With --sha, the approval is refused unless the payload's sha256
@@ -40,7 +41,7 @@ Examples:
   impgate approve --sha "${sha:0:12}" --as ci-bot g-01jf8k2m3nx4k9q2
 `
 
-const denyUsage = `usage: impgate deny [--reason TEXT] [--as NAME] [--timeout DURATION] GATE
+const denyUsage = `usage: impgate deny [--reason WHY] [--as NAME] [--timeout DURATION] [--json] GATE
 
 Deny a pending gate. Nothing is executed; the imp sees the denial and the
 reason in its journal and next briefing. Denying a gate already denied
@@ -58,7 +59,8 @@ func approve(e *cli.Env, args []string) error {
 	root := cli.RootFlag(fs)
 	sha := fs.String("sha", "", "refuse unless the payload sha256 starts with `PREFIX`")
 	as := fs.String("as", "", "the decider's `NAME` (default $USER)")
-	note := fs.String("note", "", "a note kept with the approval")
+	note := fs.String("note", "", "a `NOTE` kept with the approval")
+	asJSON := gateJSONFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -67,24 +69,25 @@ func approve(e *cli.Env, args []string) error {
 			return cli.Usagef("approve: --sha wants at least 8 hex digits of the payload sha256")
 		}
 	}
-	return decide(e, fs.Args(), *root, gate.Change{To: state.Approved, By: decider(*as), Actor: "impgate", Why: *note, SHA: *sha})
+	return decide(e, fs.Args(), *root, *asJSON, gate.Change{To: state.Approved, By: decider(*as), Actor: "impgate", Why: *note, SHA: *sha})
 }
 
 func deny(e *cli.Env, args []string) error {
 	fs := e.FlagSet("deny", denyUsage)
 	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
-	reason := fs.String("reason", "", "why the gate is denied")
+	reason := fs.String("reason", "", "`WHY` the gate is denied")
 	as := fs.String("as", "", "the decider's `NAME` (default $USER)")
+	asJSON := gateJSONFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	return decide(e, fs.Args(), *root, gate.Change{To: state.Denied, By: decider(*as), Actor: "impgate", Why: *reason})
+	return decide(e, fs.Args(), *root, *asJSON, gate.Change{To: state.Denied, By: decider(*as), Actor: "impgate", Why: *reason})
 }
 
 // decide moves one gate as c says. An approval is signed with the
 // owner's key, made on first use, once the yard is known to be one.
-func decide(e *cli.Env, args []string, root string, c gate.Change) error {
+func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) error {
 	if len(args) != 1 {
 		return cli.Usagef("want exactly one gate id")
 	}
@@ -116,8 +119,13 @@ func decide(e *cli.Env, args []string, root string, c gate.Change) error {
 	}
 	if repeated {
 		h := g.History[len(g.History)-1]
-		fmt.Fprintf(e.Stderr, "impgate: note: %s already %s by %s at %s; nothing to do\n", g.ID, g.State, h.By, h.At.UTC().Format(time.RFC3339))
-		return nil
+		fmt.Fprintf(e.Stderr, "%s: note: %s already %s by %s at %s; nothing to do\n", e.Name, g.ID, g.State, h.By, h.At.UTC().Format(time.RFC3339))
+		if !asJSON {
+			return nil
+		}
+	}
+	if asJSON {
+		return cli.JSONLine(e.Stdout, g)
 	}
 	again := ""
 	if h := g.History[len(g.History)-1]; h.From == state.Approved && h.To == state.Approved {
@@ -125,6 +133,11 @@ func decide(e *cli.Env, args []string, root string, c gate.Change) error {
 	}
 	_, err = fmt.Fprintf(e.Stdout, "%s %s by %s%s\n", g.ID, g.State, c.By, again)
 	return err
+}
+
+// gateJSONFlag adds --json to a command that prints the gate it changed.
+func gateJSONFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("json", false, "print the gate as one JSON object")
 }
 
 func decider(as string) string {

@@ -12,7 +12,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const fileUsage = `usage: impgate file --imp NAME --intent INTENT [--payload-file F|-] [--rationale TEXT]
+const fileUsage = `usage: impgate file --imp NAME --intent INTENT [--payload-file F|-] [--rationale WHY] [--json]
 
 File a gate from the trusted side and print its id alone on stdout. The
 payload must be JSON (wrap plain text with jq -Rs .) and fit the fields
@@ -35,10 +35,11 @@ func file(e *cli.Env, args []string) error {
 	fs.StringVar(&o.Imp, "imp", "", "the imp `NAME` the gate belongs to (required)")
 	fs.StringVar(&o.Intent, "intent", "", "the `INTENT`, a policy rule name (required)")
 	fs.StringVar(&payloadFile, "payload-file", "", "read the JSON payload from `FILE` ('-' for standard input)")
-	fs.StringVar(&o.Rationale, "rationale", "", "why the action is proposed")
+	fs.StringVar(&o.Rationale, "rationale", "", "`WHY` the action is proposed")
 	fs.StringVar(&o.Task, "task", "", "the `TASK` the gate belongs to")
 	fs.StringVar(&o.Run, "run", "", "the `RUN` that proposed it")
-	fs.StringVar(&as, "as", "", "who files it (default $USER)")
+	fs.StringVar(&as, "as", "", "`NAME` of who files it (default $USER)")
+	asJSON := gateJSONFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -91,6 +92,9 @@ func file(e *cli.Env, args []string) error {
 			return fmt.Errorf("%s: %w", payloadFile, err)
 		}
 		return err
+	}
+	if *asJSON {
+		return cli.JSONLine(e.Stdout, g)
 	}
 	_, err = fmt.Fprintln(e.Stdout, g.ID)
 	return err

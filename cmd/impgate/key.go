@@ -9,8 +9,12 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const keyUsage = `usage: impgate key init
+const keyUsage = `usage: impgate key init [--timeout DURATION] [--json]
        impgate key ls [--json]
+
+Commands:
+  init  create the owner's key
+  ls    list the public keys approvals are verified against
 
 The keys that sign approvals live in IMPYARD_HOME/keys/, never in the
 yard: owner.key signs 'impgate approve', gateway.key (made by impgw serve)
@@ -27,59 +31,59 @@ Examples:
 `
 
 func keyCmd(e *cli.Env, args []string) error {
-	if len(args) == 0 {
-		return cli.Usagef("key: want init or ls")
+	return e.Group("key", args, keyUsage, map[string]func([]string) error{
+		"init": func(a []string) error { return keyInit(e, a) },
+		"ls":   func(a []string) error { return keyLs(e, a) },
+	})
+}
+
+func keyInit(e *cli.Env, args []string) error {
+	fs := e.FlagSet("key init", keyUsage)
+	e.TimeoutFlag(fs)
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := cli.ParseNone(fs, args); err != nil {
+		return err
 	}
 	home, err := yard.Home()
 	if err != nil {
 		return err
 	}
-	switch args[0] {
-	case "init":
-		fs := e.FlagSet("key init", keyUsage)
-		e.TimeoutFlag(fs)
-		if err := cli.Parse(fs, args[1:]); err != nil {
-			return err
-		}
-		if fs.NArg() > 0 {
-			return cli.Usagef("key init: unexpected argument %q", fs.Arg(0))
-		}
-		k, err := approval.Create(home, approval.Owner)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(e.Stdout, "%s %s\n", k.Path, k.Fingerprint())
+	k, err := approval.Create(home, approval.Owner)
+	if err != nil {
 		return err
-	case "ls":
-		fs := e.FlagSet("key ls", keyUsage)
-		asJSON := fs.Bool("json", false, "print one JSON object per line")
-		if err := cli.Parse(fs, args[1:]); err != nil {
-			return err
-		}
-		if fs.NArg() > 0 {
-			return cli.Usagef("key ls: unexpected argument %q", fs.Arg(0))
-		}
-		kr, err := approval.LoadKeyring(home)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			for _, k := range kr.Keys {
-				if err := cli.JSONLine(e.Stdout, k); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tFINGERPRINT\tPATH")
+	}
+	if *asJSON {
+		return cli.JSONLine(e.Stdout, map[string]string{"name": approval.Owner, "path": k.Path, "fingerprint": k.Fingerprint()})
+	}
+	_, err = fmt.Fprintf(e.Stdout, "%s %s\n", k.Path, k.Fingerprint())
+	return err
+}
+
+func keyLs(e *cli.Env, args []string) error {
+	asJSON, err := e.JSONOnly("key ls", keyUsage, args, "print one JSON object per line")
+	if err != nil {
+		return err
+	}
+	home, err := yard.Home()
+	if err != nil {
+		return err
+	}
+	kr, err := approval.LoadKeyring(home)
+	if err != nil {
+		return err
+	}
+	if asJSON {
 		for _, k := range kr.Keys {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", k.Name, k.Fingerprint, k.Path)
+			if err := cli.JSONLine(e.Stdout, k); err != nil {
+				return err
+			}
 		}
-		return tw.Flush()
-	case "-h", "-help", "--help":
-		fmt.Fprint(e.Stdout, keyUsage)
 		return nil
 	}
-	return fmt.Errorf("key: %w", cli.UnknownCommand(args[0], []string{"init", "ls"}))
+	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tFINGERPRINT\tPATH")
+	for _, k := range kr.Keys {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", k.Name, k.Fingerprint, k.Path)
+	}
+	return tw.Flush()
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const lsUsage = `usage: impgate ls [--all] [--imp NAME] [--json]
+const lsUsage = `usage: impgate ls [--all] [--imp NAME] [--json] [--color WHEN]
 
 List pending gates, oldest first; with --all, decided gates too. Files
 that cannot be read are reported on standard error by name and the rest
@@ -33,6 +33,7 @@ func ls(e *cli.Env, args []string) error {
 	fs.BoolVar(&f.All, "all", false, "include decided gates")
 	fs.StringVar(&f.Imp, "imp", "", "only gates of imp `NAME`")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
+	color := cli.ColorFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -55,15 +56,18 @@ func ls(e *cli.Env, args []string) error {
 		}
 		return nil
 	}
+	// Every cell of the STATE column, the header's too, is painted, so
+	// the codes add the same width to each and tabwriter keeps it aligned.
+	p := cli.Painter(cli.Colour(*color, e.Stdout))
 	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tIMP\tINTENT\tSTATE\tAGE\tSHA256\tPAYLOAD\tRATIONALE")
+	fmt.Fprintf(tw, "ID\tIMP\tINTENT\t%s\tAGE\tSHA256\tPAYLOAD\tRATIONALE\n", p.Paint(cli.Plain, "STATE"))
 	now := time.Now()
 	for _, g := range gates {
 		match := "ok"
 		if !g.Matches() {
-			match = "EDITED"
+			match = p.Paint(cli.Red, "EDITED")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, g.State, cli.Age(now, g.Created), g.SHA256[:12], match, cli.OneLine(g.Rationale, 50))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), g.SHA256[:12], match, cli.OneLine(g.Rationale, 50))
 	}
 	return tw.Flush()
 }

@@ -27,7 +27,7 @@ Commands:
   file     file a new gate from the trusted side and print its id
   key      create (key init) or list (key ls) the keys that sign approvals
 
-Run 'impgate COMMAND -h' for a command's flags.
+Run 'impgate COMMAND --help' or 'impgate help COMMAND' for a command's flags.
 
 Examples:
   impgate ls

@@ -62,7 +62,7 @@ func review(e *cli.Env, args []string) error {
 		return cli.Usagef("review: unexpected argument %q", fs.Arg(0))
 	}
 	by := decider(*as)
-	if *script == "" && !isTerminal(e.Stdin) {
+	if *script == "" && !cli.IsTerminal(e.Stdin) {
 		return cli.Usagef("review: standard input is not a terminal; to decide without one, give --script FILE ('-' for standard input) with lines 'approve GATE SHA', 'deny GATE REASON', 'skip GATE'")
 	}
 	if *script != "" && *imp != "" {
@@ -127,15 +127,15 @@ func runScript(e *cli.Env, root, by string, lines []desk.Line) error {
 		fmt.Fprintf(e.Stdout, "== line %d: %s %s\n", l.N, l.Action, l.Gate)
 		r, err := inspect(root, l.Gate)
 		if err == nil {
-			err = printReport(e, root, r)
+			err = printReport(e, root, r, cli.Painter(cli.Colour(cli.ColorAuto, e.Stdout)))
 		}
 		if err == nil {
 			fmt.Fprintln(e.Stdout)
 			switch l.Action {
 			case desk.Approve:
-				err = decide(e, []string{l.Gate}, root, gate.Change{To: state.Approved, By: by, Actor: "impgate", Why: "reviewed", SHA: l.SHA})
+				err = decide(e, []string{l.Gate}, root, false, gate.Change{To: state.Approved, By: by, Actor: "impgate", Why: "reviewed", SHA: l.SHA})
 			case desk.Deny:
-				err = decide(e, []string{l.Gate}, root, gate.Change{To: state.Denied, By: by, Actor: "impgate", Why: l.Reason})
+				err = decide(e, []string{l.Gate}, root, false, gate.Change{To: state.Denied, By: by, Actor: "impgate", Why: l.Reason})
 			default:
 				_, err = fmt.Fprintf(e.Stdout, "%s skipped\n", l.Gate)
 			}
@@ -190,7 +190,7 @@ func walk(e *cli.Env, root, by, imp string, in *bufio.Reader) error {
 			continue
 		}
 		fmt.Fprintf(w, "\n[%d/%d]\n", i+1, len(gates))
-		if err := printReport(e, root, r); err != nil {
+		if err := printReport(e, root, r, cli.Painter(cli.Colour(cli.ColorAuto, e.Stdout))); err != nil {
 			return err
 		}
 	answer:
@@ -206,7 +206,7 @@ func walk(e *cli.Env, root, by, imp string, in *bufio.Reader) error {
 					continue
 				}
 				// Bound to the sha256 of the payload just shown.
-				err := decide(e, []string{g.ID}, root, gate.Change{To: state.Approved, By: by, Actor: "impgate", Why: "reviewed", SHA: r.SHA256})
+				err := decide(e, []string{g.ID}, root, false, gate.Change{To: state.Approved, By: by, Actor: "impgate", Why: "reviewed", SHA: r.SHA256})
 				if err != nil {
 					e.Warn(err)
 					skipped++
@@ -223,7 +223,7 @@ func walk(e *cli.Env, root, by, imp string, in *bufio.Reader) error {
 					fmt.Fprintln(w, "a denial needs a reason; nothing was decided")
 					continue
 				}
-				if err := decide(e, []string{g.ID}, root, gate.Change{To: state.Denied, By: by, Actor: "impgate", Why: reason}); err != nil {
+				if err := decide(e, []string{g.ID}, root, false, gate.Change{To: state.Denied, By: by, Actor: "impgate", Why: reason}); err != nil {
 					e.Warn(err)
 					skipped++
 				} else {

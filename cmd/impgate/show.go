@@ -6,11 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/impyard/impyard/lib/blob"
 	"github.com/impyard/impyard/lib/cli"
@@ -20,7 +17,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const showUsage = `usage: impgate show [--json | --raw | --stat] GATE
+const showUsage = `usage: impgate show [--json | --raw | --stat] [--color WHEN] GATE
 
 Show a gate as the owner needs it before deciding: imp, intent, task, run,
 where the payload will go if approved (the executor's kind and method and
@@ -64,6 +61,7 @@ func show(e *cli.Env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the gate as one JSON object")
 	raw := fs.Bool("raw", false, "print only the exact frozen payload bytes")
 	statOnly := fs.Bool("stat", false, "for a gate with a diff, print only its stat")
+	color := cli.ColorFlag(fs)
 	g, err := oneGate(fs, args, root)
 	if err != nil {
 		return err
@@ -77,7 +75,7 @@ func show(e *cli.Env, args []string) error {
 			return err
 		}
 		if *statOnly {
-			return showDiff(e, *root, g, frozen, true)
+			return showDiff(e, *root, g, frozen, true, false)
 		}
 		_, err = e.Stdout.Write(frozen)
 		return err
@@ -93,7 +91,7 @@ func show(e *cli.Env, args []string) error {
 	if *asJSON {
 		err = cli.JSONLine(e.Stdout, r)
 	} else {
-		err = printReport(e, *root, r)
+		err = printReport(e, *root, r, cli.Painter(cli.Colour(*color, e.Stdout)))
 	}
 	if err == nil && !r.PayloadMatches {
 		err = errors.New(r.PayloadError)
@@ -106,9 +104,9 @@ func show(e *cli.Env, args []string) error {
 // matches its sha256 and an approval verifies, the payload (and diff),
 // the timeline, and last the command that approves exactly this payload.
 // A payload that no longer matches its sha256 is not shown.
-func printReport(e *cli.Env, root string, r *desk.Report) error {
+func printReport(e *cli.Env, root string, r *desk.Report, p cli.Painter) error {
 	g, w := r.Gate, e.Stdout
-	fmt.Fprintf(w, "gate       %s\nimp        %s\nintent     %s\nstate      %s\n", g.ID, g.Imp, g.Intent, g.State)
+	fmt.Fprintf(w, "gate       %s\nimp        %s\nintent     %s\nstate      %s\n", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)))
 	if g.Task != "" {
 		fmt.Fprintf(w, "task       %s\n", g.Task)
 	}
@@ -146,7 +144,7 @@ func printReport(e *cli.Env, root string, r *desk.Report) error {
 			return err
 		}
 		fmt.Fprintf(w, "\npayload (%d bytes):\n  %s\n", len(frozen), printableLines(pretty.String()))
-		if err := showDiff(e, root, g, frozen, false); err != nil {
+		if err := showDiff(e, root, g, frozen, false, p); err != nil {
 			return err
 		}
 	} else {
@@ -183,9 +181,10 @@ func oneGate(fs *flag.FlagSet, args []string, root *string) (*gate.Gate, error) 
 	return gate.Get(y, gateID)
 }
 
-// showDiff prints the stat and, unless statOnly, the diff of a payload
-// that names one; a payload without a diff prints nothing.
-func showDiff(e *cli.Env, root string, g *gate.Gate, frozen []byte, statOnly bool) error {
+// showDiff prints the stat and, unless statOnly, the diff (painted by
+// colour) of a payload that names one; a payload without a diff prints
+// nothing.
+func showDiff(e *cli.Env, root string, g *gate.Gate, frozen []byte, statOnly bool, colour cli.Painter) error {
 	var p intent.Push
 	if json.Unmarshal(frozen, &p) != nil || !strings.HasPrefix(p.Diff, blob.Prefix) {
 		if statOnly {
@@ -207,28 +206,21 @@ func showDiff(e *cli.Env, root string, g *gate.Gate, frozen []byte, statOnly boo
 		return nil
 	}
 	fmt.Fprintf(w, "\nstat:\n%s\n\ndiff (%s, %d bytes):\n", printableLines(p.Stat), p.Diff, len(diff))
-	colour := isTerminal(w)
 	for _, line := range strings.SplitAfter(string(diff), "\n") {
 		if line == "" {
 			continue
 		}
-		c := ""
-		if colour {
-			switch {
-			case strings.HasPrefix(line, "+++"), strings.HasPrefix(line, "---"):
-				c = "\x1b[1m"
-			case strings.HasPrefix(line, "+"):
-				c = "\x1b[32m"
-			case strings.HasPrefix(line, "-"):
-				c = "\x1b[31m"
-			case strings.HasPrefix(line, "@@"):
-				c = "\x1b[36m"
-			}
-		}
 		text, nl := strings.CutSuffix(line, "\n")
 		text = cli.Printable(text)
-		if c != "" {
-			text = c + text + "\x1b[0m"
+		switch {
+		case strings.HasPrefix(line, "+++"), strings.HasPrefix(line, "---"):
+			text = colour.Paint(cli.Bold, text)
+		case strings.HasPrefix(line, "+"):
+			text = colour.Paint(cli.Green, text)
+		case strings.HasPrefix(line, "-"):
+			text = colour.Paint(cli.Red, text)
+		case strings.HasPrefix(line, "@@"):
+			text = colour.Paint(cli.Cyan, text)
 		}
 		if nl {
 			text += "\n"
@@ -249,14 +241,4 @@ func printableLines(s string) string {
 		lines[i] = cli.Printable(l)
 	}
 	return strings.Join(lines, "\n")
-}
-
-// isTerminal reports whether s (a reader or writer) is a terminal.
-func isTerminal(s any) bool {
-	f, ok := s.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }

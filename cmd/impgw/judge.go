@@ -48,17 +48,10 @@ func judgeCmd(e *cli.Env, args []string) (int, error) {
 	addrText := fs.String("addr", "", "judge as if the host resolved to `IP`")
 	subject := fs.String("subject", "", "the requesting `SUBJECT` (an imp name, or org)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	var pos []string
-	for rest := args; ; {
-		if err := cli.Parse(fs, rest); err != nil {
-			return 0, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
+	if err := cli.Parse(fs, args); err != nil {
+		return 0, err
 	}
+	pos := fs.Args()
 	if len(pos) != 2 {
 		return 0, cli.Usagef("judge: want METHOD and URL")
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 const logUsage = `usage: impgw log [--since DURATION|TIME] [--imp NAME] [--verdict V]
-                 [--host H] [--rule R] [-f] [--json] [--root DIR]
+                 [--host H] [--rule R] [-f] [--json] [--color WHEN] [--root DIR]
 
 List the request decisions in runs/decisions.jsonl, oldest first, each
 completed by its outcome (status, bytes): a table for people, or with
@@ -49,6 +49,7 @@ func logCmd(ctx context.Context, e *cli.Env, args []string) error {
 	fs.StringVar(&f.Rule, "rule", "", "only decisions by rule `R`")
 	follow := fs.Bool("f", false, "follow: keep listing decisions as they are written")
 	asJSON := fs.Bool("json", false, "print each decision as one JSON object")
+	color := cli.ColorFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -71,6 +72,7 @@ func logCmd(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	p := cli.Painter(cli.Colour(*color, e.Stdout))
 	l := &gateway.LogReader{Path: y.Decisions()}
 	header := false
 	show := func(recs []*gateway.Record, bad []store.BadLine) error {
@@ -93,7 +95,7 @@ func logCmd(ctx context.Context, e *cli.Env, args []string) error {
 					return err
 				}
 			}
-			if _, err := fmt.Fprintln(e.Stdout, logLine(r)); err != nil {
+			if _, err := fmt.Fprintln(e.Stdout, logLine(r, p)); err != nil {
 				return err
 			}
 		}
@@ -119,8 +121,9 @@ func logCmd(ctx context.Context, e *cli.Env, args []string) error {
 	return show(l.Flush())
 }
 
-// logLine is a decision as one line of the table.
-func logLine(r *gateway.Record) string {
+// logLine is a decision as one line of the table, its verdict painted
+// after padding so the columns stay aligned.
+func logLine(r *gateway.Record, p cli.Painter) string {
 	status := "-"
 	if r.Status != 0 {
 		status = fmt.Sprint(r.Status)
@@ -133,8 +136,9 @@ func logLine(r *gateway.Record) string {
 	if r.Request.Host == "" {
 		req = r.Request.Method + " (malformed: " + cli.OneLine(r.Reason, 60) + ")"
 	}
-	return fmt.Sprintf("%-20s  %-7s %-6s %-12s %-24s %s",
-		r.Time.UTC().Format(time.RFC3339), r.Verdict, status, cli.Printable(imp), cli.Printable(rule), cli.Printable(req))
+	verdict := fmt.Sprintf("%-7s", r.Verdict)
+	return fmt.Sprintf("%-20s  %s %-6s %-12s %-24s %s",
+		r.Time.UTC().Format(time.RFC3339), p.Paint(cli.StateStyle(string(r.Verdict)), verdict), status, cli.Printable(imp), cli.Printable(rule), cli.Printable(req))
 }
 
 func orDash(s string) string {

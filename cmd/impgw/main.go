@@ -28,7 +28,7 @@ Commands:
   log      list the recorded decisions, filtered; -f to follow
   token    issue or revoke the tokens that say who is asking
 
-Run 'impgw COMMAND -h' for a command's flags.
+Run 'impgw COMMAND --help' or 'impgw help COMMAND' for a command's flags.
 
 Examples:
   impgw ca init

@@ -8,8 +8,12 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const tokenUsage = `usage: impgw token issue --imp NAME [--task ID] [--run ID]
-       impgw token revoke TOKEN
+const tokenUsage = `usage: impgw token issue --imp NAME [--task ID] [--run ID] [--timeout DURATION] [--json]
+       impgw token revoke [--timeout DURATION] TOKEN
+
+Commands:
+  issue   record a fresh token for an imp and print it
+  revoke  forget a token
 
 Tokens say who is asking. issue records a fresh random token for an imp
 (and the run and task it works on) in IMPYARD_HOME/tokens/ and prints it;
@@ -31,45 +35,52 @@ Examples:
 `
 
 func tokenCmd(e *cli.Env, args []string) error {
-	if len(args) == 0 {
-		return cli.Usagef("token: want issue or revoke")
+	return e.Group("token", args, tokenUsage, map[string]func([]string) error{
+		"issue":  func(a []string) error { return tokenIssue(e, a) },
+		"revoke": func(a []string) error { return tokenRevoke(e, a) },
+	})
+}
+
+func tokenIssue(e *cli.Env, args []string) error {
+	fs := e.FlagSet("token issue", tokenUsage)
+	e.TimeoutFlag(fs)
+	imp := fs.String("imp", "", "the imp `NAME` the token speaks for (required)")
+	task := fs.String("task", "", "the `TASK` it works on")
+	run := fs.String("run", "", "the `RUN` it belongs to")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if *imp == "" || fs.NArg() > 0 {
+		return cli.Usagef("token issue: want --imp NAME and no arguments")
 	}
 	home, err := yard.Home()
 	if err != nil {
 		return err
 	}
-	switch args[0] {
-	case "issue":
-		fs := e.FlagSet("token issue", tokenUsage)
-		e.TimeoutFlag(fs)
-		imp := fs.String("imp", "", "the imp `NAME` the token speaks for (required)")
-		task := fs.String("task", "", "the `TASK` it works on")
-		run := fs.String("run", "", "the `RUN` it belongs to")
-		if err := cli.Parse(fs, args[1:]); err != nil {
-			return err
-		}
-		if *imp == "" || fs.NArg() > 0 {
-			return cli.Usagef("token issue: want --imp NAME and no arguments")
-		}
-		tok, err := token.Issue(home, *imp, *run, *task)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(e.Stdout, tok)
+	tok, err := token.Issue(home, *imp, *run, *task)
+	if err != nil {
 		return err
-	case "revoke":
-		fs := e.FlagSet("token revoke", tokenUsage)
-		e.TimeoutFlag(fs)
-		if err := cli.Parse(fs, args[1:]); err != nil {
-			return err
-		}
-		if fs.NArg() != 1 {
-			return cli.Usagef("token revoke: want exactly one token")
-		}
-		return token.Revoke(home, fs.Arg(0))
-	case "-h", "-help", "--help":
-		fmt.Fprint(e.Stdout, tokenUsage)
-		return nil
 	}
-	return fmt.Errorf("token: %w", cli.UnknownCommand(args[0], []string{"issue", "revoke"}))
+	if *asJSON {
+		return cli.JSONLine(e.Stdout, map[string]string{"token": tok, "imp": *imp, "run": *run, "task": *task})
+	}
+	_, err = fmt.Fprintln(e.Stdout, tok)
+	return err
+}
+
+func tokenRevoke(e *cli.Env, args []string) error {
+	fs := e.FlagSet("token revoke", tokenUsage)
+	e.TimeoutFlag(fs)
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return cli.Usagef("token revoke: want exactly one token")
+	}
+	home, err := yard.Home()
+	if err != nil {
+		return err
+	}
+	return token.Revoke(home, fs.Arg(0))
 }

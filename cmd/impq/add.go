@@ -70,8 +70,9 @@ func add(e *cli.Env, args []string) error {
 	fs.StringVar(&o.Unique, "unique", "", "dedup `KEY`: no new task while one with this key is waiting or running")
 	fs.BoolVar(&o.Continue, "continue", false, "file a continuation task when a gate of this task resolves")
 	fs.StringVar(&notBefore, "not-before", "", "do not start before `TIME`")
-	fs.StringVar(&as, "as", "", "who asks (default $USER)")
+	fs.StringVar(&as, "as", "", "`NAME` of who asks (default $USER)")
 	fs.BoolVar(&force, "force", false, "queue the task even if no box could run it yet")
+	asJSON := fs.Bool("json", false, `print {"id": TASK} as one JSON object`)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -133,6 +134,9 @@ func add(e *cli.Env, args []string) error {
 		e.Warn(err)
 	} else if err != nil {
 		return err
+	}
+	if *asJSON {
+		return cli.JSONLine(e.Stdout, map[string]string{"id": taskID})
 	}
 	_, err = fmt.Fprintln(e.Stdout, taskID)
 	return err

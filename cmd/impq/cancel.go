@@ -10,7 +10,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const cancelUsage = `usage: impq cancel [--as NAME] [--reason TEXT] TASK
+const cancelUsage = `usage: impq cancel [--as NAME] [--reason WHY] [--json] TASK
 
 Cancel a waiting or running task. A running task's box is stopped by the
 supervisor when it sees the cancellation.
@@ -20,7 +20,7 @@ Examples:
   impq ls --imp yuko --state waiting --json | jq -r .id | xargs -n1 impq cancel
 `
 
-const retryUsage = `usage: impq retry [--as NAME] TASK
+const retryUsage = `usage: impq retry [--as NAME] [--json] TASK
 
 Move a failed task back to waiting, as a new attempt of the same task.
 
@@ -32,8 +32,9 @@ func cancel(e *cli.Env, args []string) error {
 	fs := e.FlagSet("cancel", cancelUsage)
 	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
-	as := fs.String("as", "", "who cancels (default $USER)")
-	reason := fs.String("reason", "cancelled", "why")
+	as := fs.String("as", "", "`NAME` of who cancels (default $USER)")
+	reason := fs.String("reason", "cancelled", "`WHY` it is cancelled")
+	asJSON := jsonFlag(fs)
 	taskID, y, err := oneTask(fs, args, root)
 	if err != nil {
 		return err
@@ -41,6 +42,9 @@ func cancel(e *cli.Env, args []string) error {
 	t, err := queue.Move(y, taskID, queue.Change{To: state.Cancelled, By: by(*as), Actor: "impq", Why: *reason})
 	if err != nil {
 		return err
+	}
+	if *asJSON {
+		return cli.JSONLine(e.Stdout, t)
 	}
 	_, err = fmt.Fprintf(e.Stdout, "%s %s\n", t.ID, t.State)
 	return err
@@ -50,7 +54,8 @@ func retry(e *cli.Env, args []string) error {
 	fs := e.FlagSet("retry", retryUsage)
 	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
-	as := fs.String("as", "", "who retries (default $USER)")
+	as := fs.String("as", "", "`NAME` of who retries (default $USER)")
+	asJSON := jsonFlag(fs)
 	taskID, y, err := oneTask(fs, args, root)
 	if err != nil {
 		return err
@@ -59,8 +64,16 @@ func retry(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *asJSON {
+		return cli.JSONLine(e.Stdout, t)
+	}
 	_, err = fmt.Fprintf(e.Stdout, "%s %s attempt %d\n", t.ID, t.State, t.Attempt)
 	return err
+}
+
+// jsonFlag adds --json to a command that prints the task it changed.
+func jsonFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("json", false, "print the task as one JSON object")
 }
 
 func oneTask(fs *flag.FlagSet, args []string, root *string) (string, *yard.Yard, error) {

@@ -26,7 +26,7 @@ Commands:
   tell    leave a message for an imp's next run
   memory  show an imp's core memory, each entry with its provenance
 
-Run 'impq COMMAND -h' for a command's flags.
+Run 'impq COMMAND --help' or 'impq help COMMAND' for a command's flags.
 
 Examples:
   id=$(impq add --imp yuko "draft the weekly digest")

@@ -10,7 +10,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const tellUsage = `usage: impq tell --imp NAME [--as NAME] TEXT...
+const tellUsage = `usage: impq tell --imp NAME [--as NAME] [--json] TEXT...
 
 Leave a message for an imp in mailbox/<imp>/. It is delivered with the
 imp's next run, in its brief, and then marked delivered to that run; a box
@@ -27,7 +27,8 @@ func tell(e *cli.Env, args []string) error {
 	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	imp := fs.String("imp", "", "the imp `NAME` (required)")
-	as := fs.String("as", "", "who writes (default $USER)")
+	as := fs.String("as", "", "`NAME` of who writes (default $USER)")
+	asJSON := fs.Bool("json", false, `print {"id": MESSAGE, "imp": NAME} as one JSON object`)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -49,6 +50,9 @@ func tell(e *cli.Env, args []string) error {
 	msgID, err := mailbox.Send(y, *imp, by(*as), text)
 	if err != nil {
 		return err
+	}
+	if *asJSON {
+		return cli.JSONLine(e.Stdout, map[string]string{"id": msgID, "imp": *imp})
 	}
 	_, err = fmt.Fprintln(e.Stdout, msgID)
 	return err

@@ -9,7 +9,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const watchUsage = `usage: impq watch [--imp NAME]
+const watchUsage = `usage: impq watch [--imp NAME] [--rescan INTERVAL] [--json]
 
 Print every task transition that happens from now on, one JSON object per
 line: {"id","imp","from","to","by","at","why"}. Runs until interrupted.
@@ -25,6 +25,9 @@ func watchCmd(ctx context.Context, e *cli.Env, args []string) error {
 	root := cli.RootFlag(fs)
 	imp := fs.String("imp", "", "only tasks of imp `NAME`")
 	rescan := cli.PositiveDuration(fs, "rescan", 10*time.Second, "slow full rescan `INTERVAL`")
+	// Accepted so that --json works on every command that prints: watch
+	// prints JSON lines either way.
+	fs.Bool("json", false, "print one JSON object per transition (always so)")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}

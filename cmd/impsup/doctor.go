@@ -22,7 +22,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const doctorUsage = `usage: impsup doctor
+const doctorUsage = `usage: impsup doctor [--json]
 
 Print the version impsup was built from, then check every prerequisite
 of running boxes and print one line per check: containerd reachable (and
@@ -37,14 +37,34 @@ Examples:
   impsup doctor
 `
 
+// doctorCheck is one check as doctor --json prints it.
+type doctorCheck struct {
+	Check  string `json:"check"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
 func doctor(ctx context.Context, e *cli.Env, args []string) error {
 	fs := e.FlagSet("doctor", doctorUsage)
 	root := cli.RootFlag(fs)
+	asJSON := fs.Bool("json", false, "print one JSON object per check")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	failed := 0
 	check := func(name string, detail string, err error) {
+		if *asJSON {
+			c := doctorCheck{Check: name, OK: err == nil, Detail: detail}
+			if err != nil {
+				failed++
+				c.Detail, c.Error = "", err.Error()
+			}
+			if jerr := cli.JSONLine(e.Stdout, c); jerr != nil {
+				e.Warn(jerr)
+			}
+			return
+		}
 		if err != nil {
 			failed++
 			fmt.Fprintf(e.Stdout, "FAIL  %-10s %v\n", name, err)

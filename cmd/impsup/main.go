@@ -31,6 +31,8 @@ Commands:
   doctor   check every prerequisite, one line each
   status   what needs the owner: tasks, pending gates, spend, daemons, failures
 
+Run 'impsup COMMAND --help' or 'impsup help COMMAND' for a command's flags.
+
 Examples:
   impsup init /srv/yard
   impsup doctor
@@ -115,7 +117,7 @@ func runCmd(ctx context.Context, e *cli.Env, args []string) error {
 	return s.Run(ctx, *rescan)
 }
 
-const onceUsage = `usage: impsup once
+const onceUsage = `usage: impsup once [--json]
 
 One pass: adopt or settle what a previous impsup left, fire due
 schedules, start the waiting tasks that may start now, wait for those
@@ -131,6 +133,7 @@ func onceCmd(ctx context.Context, e *cli.Env, args []string) error {
 	fs := e.FlagSet("once", onceUsage)
 	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
+	asJSON := fs.Bool("json", false, `print {"started": N} as one JSON object`)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -140,6 +143,12 @@ func onceCmd(ctx context.Context, e *cli.Env, args []string) error {
 	}
 	defer done()
 	n, err := s.Once(ctx)
+	if *asJSON {
+		if jerr := cli.JSONLine(e.Stdout, map[string]int{"started": n}); jerr != nil && err == nil {
+			err = jerr
+		}
+		return err
+	}
 	fmt.Fprintf(e.Stdout, "started %d\n", n)
 	return err
 }

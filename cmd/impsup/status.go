@@ -8,7 +8,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const statusUsage = `usage: impsup status [--json] [--failures N] [--root DIR]
+const statusUsage = `usage: impsup status [--json] [--failures N] [--color WHEN] [--root DIR]
 
 One screen of what needs the owner: tasks by state per imp, the gates
 still pending and how long they have waited, today's spend against the
@@ -30,6 +30,7 @@ func statusCmd(e *cli.Env, args []string) error {
 	root := cli.RootFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	failures := cli.PositiveInt(fs, "failures", status.DefaultFailures, "show the `N` most recent failures")
+	color := cli.ColorFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -50,5 +51,5 @@ func statusCmd(e *cli.Env, args []string) error {
 	if *asJSON {
 		return cli.JSONLine(e.Stdout, s)
 	}
-	return s.WriteText(e.Stdout)
+	return s.WriteText(e.Stdout, cli.Painter(cli.Colour(*color, e.Stdout)))
 }

@@ -8,7 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -37,10 +39,19 @@ type Env struct {
 	// journal is whether Stderr goes to journald, decided once.
 	journalOnce sync.Once
 	journal     bool
+
+	// desc, while the command describes itself for completion, is the
+	// subcommand being described.
+	desc *Command
 }
 
 // UsageError marks an error as a usage mistake (exit 2).
-type UsageError struct{ Msg string }
+type UsageError struct {
+	Msg string
+	// Cmd is the command whose --help the error points to ("impq add");
+	// Dispatch fills it in when the subcommand left it empty.
+	Cmd string
+}
 
 func (e *UsageError) Error() string { return e.Msg }
 
@@ -59,15 +70,15 @@ func (e *HintError) Unwrap() error { return e.Err }
 // WithHint attaches a hint to err.
 func WithHint(err error, hint string) error { return &HintError{Err: err, Hint: hint} }
 
-// Report prints err in the house format and returns its exit code.
+// Report prints err in the house format and returns its exit code: one
+// error line ("error:" red on a terminal), the error's hint, and for a
+// usage error a hint naming the --help to read.
 func (e *Env) Report(err error) int {
-	if err == nil {
+	if err == nil || errors.Is(err, flag.ErrHelp) || errors.Is(err, errDescribe) {
 		return OK
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return OK
-	}
-	fmt.Fprintf(e.Stderr, "%s: error: %s\n", e.Name, err)
+	p := Painter(Colour(ColorAuto, e.Stderr))
+	fmt.Fprintf(e.Stderr, "%s: %s %s\n", e.Name, p.Paint(Red, "error:"), err)
 	var h *HintError
 	if errors.As(err, &h) {
 		fmt.Fprintf(e.Stderr, "%s: hint: %s\n", e.Name, h.Hint)
@@ -75,6 +86,11 @@ func (e *Env) Report(err error) int {
 	var u *UsageError
 	switch {
 	case errors.As(err, &u):
+		cmd := u.Cmd
+		if cmd == "" {
+			cmd = e.Name
+		}
+		fmt.Fprintf(e.Stderr, "%s: hint: try '%s --help'\n", e.Name, cmd)
 		return Usage
 	case temporary.Is(err):
 		return Temp
@@ -87,27 +103,36 @@ func (e *Env) Warn(err error) {
 	fmt.Fprintf(e.Stderr, "%s: warning: %s\n", e.Name, err)
 }
 
-// FlagSet returns a flag set for a subcommand whose usage prints text and
-// whose parse errors are usage errors.
+// FlagSet returns a flag set for a subcommand whose --help prints text
+// and its flags on stdout and whose parse errors are usage errors; the
+// flag package itself prints nothing.
 func (e *Env) FlagSet(sub, text string) *flag.FlagSet {
 	fs := flag.NewFlagSet(e.Name+" "+sub, flag.ContinueOnError)
-	fs.SetOutput(e.Stderr)
-	fs.Usage = func() {
-		fmt.Fprint(e.Stderr, strings.TrimLeft(text, "\n"))
-		fmt.Fprintln(e.Stderr, "\nFlags:")
-		fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() { writeHelp(e.Stdout, fs, text) }
+	if e.desc != nil {
+		e.desc.flagSets = append(e.desc.flagSets, fs)
 	}
 	return fs
 }
 
-// Parse parses args into fs, turning a bad flag, or a number flag given a
-// value below its least, into a usage error.
+// Parse parses args into fs, flags anywhere among the positionals and
+// "--" ending them, which it leaves in fs.Args(). A bad flag, or a number
+// flag given a value below its least, is a usage error; -h or --help
+// prints the help and returns flag.ErrHelp.
 func Parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	if len(args) == 1 && args[0] == describeArg {
+		return errDescribe
+	}
+	help := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = help }()
+	if err := parseAnywhere(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			help()
 			return err
 		}
-		return &UsageError{Msg: err.Error()}
+		return flagError(fs, err)
 	}
 	return checkNumbers(fs)
 }
@@ -139,28 +164,76 @@ func User() string {
 }
 
 // Dispatch runs the subcommand named by args[0] from cmds, printing usage
-// for -h or no subcommand and the version for --version; an unknown
-// subcommand is one line naming the nearest command.
+// for --help or help, help on a subcommand for "help COMMAND" or
+// "COMMAND help", the
+// version for --version and a shell completion script for "completion
+// SHELL"; no subcommand, or an unknown one, is one usage error line.
 func (e *Env) Dispatch(args []string, usage string, cmds map[string]func(args []string) error) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "-version", "--version":
+			fmt.Fprintln(e.Stdout, Version(e.Name))
+			return OK
+		case "completion":
+			return e.Report(withCmd(e.completion(args[1:], usage, cmds), e.Name+" completion"))
+		}
+	}
+	return e.Report(e.Group("", args, usage, cmds))
+}
+
+// Group runs the subcommand named by args[0] of the subcommand name
+// (impgw token issue; "" for the command itself), with Dispatch's help
+// and usage errors.
+func (e *Env) Group(name string, args []string, usage string, cmds map[string]func(args []string) error) error {
+	full := strings.TrimSpace(e.Name + " " + name)
+	prefix := ""
+	if name != "" {
+		prefix = name + ": "
+	}
+	names := slices.Sorted(maps.Keys(cmds))
+	if len(args) == 1 && args[0] == describeArg {
+		e.describe(usage, cmds)
+		return errDescribe
+	}
 	if len(args) == 0 {
-		fmt.Fprint(e.Stderr, strings.TrimLeft(usage, "\n"))
-		return Usage
+		return &UsageError{Msg: fmt.Sprintf("%sno command; commands: %s", prefix, strings.Join(names, ", ")), Cmd: full}
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
+		if args[0] == "help" && len(args) > 1 {
+			if _, ok := cmds[args[1]]; ok {
+				return e.Group(name, append(args[1:], "--help"), usage, cmds)
+			}
+			args = args[1:]
+			break
+		}
 		fmt.Fprint(e.Stdout, strings.TrimLeft(usage, "\n"))
-		return OK
-	case "-version", "--version":
-		fmt.Fprintln(e.Stdout, Version(e.Name))
-		return OK
+		return nil
 	}
 	run, ok := cmds[args[0]]
 	if !ok {
-		names := make([]string, 0, len(cmds))
-		for n := range cmds {
-			names = append(names, n)
+		err := UnknownCommand(args[0], names)
+		var u *UsageError
+		if errors.As(err, &u) {
+			u.Msg, u.Cmd = prefix+u.Msg, full
 		}
-		return e.Report(UnknownCommand(args[0], names))
+		return err
 	}
-	return e.Report(run(args[1:]))
+	rest := args[1:]
+	if len(rest) == 1 && rest[0] == "help" {
+		// "impq show help" asks for help, as "impq help show" does: an
+		// id, a directory or a task's text named "help" is far rarer
+		// than the question, and a task's text needs --imp beside it.
+		rest = []string{"--help"}
+	}
+	return withCmd(run(rest), full+" "+args[0])
+}
+
+// withCmd points a usage error that names no command to cmd's --help.
+func withCmd(err error, cmd string) error {
+	var u *UsageError
+	if errors.As(err, &u) && u.Cmd == "" {
+		u.Cmd = cmd
+	}
+	return err
 }

@@ -29,11 +29,12 @@ func TestReport(t *testing.T) {
 		{"help", flag.ErrHelp, OK, ""},
 		{"wrapped help", fmt.Errorf("parse: %w", flag.ErrHelp), OK, ""},
 		{"failure", errors.New("task t-1 is done"), Fail, "impq: error: task t-1 is done\n"},
-		{"usage", Usagef("unknown flag %q", "-x"), Usage, "impq: error: unknown flag \"-x\"\n"},
-		{"wrapped usage", fmt.Errorf("add: %w", Usagef("no text")), Usage, "impq: error: add: no text\n"},
+		{"usage", Usagef("unknown flag %q", "-x"), Usage, "impq: error: unknown flag \"-x\"\nimpq: hint: try 'impq --help'\n"},
+		{"wrapped usage", fmt.Errorf("add: %w", Usagef("no text")), Usage, "impq: error: add: no text\nimpq: hint: try 'impq --help'\n"},
+		{"usage of a subcommand", &UsageError{Msg: "no text", Cmd: "impq add"}, Usage, "impq: error: no text\nimpq: hint: try 'impq add --help'\n"},
 		{"busy", fmt.Errorf("queue/yuko: %w", store.ErrBusy), Temp, "impq: error: queue/yuko: " + store.ErrBusy.Error() + "\n"},
 		{"hint", WithHint(errors.New("no yard here"), "run impq init"), Fail, "impq: error: no yard here\nimpq: hint: run impq init\n"},
-		{"hint on usage", WithHint(Usagef("bad"), "see impq -h"), Usage, "impq: error: bad\nimpq: hint: see impq -h\n"},
+		{"hint on usage", WithHint(Usagef("bad"), "see impq ls"), Usage, "impq: error: bad\nimpq: hint: see impq ls\nimpq: hint: try 'impq --help'\n"},
 		{"hint on busy", WithHint(store.ErrBusy, "try again"), Temp, "impq: error: " + store.ErrBusy.Error() + "\nimpq: hint: try again\n"},
 	} {
 		e, out, errb := newEnv()
@@ -89,16 +90,27 @@ func TestFlagSetAndParse(t *testing.T) {
 	if e.Report(err) != Usage {
 		t.Errorf("bad flag does not exit %d", Usage)
 	}
-	// The usage text comes first, without its leading newline, then the
-	// flags.
-	if s := errb.String(); !strings.Contains(s, "usage: impq add TEXT\n\nFlags:\n  -root DIR\n") || strings.Contains(s, "\n\nusage") || out.Len() != 0 {
-		t.Errorf("usage printed %q", s)
+	// One error line in the man pages' spelling of the flag, and the
+	// command whose help to read: never the usage, never twice.
+	if s, want := errb.String(), "impq: error: flag provided but not defined: --bogus\nimpq: hint: try 'impq add --help'\n"; s != want || out.Len() != 0 {
+		t.Errorf("bad flag printed %q, want %q", s, want)
 	}
 
-	e, _, _ = newEnv()
-	fs = e.FlagSet("add", "usage")
-	if err := Parse(fs, []string{"-h"}); !errors.Is(err, flag.ErrHelp) || errors.As(err, &u) {
-		t.Errorf("-h: %v, want flag.ErrHelp", err)
+	// -h and --help print the usage text on stdout, without its leading
+	// newline, then the flags as the man pages write them.
+	for _, h := range []string{"-h", "--help", "-help"} {
+		e, out, errb := newEnv()
+		fs := e.FlagSet("add", "\nusage: impq add TEXT\n")
+		RootFlag(fs)
+		if err := Parse(fs, []string{"x", h}); !errors.Is(err, flag.ErrHelp) || errors.As(err, &u) {
+			t.Errorf("%s: %v, want flag.ErrHelp", h, err)
+		}
+		if s := out.String(); !strings.HasPrefix(s, "usage: impq add TEXT\n\nFlags:\n  --root DIR  the yard DIR") || errb.Len() != 0 {
+			t.Errorf("%s printed %q, stderr %q", h, s, errb)
+		}
+		if e.Report(flag.ErrHelp) != OK {
+			t.Errorf("%s does not exit 0", h)
+		}
 	}
 }
 
@@ -146,22 +158,25 @@ func TestDispatch(t *testing.T) {
 		"ok":   func(args []string) error { ran = append(ran, strings.Join(args, " ")); return nil },
 		"fail": func([]string) error { return errors.New("refused") },
 		"busy": func([]string) error { return store.ErrBusy },
+		"bad":  func([]string) error { return Usagef("want one thing") },
 	}
 	for _, c := range []struct {
 		args           []string
 		code           int
 		stdout, stderr string
 	}{
-		{nil, Usage, "", "usage: impq COMMAND\n"},
+		{nil, Usage, "", "impq: error: no command; commands: bad, busy, fail, ok\nimpq: hint: try 'impq --help'\n"},
 		{[]string{"help"}, OK, "usage: impq COMMAND\n", ""},
 		{[]string{"-h"}, OK, "usage: impq COMMAND\n", ""},
 		{[]string{"-help"}, OK, "usage: impq COMMAND\n", ""},
 		{[]string{"--help"}, OK, "usage: impq COMMAND\n", ""},
 		{[]string{"--version"}, OK, Version("impq") + "\n", ""},
 		{[]string{"-version"}, OK, Version("impq") + "\n", ""},
-		{[]string{"nope"}, Usage, "", "impq: error: unknown command \"nope\"; commands: busy, fail, ok\n"},
-		{[]string{"bsuy"}, Usage, "", "impq: error: unknown command \"bsuy\"; did you mean \"busy\"?\n"},
-		{[]string{"frobnicate"}, Usage, "", "impq: error: unknown command \"frobnicate\"; commands: busy, fail, ok\n"},
+		{[]string{"nope"}, Usage, "", "impq: error: unknown command \"nope\"; commands: bad, busy, fail, ok\nimpq: hint: try 'impq --help'\n"},
+		{[]string{"bsuy"}, Usage, "", "impq: error: unknown command \"bsuy\"; did you mean \"busy\"?\nimpq: hint: try 'impq --help'\n"},
+		{[]string{"frobnicate"}, Usage, "", "impq: error: unknown command \"frobnicate\"; commands: bad, busy, fail, ok\nimpq: hint: try 'impq --help'\n"},
+		{[]string{"help", "nope"}, Usage, "", "impq: error: unknown command \"nope\"; commands: bad, busy, fail, ok\nimpq: hint: try 'impq --help'\n"},
+		{[]string{"bad"}, Usage, "", "impq: error: want one thing\nimpq: hint: try 'impq bad --help'\n"},
 		{[]string{"ok", "a", "b"}, OK, "", ""},
 		{[]string{"fail"}, Fail, "", "impq: error: refused\n"},
 		{[]string{"busy"}, Temp, "", "impq: error: " + store.ErrBusy.Error() + "\n"},
@@ -173,6 +188,20 @@ func TestDispatch(t *testing.T) {
 	}
 	if len(ran) != 1 || ran[0] != "a b" {
 		t.Errorf("ok ran with %q, want once with the rest of the arguments", ran)
+	}
+	// help COMMAND and COMMAND help ask the command for its help; help
+	// beside another argument is an argument.
+	for _, args := range [][]string{{"help", "ok"}, {"ok", "help"}} {
+		ran = nil
+		e, _, _ := newEnv()
+		if got := e.Dispatch(args, usage, cmds); got != OK || len(ran) != 1 || ran[0] != "--help" {
+			t.Errorf("%q = %d, ran %q; want ok run with --help", args, got, ran)
+		}
+	}
+	ran = nil
+	e, _, _ := newEnv()
+	if got := e.Dispatch([]string{"ok", "help", "me"}, usage, cmds); got != OK || len(ran) != 1 || ran[0] != "help me" {
+		t.Errorf("ok help me = %d, ran %q; want ok run with help me", got, ran)
 	}
 }
 

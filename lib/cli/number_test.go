@@ -72,13 +72,13 @@ func TestNumberFlags(t *testing.T) {
 		}
 	}
 
-	// The usage shows the defaults as for the flag package's flags.
-	e, _, errb := newEnv()
+	// The help shows the defaults, as for the flag package's flags.
+	e, out, _ := newEnv()
 	fs = e.FlagSet("run", "usage: impq run\n")
 	PositiveDuration(fs, "rescan", 10*time.Second, "full rescan `INTERVAL`")
 	PositiveInt(fs, "workers", 4, "`N` at once")
 	fs.Usage()
-	if s := errb.String(); !strings.Contains(s, "-rescan INTERVAL\n    \tfull rescan INTERVAL (default 10s)\n") || !strings.Contains(s, "-workers N\n    \tN at once (default 4)\n") {
+	if s := out.String(); !strings.Contains(s, "  --rescan INTERVAL  full rescan INTERVAL (default 10s)\n") || !strings.Contains(s, "  --workers N        N at once (default 4)\n") {
 		t.Errorf("usage:\n%s", s)
 	}
 }

@@ -289,17 +289,19 @@ func lastWhy(h []state.Transition) string {
 }
 
 // WriteText writes s for people: one section per part, an empty part
-// said in words.
-func (s *Status) WriteText(w io.Writer) error {
+// said in words; p paints the daemons' and gates' states.
+func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 	ew := &errWriter{w: w}
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "yard %s at %s\n", s.Yard, s.At)
 
 	fmt.Fprintln(tw, "\nDAEMONS")
 	for _, d := range s.Daemons {
-		up := "not running"
+		// Both states painted: the codes widen every cell of the column
+		// alike, and tabwriter keeps it aligned.
+		up := p.Paint(cli.Red, "not running")
 		if d.Running {
-			up = "running"
+			up = p.Paint(cli.Green, "running")
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t(%s)\n", d.Name, up, d.Detail)
 	}
@@ -324,9 +326,9 @@ func (s *Status) WriteText(w io.Writer) error {
 	if len(s.Gates) == 0 {
 		fmt.Fprintln(tw, "  none")
 	} else {
-		fmt.Fprintln(tw, "  ID\tIMP\tINTENT\tSTATE\tAGE")
+		fmt.Fprintf(tw, "  ID\tIMP\tINTENT\t%s\tAGE\n", p.Paint(cli.Plain, "STATE"))
 		for _, g := range s.Gates {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, g.State, cli.Age(s.At.Time, g.Created.Time))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(s.At.Time, g.Created.Time))
 		}
 	}
 	tw.Flush()
@@ -339,7 +341,7 @@ func (s *Status) WriteText(w io.Writer) error {
 		for _, sp := range s.Spend {
 			over := ""
 			if sp.Over {
-				over = "\tover budget"
+				over = "\t" + p.Paint(cli.Red, "over budget")
 			}
 			fmt.Fprintf(tw, "  %s\t%.4g\t%s\t%d\t%s%s\n", sp.Imp, sp.Cost, orDash(sp.Daily > 0, fmt.Sprintf("%.4g", sp.Daily)),
 				sp.Bytes, orDash(sp.DailyBytes > 0, fmt.Sprint(sp.DailyBytes)), over)

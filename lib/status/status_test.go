@@ -126,7 +126,7 @@ func TestGather(t *testing.T) {
 	}
 
 	buf.Reset()
-	if err := s.WriteText(&buf); err != nil {
+	if err := s.WriteText(&buf, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, re := range []string{
@@ -158,7 +158,7 @@ func TestGatherEmpty(t *testing.T) {
 		t.Errorf("%+v", s)
 	}
 	var buf bytes.Buffer
-	if err := s.WriteText(&buf); err != nil {
+	if err := s.WriteText(&buf, false); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(buf.String(), "\n  none\n"); n != 4 {
