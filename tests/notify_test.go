@@ -18,7 +18,7 @@ import (
 	"github.com/impyard/impyard/lib/notify"
 )
 
-const hookSecret = "ntfy_tk_hook_5ecret_injected"
+const webhookSecret = "ntfy_tk_hook_5ecret_injected"
 
 // hookAPI is a chat webhook on loopback HTTPS: it answers 503 while fail
 // is above 0, counting it down, and records every request.
@@ -81,7 +81,7 @@ func (h *hookAPI) requests() []hookRequest {
 func notifySpine(t *testing.T) (s *spine, hook *hookAPI, received string) {
 	s = newSpine(t, true, bin)
 	hook = newHookAPI(t)
-	os.WriteFile(filepath.Join(s.home, "secrets", "hook"), []byte(hookSecret+"\n"), 0o600)
+	os.WriteFile(filepath.Join(s.home, "secrets", "hook"), []byte(webhookSecret+"\n"), 0o600)
 	policy, err := os.ReadFile(s.y.PolicyPath())
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 
 func (s *spine) fileForNotice(t *testing.T, tok, subject string) string {
 	t.Helper()
-	code, out, _ := s.propose(t, tok, `{"intent":"email-send","payload":{"to":["boss@elsewhere.com"],"subject":`+jsonString(subject)+`,"body":"the key is `+secret+`"},"rationale":"asked for `+hookSecret+`","run_id":"r-0000000000000001"}`)
+	code, out, _ := s.propose(t, tok, `{"intent":"email-send","payload":{"to":["boss@elsewhere.com"],"subject":`+jsonString(subject)+`,"body":"the key is `+secret+`"},"rationale":"asked for `+webhookSecret+`","run_id":"r-0000000000000001"}`)
 	if code != http.StatusAccepted || out["status"] != "pending" {
 		t.Fatalf("gated envelope: %d %v", code, out)
 	}
@@ -222,14 +222,14 @@ func TestNotifyOwner(t *testing.T) {
 				t.Errorf("notification %+v", m)
 			}
 			// The gateway injected the webhook's credential as the rule says.
-			if r.header.Get("Authorization") != "Bearer "+hookSecret {
+			if r.header.Get("Authorization") != "Bearer "+webhookSecret {
 				t.Errorf("webhook request without the injected credential: %q", r.header.Get("Authorization"))
 			}
 		}
 	}
 	// Neither secret is in any notification the receivers got.
 	b, _ := os.ReadFile(received)
-	for _, sec := range []string{secret, hookSecret} {
+	for _, sec := range []string{secret, webhookSecret} {
 		for _, r := range reqs {
 			if strings.Contains(r.body, sec) {
 				t.Errorf("a webhook body carries %q: %s", sec, r.body)
@@ -268,7 +268,7 @@ func TestNotifyOwner(t *testing.T) {
 			}
 		}
 		if !strings.HasPrefix(text, "yuko wants email-send: gate "+g+" waits\n") || !strings.Contains(text, "\napprove with: impgate approve --sha ") ||
-			!strings.HasSuffix(text, "\nid: "+g+".1") || strings.Contains(r.body, secret) || strings.Contains(r.body, hookSecret) {
+			!strings.HasSuffix(text, "\nid: "+g+".1") || strings.Contains(r.body, secret) || strings.Contains(r.body, webhookSecret) {
 			t.Errorf("%s body %s", format, r.body)
 		}
 	}

@@ -25,7 +25,12 @@ const (
 type Inbound struct {
 	// Listen is where impgw serves POST /v1/inbound/<source>; "" serves
 	// no relay.
-	Listen  string          `toml:"listen"`
+	Listen string `toml:"listen"`
+	// TLSCert and TLSKey, PEM files (relative ones in IMPYARD_HOME),
+	// make the listener serve HTTPS: senders such as Discord deliver
+	// only to https URLs.
+	TLSCert string          `toml:"tls_cert"`
+	TLSKey  string          `toml:"tls_key"`
 	Sources []InboundSource `toml:"source"`
 }
 
@@ -76,6 +81,12 @@ func (o *Org) checkInbound(p string, b []byte) error {
 	in := &o.Inbound
 	if len(in.Sources) > 0 && in.Listen == "" {
 		return bad(p, b, "inbound", "[[inbound.source]] entries need [inbound] listen")
+	}
+	if (in.TLSCert == "") != (in.TLSKey == "") {
+		return bad(p, b, "tls_cert", "[inbound] tls_cert and tls_key go together")
+	}
+	if in.TLSCert != "" && in.Listen == "" {
+		return bad(p, b, "tls_cert", "[inbound] tls_cert needs listen")
 	}
 	seen := map[string]bool{}
 	for i, s := range in.Sources {

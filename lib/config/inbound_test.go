@@ -52,6 +52,9 @@ owners = ["80351110224678912"]
 		{src("name = \"d\"\nimp = \"yuko\"\nkind = \"discord\"\npublic_key = \"" + discordKey + "\"\nowners = [\"alice\"]\n"), `"alice" is not a Discord user id`},
 		{src("name = \"d\"\nimp = \"yuko\"\nkind = \"slack\"\n"), `kind "slack" is not hmac-sha256 or discord`},
 		{src("name = \"d\"\nimp = \"yuko\"\nkind = \"discord\"\nsignature = \"x\"\n"), `unknown key "inbound.source.signature"`},
+		{"[inbound]\nlisten = \"127.0.0.1:7400\"\ntls_cert = \"relay.crt\"\n", `tls_cert and tls_key go together`},
+		{"[inbound]\nlisten = \"127.0.0.1:7400\"\ntls_key = \"relay.key\"\n", `tls_cert and tls_key go together`},
+		{"[inbound]\ntls_cert = \"relay.crt\"\ntls_key = \"relay.key\"\n", `tls_cert needs listen`},
 	} {
 		if _, err := LoadOrg(yardWith(t, tc.toml)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: got %v, want %q", tc.toml, err, tc.want)

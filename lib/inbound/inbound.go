@@ -14,6 +14,7 @@ package inbound
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +73,8 @@ type Relay struct {
 	logf    func(format string, a ...any)
 	// now is the clock that stamps records and judges Discord's window.
 	now func() time.Time
+	// tls, when set, is the certificate the listener serves HTTPS with.
+	tls *certFiles
 
 	mu sync.Mutex
 	// pruned is when each source's markers were last pruned.
@@ -92,6 +95,13 @@ func New(y *yard.Yard, h string, in config.Inbound, logf func(format string, a .
 		logf = func(string, ...any) {}
 	}
 	r := &Relay{yard: y, sources: map[string]*source{}, slots: make(chan struct{}, InFlight), logf: logf, now: time.Now, pruned: map[string]time.Time{}}
+	if in.TLSCert != "" {
+		c, err := tlsFiles(h, in.TLSCert, in.TLSKey, logf)
+		if err != nil {
+			return nil, err
+		}
+		r.tls = c
+	}
 	for _, s := range in.Sources {
 		// An imp without imp.toml would only collect tasks no box runs.
 		// One whose imp.toml does not load is the supervisor's to report:
@@ -140,7 +150,8 @@ func secret(h home.Dir, name string) ([]byte, error) {
 func (r *Relay) Sources() []string { return slices.Sorted(maps.Keys(r.sources)) }
 
 // Serve serves the relay on ln until ctx ends, then gives open
-// deliveries up to grace to finish.
+// deliveries up to grace to finish; over TLS when [inbound] names a
+// certificate.
 func (r *Relay) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
 	srv := &http.Server{
 		Handler:           r,
@@ -150,6 +161,9 @@ func (r *Relay) Serve(ctx context.Context, ln net.Listener, grace time.Duration)
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	if r.tls != nil {
+		ln = tls.NewListener(ln, r.tls.config())
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
