@@ -22,6 +22,11 @@ const (
 	// it, and the intent such an executor is conventionally configured
 	// under ([executors.message-user]).
 	MessageUser = "message-user"
+	// TrustPromote is the gate impexec files when an imp has earned an
+	// auto trust entry for an intent ([[earn]] in org.toml); its payload
+	// is the entry, approved into imps/<imp>/imp.toml. Only the trusted
+	// side files it: a box proposing it is refused.
+	TrustPromote = "trust-promote"
 )
 
 // Push is the frozen payload of a commit-and-push gate: the branch to
