@@ -7,6 +7,7 @@ import (
 
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/earn"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
@@ -37,6 +38,13 @@ const denyUsage = `usage: impgate deny [--reason TEXT] [--as NAME] GATE
 
 Deny a pending gate. Nothing is executed; the imp sees the denial and the
 reason in its journal and next briefing.
+
+A deny resets the count of approvals toward an earned trust entry for
+the gate's imp and intent ([[earn]] in org.toml). If an earned entry
+(earned = true in imps/<imp>/imp.toml) would have approved the denied
+payload, every earned entry for that imp and intent is removed, the
+previous file kept as imp.toml.N, and the removal is printed and
+recorded (trust-earned-removed) in the journal and the audit log.
 
 Examples:
   impgate deny --reason "wrong recipients" g-01jf8k2m3nx4k9q2
@@ -100,7 +108,21 @@ func decide(e *cli.Env, args []string, root string, c gate.Change) error {
 	if h := g.History[len(g.History)-1]; h.From == state.Approved && h.To == state.Approved {
 		again = " (signed now; its first approval had no signature)"
 	}
-	_, err = fmt.Fprintf(e.Stdout, "%s %s by %s%s\n", g.ID, g.State, c.By, again)
+	if _, err := fmt.Fprintf(e.Stdout, "%s %s by %s%s\n", g.ID, g.State, c.By, again); err != nil {
+		return err
+	}
+	if c.To != state.Denied {
+		return nil
+	}
+	// The deny stands whatever follows; an earned entry it disagrees with
+	// goes, or the owner is told it could not.
+	removed, err := earn.Denied(y, g)
+	if err != nil {
+		return fmt.Errorf("%s denied, but the earned trust entries it disagrees with were not removed: %w", g.ID, err)
+	}
+	if removed != "" {
+		_, err = fmt.Fprintln(e.Stdout, removed)
+	}
 	return err
 }
 

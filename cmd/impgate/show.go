@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -152,6 +153,7 @@ func printReport(e *cli.Env, root string, r *desk.Report) error {
 	} else {
 		fmt.Fprintf(w, "\npayload not shown: it is not what was filed, and it can never be approved or executed; 'impgate deny %s' discards the gate\n", g.ID)
 	}
+	printPromotion(w, r.Promotion)
 	if len(g.Result) > 0 {
 		fmt.Fprintf(w, "\nresult:\n  %s\n", printableLines(string(g.Result)))
 	}
@@ -163,6 +165,27 @@ func printReport(e *cli.Env, root string, r *desk.Report) error {
 		fmt.Fprintf(w, "\napprove exactly this payload with:\n  %s\n", r.Approve)
 	}
 	return nil
+}
+
+// printPromotion shows what a trust-promote gate proposes: the entry as
+// it will be written and each gate it rests on, as the owner decided it.
+func printPromotion(w io.Writer, p *desk.Promotion) {
+	if p == nil {
+		return
+	}
+	if p.Error != "" {
+		fmt.Fprintf(w, "\nproposed entry: UNREADABLE: %s\n", cli.Printable(p.Error))
+		return
+	}
+	fmt.Fprintf(w, "\nproposed entry (appended to imp.toml on approval):\n  %s\n", printableLines(strings.TrimSuffix(p.TOML, "\n")))
+	fmt.Fprintf(w, "\nrests on %d gate(s) the owner approved:\n", len(p.Gates))
+	for _, rg := range p.Gates {
+		if rg.Error != "" {
+			fmt.Fprintf(w, "  %s  UNREADABLE: %s\n", rg.ID, cli.Printable(rg.Error))
+			continue
+		}
+		fmt.Fprintf(w, "  %s  %-9s by %s at %s  %s\n", rg.ID, rg.State, cli.Printable(rg.By), rg.At.Format(time.RFC3339), cli.Printable(string(rg.Payload)))
+	}
 }
 
 func oneGate(fs *flag.FlagSet, args []string, root *string) (*gate.Gate, error) {

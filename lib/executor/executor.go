@@ -136,7 +136,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 	if g, err = r.verify(g); err != nil || g.State == state.Failed {
 		return g, err
 	}
-	exe := org.Executors[g.Intent]
+	exe := executorFor(org, g.Intent)
 	switch g.State {
 	case state.Approved:
 		if exe == nil {
@@ -197,6 +197,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		Edit: func(g *gate.Gate) error { g.Result = body; return nil }})
 	if err == nil {
 		r.logf("gate %s: executed (%s)", gateID, summary(res))
+		r.earned(org, g)
 	}
 	return g, err
 }
@@ -254,7 +255,9 @@ func idempotent(e *config.Executor) bool {
 	return e.Idempotent || (e.Kind == config.MessageUser && len(e.Command) == 0) || e.Kind == config.EgressGrant ||
 		// A push checks the remote first and pushes a sha already there as
 		// a no-op success.
-		e.Kind == config.GitPush
+		e.Kind == config.GitPush ||
+		// An earned entry already in imp.toml is not appended again.
+		e.Kind == config.TrustPromote
 }
 
 func summary(res *Result) string {
@@ -314,6 +317,8 @@ func (r *Runner) once(ctx context.Context, g *gate.Gate, org *config.Org, exe *c
 		return r.grant(g, payload)
 	case config.GitPush:
 		return r.gitPush(ctx, g, exe, payload)
+	case config.TrustPromote:
+		return r.promote(g, org, payload)
 	}
 	return nil, &outcome{err: fmt.Errorf("executor kind %q is not available in this impexec", exe.Kind)}
 }

@@ -26,6 +26,7 @@ type Destination struct {
 	Log     string   `json:"log,omitempty"`     // message-user: the file appended to
 	Command []string `json:"command,omitempty"` // message-user: run after
 	Policy  string   `json:"policy,omitempty"`  // egress-grant: the policy changed
+	Config  string   `json:"config,omitempty"`  // trust-promote: the imp.toml appended to
 }
 
 // String says in one line where the payload goes.
@@ -54,6 +55,8 @@ func (d *Destination) String() string {
 		return s
 	case config.EgressGrant:
 		return d.Kind + " a rule added to " + d.Policy
+	case config.TrustPromote:
+		return d.Kind + " an earned [[trust]] entry appended to " + d.Config
 	}
 	return d.Kind
 }
@@ -65,8 +68,9 @@ func (d *Destination) String() string {
 // refuse (a branch outside imp/<imp>/, a payload that is not a push), is
 // an error saying so.
 func Where(y *yard.Yard, org *config.Org, g *gate.Gate) (*Destination, error) {
-	exe, err := org.Executor(g.Intent)
-	if err != nil {
+	exe := executorFor(org, g.Intent)
+	if exe == nil {
+		_, err := org.Executor(g.Intent)
 		return nil, err
 	}
 	d := &Destination{Kind: exe.Kind}
@@ -77,6 +81,8 @@ func Where(y *yard.Yard, org *config.Org, g *gate.Gate) (*Destination, error) {
 		d.Log, d.Command = noticeLog(y, exe), exe.Command
 	case config.EgressGrant:
 		d.Policy = y.PolicyPath()
+	case config.TrustPromote:
+		d.Config = config.ImpPath(y, g.Imp)
 	case config.GitPush:
 		var p intent.Push
 		if err := json.Unmarshal(g.Payload, &p); err != nil {
