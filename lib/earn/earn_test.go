@@ -241,6 +241,11 @@ rootfs = "/srv/rootfs"
 intent = "email-send"
 match = { to = "*@spam.example" }
 level = "deny"
+
+[[trust]]
+intent = "email-send"
+match = { body = "*password*" }
+level = "gate"
 `
 
 // An approved promotion is appended to imp.toml, the old file kept; a
@@ -273,7 +278,7 @@ func TestAppendAndDenied(t *testing.T) {
 		t.Errorf("backup:\n%s", b)
 	}
 	im, err := config.LoadImp(f.y, "yuko")
-	if err != nil || len(im.Trust) != 2 || !im.Trust[1].Earned || len(im.Trust[1].Gates) != 3 || im.Trust[1].Match["to"] != "team@ourco.com" {
+	if err != nil || len(im.Trust) != 3 || !im.Trust[2].Earned || len(im.Trust[2].Gates) != 3 || im.Trust[2].Match["to"] != "team@ourco.com" {
 		t.Fatalf("imp.toml after: %+v %v", im, err)
 	}
 	if b, _ := os.ReadFile(p); !strings.HasPrefix(string(b), impTOML) || !strings.Contains(string(b), "# earned: approved with trust-promote gate "+promote.ID) {
@@ -289,6 +294,11 @@ func TestAppendAndDenied(t *testing.T) {
 	// A deny the entry would not have approved leaves it.
 	if detail, err := Denied(f.y, f.denied(t, mail("new@ourco.com"))); detail != "" || err != nil {
 		t.Errorf("Denied of an uncovered gate: %q %v", detail, err)
+	}
+	// Nor does one a hand-written gate entry holds back: the owner agrees
+	// with the ladder.
+	if detail, err := Denied(f.y, f.denied(t, `{"to":["team@ourco.com"],"subject":"digest","body":"the password"}`)); detail != "" || err != nil {
+		t.Errorf("Denied of a gate a hand-written entry gated: %q %v", detail, err)
 	}
 	covered := f.denied(t, `{"to":["team@ourco.com"],"subject":"digest","body":"other"}`)
 	detail, err = Denied(f.y, covered)

@@ -125,12 +125,15 @@ func approver(g *gate.Gate) string {
 	return ""
 }
 
-// Denied is called when the owner has denied g. When g's imp has earned
-// entries for g's intent and one of them would have approved g's payload,
-// the owner disagrees with what was earned: every earned entry of that
-// (imp, intent) is removed from imp.toml (the previous file kept as
-// imp.toml.N) and the removal recorded in the journal and the audit log.
-// It returns what it did, "" when nothing.
+// Denied is called when the owner has denied g. When the trust ladder as
+// configured now would have auto-approved g's payload by an earned entry
+// of g's imp (a gate filed before the entry was earned, say), the owner
+// disagrees with what was earned: every earned entry of that (imp,
+// intent) is removed from imp.toml (the previous file kept as imp.toml.N)
+// and the removal recorded in the journal and the audit log. A deny of a
+// gate that a hand-written entry holds back, or that no earned entry
+// covers, agrees with the ladder and removes nothing. It returns what it
+// did, "" when nothing.
 func Denied(y *yard.Yard, g *gate.Gate) (string, error) {
 	if g.Intent == intent.TrustPromote {
 		return "", nil
@@ -146,11 +149,11 @@ func Denied(y *yard.Yard, g *gate.Gate) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	d := trust.Decide(org, im, g.Imp, g.Intent, g.Payload)
 	covered := ""
 	for _, t := range im.Trust {
-		if t.Earned && t.Intent == g.Intent && trust.Covers(org, t, g.Intent, g.Payload) {
+		if t.Earned && d.Level == config.Auto && d.Entry == t.Where {
 			covered = t.Where
-			break
 		}
 	}
 	if covered == "" {
