@@ -18,8 +18,10 @@
 // gates themselves, which are the authoritative record of who decided
 // what and when, so it cannot drift from them, survives any crash, and
 // an owner can check it with impgate ls. A trust-promote gate of the
-// (imp, intent) consumes the gates decided before it was filed, whatever
-// becomes of it, so the same approvals never propose twice.
+// (imp, intent) consumes the gates decided before it was decided (or,
+// while it waits, before it was filed), whatever the owner decides, so
+// the same approvals never propose twice and those made while it waited
+// do not propose again the moment it is approved.
 package earn
 
 import (
@@ -142,8 +144,12 @@ func Streak(y *yard.Yard, imp, in string) (streak []*gate.Gate, waiting *gate.Ga
 			if g.State == state.Filed {
 				waiting = g
 			}
-			if g.Created.After(cut) {
-				cut = g.Created
+			at := g.Created
+			if h, ok := decided(g); ok {
+				at = h.At
+			}
+			if at.After(cut) {
+				cut = at
 			}
 			continue
 		}
