@@ -41,6 +41,9 @@ commit-and-push gate does) also shows the diff's stat and the diff itself,
 read from blobs/sha256/ and checked against its hash; coloured on a
 terminal, plain when piped. --stat prints only the stat.
 
+A trust-promote gate also shows the [[trust]] entry it proposes, as it
+will be appended to imps/<imp>/imp.toml, and each gate it rests on.
+
 An approved gate's approval is checked as impexec checks it: signed by a
 key in IMPYARD_HOME/keys/ over this gate id, payload sha256, decider and
 time.
@@ -48,7 +51,8 @@ time.
 --json prints the gate file's fields and the same facts: payload_matches
 (and payload_error), destination (kind, method, url; repo, remote, branch;
 log; policy) or destination_error, trust_verdict, approval_verifies,
-approval_key, approval_error and approve_command.
+approval_key, approval_error, promotion (a trust-promote gate's entry,
+toml and gates) and approve_command.
 
 --raw prints exactly the frozen payload bytes (the bytes the sha256 is of)
 and nothing else, so 'impgate show --raw G | sha256sum' matches.
