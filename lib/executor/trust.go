@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"errors"
+
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/earn"
 	"github.com/impyard/impyard/lib/gate"
@@ -43,11 +45,15 @@ func (r *Runner) earned(org *config.Org, g *gate.Gate) {
 }
 
 // earnedAll proposes every promotion due, catching one that a stop
-// between an execution and its filing left behind.
+// between an execution and its filing left behind. A promotion that
+// cannot be made narrow was logged after the execution that made it due;
+// it is not logged again at every rescan.
 func (r *Runner) earnedAll(org *config.Org) {
 	filed, errs := earn.ProposeAll(r.Yard, org)
 	for _, err := range errs {
-		r.logf("%v", err)
+		if !errors.Is(err, earn.ErrNoNarrowEntry) {
+			r.logf("%v", err)
+		}
 	}
 	for _, p := range filed {
 		r.logf("%s has earned trust: trust-promote gate %s filed", p.Imp, p.ID)

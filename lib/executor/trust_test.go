@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,5 +71,37 @@ func TestTrustPromoteRefused(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(p); string(b) != "# mine\n" {
 		t.Errorf("imp.toml changed: %q", b)
+	}
+}
+
+// A promotion that cannot be made narrow is logged after the execution,
+// not again at every rescan.
+func TestTrustPromoteNotNarrow(t *testing.T) {
+	r := setup(t, "[executors.email-send]\nkind = \"message-user\"\nfields = { to = \"addresses\", cc = \"addresses\" }\n[[earn]]\nintent = \"email-send\"\nimp = \"yuko\"\nafter = 2\n")
+	var logged []string
+	r.Logf = func(format string, a ...any) { logged = append(logged, fmt.Sprintf(format, a...)) }
+	for _, body := range []string{`{"to":["a@ourco.com"],"cc":["b@ourco.com"]}`, `{"to":["a@ourco.com"]}`} {
+		g, err := gate.File(r.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(body), By: "yuko", Actor: "impgw"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gate.Move(r.Yard, g.ID, gate.Change{To: state.Approved, By: "alice", Actor: "impgate", Signer: approvaltest.Key(t, r.Home)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Execute(context.Background(), g.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(logged); n == 0 || !strings.Contains(logged[n-1], `address field "cc" is absent`) {
+		t.Fatalf("logged %q", logged)
+	}
+	before := len(logged)
+	org, _ := config.LoadOrg(r.Yard)
+	r.earnedAll(org)
+	if len(logged) != before {
+		t.Errorf("a rescan logged again: %q", logged[before:])
+	}
+	if all, _ := gate.List(r.Yard, gate.Filter{Imp: "yuko"}); len(all) != 0 {
+		t.Errorf("a promotion that lets cc through: %v", all)
 	}
 }
