@@ -3,6 +3,9 @@ package config
 import (
 	"os"
 
+	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/store"
+
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -11,6 +14,15 @@ func OrgPath(y *yard.Yard) string { return y.Path("org.toml") }
 
 // ImpPath is imps/<name>/imp.toml, an imp's configuration.
 func ImpPath(y *yard.Yard, name string) string { return y.Path("imps", name, "imp.toml") }
+
+// ImpDir is imps/<name>/, an imp's folder, as the store directory whose
+// lock a program that rewrites its imp.toml holds.
+func ImpDir(y *yard.Yard, name string) (*store.Dir, error) {
+	if err := id.CheckName(name); err != nil {
+		return nil, err
+	}
+	return y.Dir("imps", name)
+}
 
 // ImpNames lists the directories under imps/, each an imp that may have
 // a configuration; a missing imps/ has none.

@@ -16,7 +16,6 @@ import (
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/gate"
-	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/trust"
@@ -87,9 +86,6 @@ func list(ss []string) string {
 func Append(y *yard.Yard, org *config.Org, g *gate.Gate, body []byte) (string, error) {
 	e, err := Parse(body)
 	if err != nil {
-		return "", err
-	}
-	if err := id.CheckName(g.Imp); err != nil {
 		return "", err
 	}
 	t := e.Trust()
@@ -184,7 +180,7 @@ func plural(n int) string {
 // as imp.toml.N; the record is appended while the lock is held.
 func edit(y *yard.Yard, imp string, change func(p string, old []byte, im *config.Imp) ([]byte, string, error),
 	record func(detail string) event.Event) (string, error) {
-	d, err := y.Dir("imps", imp)
+	d, err := config.ImpDir(y, imp)
 	if err != nil {
 		return "", err
 	}

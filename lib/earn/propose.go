@@ -21,7 +21,7 @@ func Propose(y *yard.Yard, org *config.Org, imp, in string) (*gate.Gate, error) 
 	if want == nil || in == intent.TrustPromote {
 		return nil, nil
 	}
-	d, err := y.Dir("gates", ".earn")
+	d, err := gate.EarnDir(y)
 	if err != nil {
 		return nil, err
 	}
