@@ -109,8 +109,8 @@ func TestConcurrentAdds(t *testing.T) {
 }
 
 // race starts the same command in n processes at once and returns how many
-// exited 0 and the stderr of the others.
-func race(t *testing.T, y *yard.Yard, n int, name string, args ...string) (wins int, losers []string) {
+// exited 0, the stderr of the others and the stderr of the winners.
+func race(t *testing.T, y *yard.Yard, n int, name string, args ...string) (wins int, losers, won []string) {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -130,6 +130,7 @@ func race(t *testing.T, y *yard.Yard, n int, name string, args ...string) (wins 
 			defer mu.Unlock()
 			if err == nil {
 				wins++
+				won = append(won, e.String())
 			} else {
 				losers = append(losers, e.String())
 			}
@@ -137,7 +138,7 @@ func race(t *testing.T, y *yard.Yard, n int, name string, args ...string) (wins 
 	}
 	close(start)
 	wg.Wait()
-	return wins, losers
+	return wins, losers, won
 }
 
 // TestRaceOutOfWaiting: two processes move the same task out of waiting;
@@ -149,7 +150,7 @@ func TestRaceOutOfWaiting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wins, losers := race(t, y, 2, "impq", "cancel", id)
+		wins, losers, _ := race(t, y, 2, "impq", "cancel", id)
 		if wins != 1 || len(losers) != 1 || !strings.Contains(losers[0], "is already cancelled") {
 			t.Fatalf("round %d: %d winners, losers said %q", round, wins, losers)
 		}
@@ -160,7 +161,9 @@ func TestRaceOutOfWaiting(t *testing.T) {
 	}
 }
 
-// TestApproveRace: two impgate approve of the same gate; exactly one wins.
+// TestApproveRace: two impgate approve of the same gate; exactly one writes
+// the approval, and the other finds it made, verifies it and exits 0 with
+// a note, writing nothing: one transition, one journal record.
 func TestApproveRace(t *testing.T) {
 	y := newYard(t)
 	for round := 0; round < 50; round++ {
@@ -168,13 +171,30 @@ func TestApproveRace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wins, losers := race(t, y, 2, "impgate", "approve", g.ID)
-		if wins != 1 || len(losers) != 1 || !strings.Contains(losers[0], "is already approved") {
-			t.Fatalf("round %d: %d winners, losers said %q", round, wins, losers)
+		wins, losers, won := race(t, y, 2, "impgate", "approve", g.ID)
+		notes := 0
+		for _, w := range won {
+			if strings.Contains(w, "impgate: note: "+g.ID+" already approved by tester at ") {
+				notes++
+			} else if w != "" && !strings.Contains(w, "owner.key") {
+				t.Fatalf("round %d: a winner said %q", round, w)
+			}
+		}
+		if wins != 2 || len(losers) != 0 || notes != 1 {
+			t.Fatalf("round %d: %d exited 0 (%d with a note: %q), losers said %q", round, wins, notes, won, losers)
 		}
 		got, _ := gate.Get(y, g.ID)
 		if got.State != state.Approved || len(got.History) != 2 {
 			t.Fatalf("round %d: gate %s with %d transitions", round, got.State, len(got.History))
+		}
+		approvals := 0
+		if _, err := store.ReadJSONL(y.Path("journal", "yuko", "events.jsonl"), func(line []byte) error {
+			if bytes.Contains(line, []byte(`"gate-approved"`)) && bytes.Contains(line, []byte(g.ID)) {
+				approvals++
+			}
+			return nil
+		}); err != nil || approvals != 1 {
+			t.Fatalf("round %d: %d approval records of %s, %v; want 1", round, approvals, g.ID, err)
 		}
 	}
 }

@@ -112,6 +112,7 @@ Examples:
 
 func once(ctx context.Context, e *cli.Env, args []string) error {
 	fs := e.FlagSet("once", onceUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -123,7 +124,11 @@ func once(ctx context.Context, e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	g, err := r.Execute(ctx, fs.Arg(0))
+	gateID, err := gate.Resolve(r.Yard, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	g, err := r.Execute(ctx, gateID)
 	if err != nil {
 		return err
 	}

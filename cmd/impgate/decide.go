@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/cli"
@@ -13,7 +14,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const approveUsage = `usage: impgate approve [--sha PREFIX] [--as NAME] [--note TEXT] GATE
+const approveUsage = `usage: impgate approve [--sha PREFIX] [--as NAME] [--note TEXT] [--timeout DURATION] GATE
 
 Approve a pending gate. The executor then performs exactly the frozen
 payload. With --sha, the approval is refused unless the payload's sha256
@@ -24,9 +25,15 @@ The approval is signed with the owner's key, IMPYARD_HOME/keys/owner.key
 (created on first use, with a notice), over the gate id, the payload
 sha256, the decider and the time; impexec executes only what verifies.
 
-Approving a gate that is already approved or denied fails (exit 1), except
-an approved gate with no signature (approved before approvals were
-signed): approving it again signs it, recorded in its timeline.
+Approving a gate already approved changes nothing and exits 0 with a
+note, once the approval made is verified (its signature, the payload's
+sha256, and --sha when given); otherwise, and for a gate denied,
+executing, executed or failed, it fails (exit 1) saying why. An approved
+gate with no signature (approved before approvals were signed) is signed
+by approving it again, recorded in its timeline.
+
+GATE is a gate id or a unique prefix of one (at least 4 characters after
+"g-"). --timeout bounds the wait for the gates' lock (exit 111).
 
 Examples:
   impgate approve g-01jf8k2m3nx4k9q2
@@ -34,10 +41,13 @@ Examples:
   impgate approve --sha "${sha:0:12}" --as ci-bot g-01jf8k2m3nx4k9q2
 `
 
-const denyUsage = `usage: impgate deny [--reason TEXT] [--as NAME] GATE
+const denyUsage = `usage: impgate deny [--reason TEXT] [--as NAME] [--timeout DURATION] GATE
 
 Deny a pending gate. Nothing is executed; the imp sees the denial and the
-reason in its journal and next briefing.
+reason in its journal and next briefing. Denying a gate already denied
+changes nothing and exits 0 with a note (the first reason stays); an
+approved or executed one is refused (exit 1). GATE may be a unique prefix
+of the id.
 
 A deny resets the count of approvals toward an earned trust entry for
 the gate's imp and intent ([[earn]] in org.toml). If an earned entry
@@ -52,6 +62,7 @@ Examples:
 
 func approve(e *cli.Env, args []string) error {
 	fs := e.FlagSet("approve", approveUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	sha := fs.String("sha", "", "refuse unless the payload sha256 starts with `PREFIX`")
 	as := fs.String("as", "", "the decider's `NAME` (default $USER)")
@@ -69,6 +80,7 @@ func approve(e *cli.Env, args []string) error {
 
 func deny(e *cli.Env, args []string) error {
 	fs := e.FlagSet("deny", denyUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	reason := fs.String("reason", "", "why the gate is denied")
 	as := fs.String("as", "", "the decider's `NAME` (default $USER)")
@@ -91,6 +103,11 @@ func decide(e *cli.Env, args []string, root string, c gate.Change) error {
 	if err != nil {
 		return err
 	}
+	gateID, err := gate.Resolve(y, args[0])
+	if err != nil {
+		return err
+	}
+	var keys func() (*approval.Keyring, error)
 	if c.To == state.Approved {
 		home, err := yard.Home()
 		if err != nil {
@@ -99,10 +116,16 @@ func decide(e *cli.Env, args []string, root string, c gate.Change) error {
 		if c.Signer, err = approval.Ensure(home, approval.Owner, e.Stderr, "impgate"); err != nil {
 			return err
 		}
+		keys = func() (*approval.Keyring, error) { return approval.LoadKeyring(home) }
 	}
-	g, err := gate.Move(y, args[0], c)
+	g, repeated, err := gate.Decide(y, gateID, c, keys)
 	if err != nil {
 		return err
+	}
+	if repeated {
+		h := g.History[len(g.History)-1]
+		fmt.Fprintf(e.Stderr, "impgate: note: %s already %s by %s at %s; nothing to do\n", g.ID, g.State, h.By, h.At.UTC().Format(time.RFC3339))
+		return nil
 	}
 	again := ""
 	if h := g.History[len(g.History)-1]; h.From == state.Approved && h.To == state.Approved {

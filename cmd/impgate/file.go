@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/queue"
+	runs "github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/trust"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -28,6 +28,7 @@ Examples:
 
 func file(e *cli.Env, args []string) error {
 	fs := e.FlagSet("file", fileUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	o := gate.FileOptions{Actor: "impgate"}
 	var payloadFile, as string
@@ -49,30 +50,27 @@ func file(e *cli.Env, args []string) error {
 	}
 	o.By = decider(as)
 	o.Trust = &gate.Trust{Level: "gate", Why: "filed from the trusted side by " + o.By + " with impgate file; no trust entry is consulted"}
-	switch payloadFile {
-	case "":
-		o.Payload = []byte("{}")
-	case "-":
-		b, err := io.ReadAll(io.LimitReader(e.Stdin, gate.MaxPayload+1))
-		if err != nil {
-			return fmt.Errorf("read payload from standard input: %w", err)
-		}
-		o.Payload = b
-	default:
-		f, err := os.Open(payloadFile)
+	o.Payload = []byte("{}")
+	if payloadFile != "" {
+		b, err := e.ReadInput(payloadFile, gate.MaxPayload)
 		if err != nil {
 			return err
-		}
-		b, err := io.ReadAll(io.LimitReader(f, gate.MaxPayload+1))
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("read %s: %w", payloadFile, err)
 		}
 		o.Payload = b
 	}
 	y, err := yard.Open(*root)
 	if err != nil {
 		return err
+	}
+	if o.Task != "" {
+		if o.Task, err = queue.Resolve(y, o.Task); err != nil {
+			return err
+		}
+	}
+	if o.Run != "" {
+		if o.Run, err = runs.Resolve(y, o.Run); err != nil {
+			return err
+		}
 	}
 	org, err := config.LoadOrg(y)
 	if err != nil {

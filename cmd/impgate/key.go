@@ -37,6 +37,7 @@ func keyCmd(e *cli.Env, args []string) error {
 	switch args[0] {
 	case "init":
 		fs := e.FlagSet("key init", keyUsage)
+		e.TimeoutFlag(fs)
 		if err := cli.Parse(fs, args[1:]); err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/impyard/impyard/lib/cli"
@@ -51,6 +50,7 @@ Examples:
 
 func review(e *cli.Env, args []string) error {
 	fs := e.FlagSet("review", reviewUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	script := fs.String("script", "", "take the decisions from `FILE` ('-' for standard input), not a terminal")
 	imp := fs.String("imp", "", "only gates of imp `NAME`")
@@ -79,15 +79,11 @@ func review(e *cli.Env, args []string) error {
 }
 
 func readScript(e *cli.Env, name string) ([]desk.Line, error) {
-	var r io.Reader = e.Stdin
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		r = f
+	r, _, err := e.OpenInput(name)
+	if err != nil {
+		return nil, err
 	}
+	defer r.Close()
 	lines, err := desk.ParseScript(r)
 	if err != nil {
 		return nil, cli.Usagef("%v; nothing was decided", err)

@@ -203,7 +203,11 @@ func oneGate(fs *flag.FlagSet, args []string, root *string) (*gate.Gate, error) 
 	if err != nil {
 		return nil, err
 	}
-	return gate.Get(y, fs.Arg(0))
+	gateID, err := gate.Resolve(y, fs.Arg(0))
+	if err != nil {
+		return nil, err
+	}
+	return gate.Get(y, gateID)
 }
 
 // showDiff prints the stat and, unless statOnly, the diff of a payload

@@ -2,11 +2,9 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"net/textproto"
-	"os"
 	"strings"
 
 	"github.com/impyard/impyard/lib/cli"
@@ -42,7 +40,7 @@ Examples:
 func judgeCmd(e *cli.Env, args []string) (int, error) {
 	fs := e.FlagSet("judge", judgeUsage)
 	root := cli.RootFlag(fs)
-	policy := fs.String("policy", "", "the policy `FILE` (default policies/gateway.json in the yard)")
+	policy := fs.String("policy", "", "the policy `FILE` ('-' for standard input; default policies/gateway.json in the yard)")
 	var headers listValue
 	fs.Var(&headers, "H", "a request header, `'name: value'` (repeatable)")
 	bodyFile := fs.String("body-file", "", "read the request body from `FILE` ('-' for stdin)")
@@ -73,15 +71,13 @@ func judgeCmd(e *cli.Env, args []string) (int, error) {
 		key := textproto.CanonicalMIMEHeaderKey(k)
 		h[key] = append(h[key], strings.TrimSpace(v))
 	}
+	if err := cli.OneStdin(map[string]string{"--policy": *policy, "--body-file": *bodyFile}); err != nil {
+		return 0, err
+	}
 	var body []byte
 	if *bodyFile != "" {
 		var err error
-		if *bodyFile == "-" {
-			body, err = io.ReadAll(io.LimitReader(e.Stdin, store.MaxFile))
-		} else {
-			body, err = os.ReadFile(*bodyFile)
-		}
-		if err != nil {
+		if body, err = e.ReadInput(*bodyFile, store.MaxFile); err != nil {
 			return 0, err
 		}
 	}
@@ -93,7 +89,7 @@ func judgeCmd(e *cli.Env, args []string) (int, error) {
 		}
 		addr = a.Unmap()
 	}
-	p, err := loadPolicy(*root, *policy)
+	p, err := loadPolicy(e, *root, *policy)
 	if err != nil {
 		return 0, err
 	}
@@ -166,16 +162,25 @@ func (o *judgeOutput) print(e *cli.Env, asJSON bool) error {
 }
 
 // loadPolicy reads a policy strictly: an invalid one is an error here,
-// where the gateway would deny everything.
-func loadPolicy(root, path string) (*judge.Policy, error) {
-	if path == "" {
-		y, err := yard.Open(root)
-		if err != nil {
-			return nil, err
+// where the gateway would deny everything. "-" reads it from standard
+// input.
+func loadPolicy(e *cli.Env, root, path string) (*judge.Policy, error) {
+	var data []byte
+	var err error
+	switch path {
+	case "":
+		y, yerr := yard.Open(root)
+		if yerr != nil {
+			return nil, yerr
 		}
 		path = y.PolicyPath()
+		data, err = store.ReadFile(path)
+	case cli.Stdin:
+		path = "standard input"
+		data, err = e.ReadInput(cli.Stdin, store.MaxFile)
+	default:
+		data, err = store.ReadFile(path)
 	}
-	data, err := store.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -14,8 +14,9 @@ import (
 
 const replayUsage = `usage: impgw replay --policy FILE [--root DIR] [--json] [DECISIONS]
 
-Re-judge every recorded decision in DECISIONS (default runs/decisions.jsonl
-in the yard) under the candidate policy FILE and list each one whose
+Re-judge every recorded decision in DECISIONS ('-' for standard input;
+default runs/decisions.jsonl in the yard) under the candidate policy FILE
+('-' for standard input, but not both) and list each one whose
 verdict would flip, oldest first: what last week's traffic would have met
 under the edit. Nothing is changed or sent.
 
@@ -51,7 +52,7 @@ type flip struct {
 func replay(e *cli.Env, args []string) error {
 	fs := e.FlagSet("replay", replayUsage)
 	root := cli.RootFlag(fs)
-	policy := fs.String("policy", "", "the candidate policy `FILE` (required)")
+	policy := fs.String("policy", "", "the candidate policy `FILE` ('-' for standard input; required)")
 	asJSON := fs.Bool("json", false, "print each flip as one JSON object")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -62,20 +63,36 @@ func replay(e *cli.Env, args []string) error {
 	if fs.NArg() > 1 {
 		return cli.Usagef("replay: at most one decisions file")
 	}
-	p, err := loadPolicy(*root, *policy)
+	if err := cli.OneStdin(map[string]string{"--policy": *policy, "DECISIONS": fs.Arg(0)}); err != nil {
+		return err
+	}
+	p, err := loadPolicy(e, *root, *policy)
 	if err != nil {
 		return err
 	}
 	path := fs.Arg(0)
+	read := store.ReadJSONL
 	if path == "" {
 		y, err := yard.Open(*root)
 		if err != nil {
 			return err
 		}
 		path = y.Decisions()
+	} else {
+		// A file named on the command line must be there: a typo is not
+		// a week without traffic.
+		in, name, err := e.OpenInput(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		path = name
+		read = func(path string, fn func([]byte) error) ([]store.BadLine, error) {
+			return store.ScanJSONL(in, path, fn)
+		}
 	}
 	var seen, judged, flips, skipped int
-	bad, err := store.ReadJSONL(path, func(line []byte) error {
+	bad, err := read(path, func(line []byte) error {
 		r, err := gateway.ParseRecord(line)
 		if errors.Is(err, gateway.ErrNotDecision) {
 			return nil

@@ -66,6 +66,9 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	if fs.NArg() != 0 {
 		return cli.Usagef("serve: unexpected argument %q", fs.Arg(0))
 	}
+	if *policy == cli.Stdin {
+		return cli.Usagef("serve: --policy cannot be '-': the gateway re-reads its policy file whenever it changes")
+	}
 	y, err := yard.Open(*root)
 	if err != nil {
 		return err

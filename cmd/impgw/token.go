@@ -41,6 +41,7 @@ func tokenCmd(e *cli.Env, args []string) error {
 	switch args[0] {
 	case "issue":
 		fs := e.FlagSet("token issue", tokenUsage)
+		e.TimeoutFlag(fs)
 		imp := fs.String("imp", "", "the imp `NAME` the token speaks for (required)")
 		task := fs.String("task", "", "the `TASK` it works on")
 		run := fs.String("run", "", "the `RUN` it belongs to")
@@ -58,6 +59,7 @@ func tokenCmd(e *cli.Env, args []string) error {
 		return err
 	case "revoke":
 		fs := e.FlagSet("token revoke", tokenUsage)
+		e.TimeoutFlag(fs)
 		if err := cli.Parse(fs, args[1:]); err != nil {
 			return err
 		}

@@ -54,6 +54,7 @@ func (l *labels) Set(v string) error { *l = append(*l, v); return nil }
 
 func add(e *cli.Env, args []string) error {
 	fs := e.FlagSet("add", addUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	o := queue.AddOptions{Actor: "impq"}
 	var ls labels
@@ -111,6 +112,11 @@ func add(e *cli.Env, args []string) error {
 	y, err := yard.Open(*root)
 	if err != nil {
 		return err
+	}
+	if o.Continues != "" {
+		if o.Continues, err = queue.Resolve(y, o.Continues); err != nil {
+			return err
+		}
 	}
 	if !force {
 		if err := queue.Runnable(y, o); err != nil {

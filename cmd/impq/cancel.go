@@ -30,6 +30,7 @@ Examples:
 
 func cancel(e *cli.Env, args []string) error {
 	fs := e.FlagSet("cancel", cancelUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	as := fs.String("as", "", "who cancels (default $USER)")
 	reason := fs.String("reason", "cancelled", "why")
@@ -47,6 +48,7 @@ func cancel(e *cli.Env, args []string) error {
 
 func retry(e *cli.Env, args []string) error {
 	fs := e.FlagSet("retry", retryUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	as := fs.String("as", "", "who retries (default $USER)")
 	taskID, y, err := oneTask(fs, args, root)
@@ -69,7 +71,11 @@ func oneTask(fs *flag.FlagSet, args []string, root *string) (string, *yard.Yard,
 		return "", nil, cli.Usagef("want exactly one task id")
 	}
 	y, err := yard.Open(*root)
-	return fs.Arg(0), y, err
+	if err != nil {
+		return "", nil, err
+	}
+	taskID, err := queue.Resolve(y, fs.Arg(0))
+	return taskID, y, err
 }
 
 func by(as string) string {

@@ -34,7 +34,11 @@ func show(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := queue.Get(y, fs.Arg(0))
+	taskID, err := queue.Resolve(y, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	t, err := queue.Get(y, taskID)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ Examples:
 
 func tell(e *cli.Env, args []string) error {
 	fs := e.FlagSet("tell", tellUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	imp := fs.String("imp", "", "the imp `NAME` (required)")
 	as := fs.String("as", "", "who writes (default $USER)")

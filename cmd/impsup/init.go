@@ -46,6 +46,7 @@ type created struct {
 
 func initCmd(e *cli.Env, args []string) error {
 	fs := e.FlagSet("init", initUsage)
+	e.TimeoutFlag(fs)
 	root := fs.String("root", "", "the `DIR` to make a yard, as DIR (default $IMPYARD_ROOT, else the current directory)")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
 	if err := cli.Parse(fs, args); err != nil {

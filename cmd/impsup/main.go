@@ -129,6 +129,7 @@ Examples:
 
 func onceCmd(ctx context.Context, e *cli.Env, args []string) error {
 	fs := e.FlagSet("once", onceUsage)
+	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err

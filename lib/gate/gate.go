@@ -7,7 +7,8 @@
 // insignificant space). Whoever later approves or executes recomputes the
 // canonical bytes from the file and refuses on any mismatch, so a payload
 // edited on disk after filing is never approved or sent. Of two processes
-// deciding the same gate, exactly one succeeds.
+// deciding the same gate, exactly one writes a decision; with Decide the
+// other finds it made and, once it checks out, succeeds without writing.
 //
 // Gates are filed and moved through lib/transition, which owns the
 // transaction; this package supplies the two directories, the payload's
@@ -433,22 +434,79 @@ type Change struct {
 // Move applies one transition under the gates lock and records it (see
 // transition.Move for the sequence and its invariant).
 func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
+	g, _, err := move(y, gateID, c, false, nil)
+	return g, err
+}
+
+// ErrDecided is a decision asked again that cannot stand as a repeat of
+// the one made: a different payload, an approval that does not verify.
+var ErrDecided = errors.New("already decided")
+
+// errRepeat stops a move that would only repeat the decision made.
+var errRepeat = errors.New("decision repeated")
+
+// Decide moves a gate to approved or denied as Move does, except that a
+// decision the gate already has is not refused but checked and left as
+// it is, with repeated set: an approval again once the payload still
+// hashes to its sha256, c.SHA (when given) begins that sha256 and the
+// recorded approval verifies with the keyring keys loads (called only
+// then); a denial again whatever its reason (the first one's stays). A
+// repeat that fails those checks wraps ErrDecided and says which. Of two
+// deciders racing, one writes and the other repeats, so a script that
+// retries a decision it is not sure was made gets the same answer twice.
+func Decide(y *yard.Yard, gateID string, c Change, keys func() (*approval.Keyring, error)) (g *Gate, repeated bool, err error) {
+	return move(y, gateID, c, true, keys)
+}
+
+// checkRepeat checks that c asks again for the decision g holds, as
+// Decide describes.
+func checkRepeat(g *Gate, c Change, keys func() (*approval.Keyring, error)) error {
+	last := g.History[len(g.History)-1]
+	if c.To == state.Denied {
+		return errRepeat
+	}
+	if c.SHA != "" && !strings.HasPrefix(g.SHA256, strings.ToLower(c.SHA)) {
+		return fmt.Errorf("gate %s: %w: approved by %s at %s for payload sha256 %s, which does not start with %s", g.ID, ErrDecided, last.By, stamp(last.At), g.SHA256, c.SHA)
+	}
+	kr, err := keys()
+	if err != nil {
+		return fmt.Errorf("gate %s: %w: approved by %s at %s, and that approval cannot be verified: %w", g.ID, ErrDecided, last.By, stamp(last.At), err)
+	}
+	if _, err := g.VerifyApproval(kr); err != nil {
+		return fmt.Errorf("gate %s: %w: approved by %s at %s, but that approval does not verify: %w", g.ID, ErrDecided, last.By, stamp(last.At), err)
+	}
+	return errRepeat
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// move is Move, and with again Decide.
+func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*approval.Keyring, error)) (*Gate, bool, error) {
 	if err := id.Check(id.Gate, gateID); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if c.To == state.Approved && c.Signer == nil {
-		return nil, fmt.Errorf("gate %s: %w", gateID, ErrNoSigner)
+		return nil, false, fmt.Errorf("gate %s: %w", gateID, ErrNoSigner)
 	}
 	s, err := gates(y)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// An approved gate without a signature (approved before approvals
 	// were signed) may be approved again: that adds the signature.
 	resign := func(g *Gate) bool { return c.To == state.Approved && g.State == state.Approved && g.Approval == nil }
+	repeat := func(g *Gate) bool {
+		return again && g.State == c.To && (c.To == state.Denied || c.To == state.Approved && g.Approval != nil)
+	}
+	var held *Gate
 	g, err := transition.Move(s, gateID, transition.Change[*Gate]{
-		To: c.To, By: c.By, Actor: c.Actor, Why: c.Why, Allow: resign,
+		To: c.To, By: c.By, Actor: c.Actor, Why: c.Why,
+		Allow: func(g *Gate) bool { return resign(g) || repeat(g) },
 		Edit: func(g *Gate, h *state.Transition) error {
+			if repeat(g) {
+				held = g
+				return checkRepeat(g, c, keys)
+			}
 			// Only the steps toward sending need the payload intact; a gate
 			// whose payload was tampered with can still be denied or failed.
 			if c.To == state.Approved || c.To == state.Executing || c.To == state.Executed {
@@ -476,10 +534,13 @@ func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 			return nil
 		},
 	})
-	if err != nil {
-		return nil, err
+	if errors.Is(err, errRepeat) {
+		return held, true, nil
 	}
-	return g, nil
+	if err != nil {
+		return nil, false, err
+	}
+	return g, false, nil
 }
 
 // Filter selects gates in a listing.

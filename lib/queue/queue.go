@@ -235,3 +235,22 @@ func List(y *yard.Yard, f Filter) (tasks []*Task, bad []error) {
 	transition.Sort(tasks)
 	return tasks, bad
 }
+
+// Resolve returns the task id that s names, whole or by a unique prefix
+// (see id.Resolve), among the tasks of every imp's queue.
+func Resolve(y *yard.Yard, s string) (string, error) {
+	return id.Resolve(id.Task, s, y.Path("queue"), func() ([]string, error) {
+		// Queue directories Imps refuses are passed over: a prefix
+		// names only tasks that can be read.
+		imps, _ := y.Imps("queue")
+		var all []string
+		for _, imp := range imps {
+			ids, err := y.IDs(id.Task, ".json", "queue", imp)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, ids...)
+		}
+		return all, nil
+	})
+}

@@ -296,3 +296,9 @@ func List(y *yard.Yard) ([]string, error) {
 func Path(y *yard.Yard, runID string, rel ...string) string {
 	return filepath.Join(append([]string{y.Path("runs", runID)}, rel...)...)
 }
+
+// Resolve returns the run id that s names, whole or by a unique prefix
+// (see id.Resolve), among the run directories.
+func Resolve(y *yard.Yard, s string) (string, error) {
+	return id.Resolve(id.Run, s, Root(y), func() ([]string, error) { return y.IDs(id.Run, "", "runs") })
+}

@@ -115,7 +115,13 @@ func ReadJSONL(path string, fn func(line []byte) error) (bad []BadLine, err erro
 		return nil, err
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 64<<10)
+	return ScanJSONL(f, path, fn)
+}
+
+// ScanJSONL is ReadJSONL over rd, a stream such as standard input; path is
+// what bad lines and errors call it.
+func ScanJSONL(rd io.Reader, path string, fn func(line []byte) error) (bad []BadLine, err error) {
+	r := bufio.NewReaderSize(rd, 64<<10)
 	for n := 1; ; n++ {
 		line, err := readLine(r)
 		if len(trimLine(line)) > 0 {

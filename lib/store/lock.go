@@ -15,7 +15,8 @@ const tryLockAttempts = 8
 
 // Lock takes the exclusive flock on path, creating it without following a
 // symlink, and returns the function that releases it. It waits at most
-// LockTimeout and then returns ErrBusy.
+// LockTimeout and then returns ErrBusy; still waiting after WaitNotice,
+// it tells OnWait.
 //
 // A lock is only as good as the rendezvous: if the lock file is replaced
 // (renamed over, or removed and created again) while this process waits on
@@ -24,14 +25,14 @@ const tryLockAttempts = 8
 // locked, and if not it lets go and locks the file the path names now,
 // within the same LockTimeout.
 func Lock(path string) (unlock func(), err error) {
-	unlock, _, err = acquire(path, func() (*os.File, error) { return openLock(unix.AT_FDCWD, path, path) }, true)
+	unlock, _, err = acquire(path, path, func() (*os.File, error) { return openLock(unix.AT_FDCWD, path, path) }, true)
 	return unlock, err
 }
 
 // TryLock takes the exclusive flock on path only if no one holds it, with
 // the same check as Lock that the path still names the locked inode.
 func TryLock(path string) (unlock func(), ok bool, err error) {
-	return acquire(path, func() (*os.File, error) { return openLock(unix.AT_FDCWD, path, path) }, false)
+	return acquire(path, path, func() (*os.File, error) { return openLock(unix.AT_FDCWD, path, path) }, false)
 }
 
 // lock takes the directory's lock. The lock file is opened relative to
@@ -39,7 +40,7 @@ func TryLock(path string) (unlock func(), ok bool, err error) {
 // a symlink is refused before any lock file is created through it.
 func (d *Dir) lock() (func(), error) {
 	p := filepath.Join(d.path, lockName)
-	unlock, _, err := acquire(p, func() (*os.File, error) {
+	unlock, _, err := acquire(p, filepath.Join(d.rel, lockName), func() (*os.File, error) {
 		dir, err := openBelow(d.root, d.rel, false)
 		if err != nil {
 			return nil, err
@@ -68,15 +69,18 @@ func openLock(dirfd int, name, p string) (*os.File, error) {
 }
 
 // acquire opens the lock file with open, flocks it (waiting until
-// LockTimeout with wait) and keeps it only if path still names it.
-func acquire(path string, open func() (*os.File, error), wait bool) (unlock func(), ok bool, err error) {
-	deadline := time.Now().Add(LockTimeout)
+// LockTimeout with wait, telling OnWait as name after WaitNotice) and
+// keeps it only if path still names it.
+func acquire(path, name string, open func() (*os.File, error), wait bool) (unlock func(), ok bool, err error) {
+	start := time.Now()
+	deadline := start.Add(LockTimeout)
+	notice := start.Add(WaitNotice)
 	for attempt := 1; ; attempt++ {
 		f, err := open()
 		if err != nil {
 			return nil, false, err
 		}
-		got, err := flockUntil(f, deadline, wait)
+		got, err := flockUntil(f, deadline, wait, &notice, name)
 		if err != nil || !got {
 			return nil, false, err
 		}
@@ -104,8 +108,10 @@ func acquire(path string, open func() (*os.File, error), wait bool) (unlock func
 // with wait it blocks until deadline. Blocking flock queues fairly in the
 // kernel; the timer only decides when to stop waiting, and an abandoned
 // waiter releases the lock as soon as it gets it. When it returns without
-// the lock, f is closed (or will be, by the abandoned waiter).
-func flockUntil(f *os.File, deadline time.Time, wait bool) (bool, error) {
+// the lock, f is closed (or will be, by the abandoned waiter). Still
+// waiting at *notice, it tells OnWait, as name, and clears *notice so a
+// retry does not tell again.
+func flockUntil(f *os.File, deadline time.Time, wait bool, notice *time.Time, name string) (bool, error) {
 	fd := int(f.Fd())
 	for {
 		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
@@ -137,19 +143,30 @@ func flockUntil(f *os.File, deadline time.Time, wait bool) (bool, error) {
 	}()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			f.Close()
-			return false, &os.PathError{Op: "lock", Path: f.Name(), Err: err}
+	var noticed <-chan time.Time
+	if !notice.IsZero() && notice.Before(deadline) {
+		t := time.NewTimer(time.Until(*notice))
+		defer t.Stop()
+		noticed = t.C
+	}
+	for {
+		select {
+		case <-noticed:
+			*notice, noticed = time.Time{}, nil
+			noticeWait(name, fd)
+		case err := <-done:
+			if err != nil {
+				f.Close()
+				return false, &os.PathError{Op: "lock", Path: f.Name(), Err: err}
+			}
+			return true, nil
+		case <-timer.C:
+			go func() {
+				<-done
+				f.Close()
+			}()
+			return false, &os.PathError{Op: "lock", Path: f.Name(), Err: ErrBusy}
 		}
-		return true, nil
-	case <-timer.C:
-		go func() {
-			<-done
-			f.Close()
-		}()
-		return false, &os.PathError{Op: "lock", Path: f.Name(), Err: ErrBusy}
 	}
 }
 
@@ -178,13 +195,14 @@ func release(f *os.File) {
 // symlink, and returns the function that releases it: any number of
 // processes may share it, and Held sees it while one does. It waits at
 // most LockTimeout for an exclusive holder (a Held probe holds it only
-// for an instant).
+// for an instant), telling OnWait after WaitNotice.
 func Share(path string) (unlock func(), err error) {
 	f, err := openLock(unix.AT_FDCWD, path, path)
 	if err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(LockTimeout)
+	notice := time.Now().Add(WaitNotice)
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
 		switch {
@@ -198,6 +216,9 @@ func Share(path string) (unlock func(), err error) {
 		case time.Now().After(deadline):
 			f.Close()
 			return nil, &os.PathError{Op: "lock", Path: path, Err: ErrBusy}
+		case !notice.IsZero() && time.Now().After(notice):
+			notice = time.Time{}
+			noticeWait(path, int(f.Fd()))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -196,7 +196,7 @@ func TestTryLockGivesUpOnAChurningFile(t *testing.T) {
 		}
 		return f, nil
 	}
-	unlock, ok, err := acquire(p, open, false)
+	unlock, ok, err := acquire(p, p, open, false)
 	if err != nil || ok || unlock != nil {
 		t.Fatalf("acquire on a churning lock file: %v %v, want not ok and no error", ok, err)
 	}

@@ -27,6 +27,9 @@
 //     refuses an unknown major before the caller can write anything.
 //   - JSONL appends are one write(2) of one whole line under the directory's
 //     lock; readers skip and report a torn line and go on.
+//   - A lock is waited for at most LockTimeout (then ErrBusy, naming it);
+//     after WaitNotice the OnWait hook is told which lock and who holds it.
+//     The store itself never prints.
 package store
 
 import (

@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -294,4 +295,21 @@ func (y *Yard) Imps(top string) (imps []string, bad []error) {
 		imps = append(imps, e.Name())
 	}
 	return imps, bad
+}
+
+// IDs lists the ids of the given kind that entries of the yard directory
+// rel are named for, suffix (".json", or "" for a directory) taken off;
+// anything else there is passed over. A missing directory has none.
+func (y *Yard) IDs(kind, suffix string, rel ...string) ([]string, error) {
+	entries, err := y.ReadDir(rel...)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), suffix); ok && id.KindOf(n) == kind {
+			ids = append(ids, n)
+		}
+	}
+	return ids, nil
 }

@@ -1,0 +1,65 @@
+package id
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestResolve(t *testing.T) {
+	names := []string{"g-01m8qpf3kf64ff15", "g-01m8qpf3r92c0g0r", "t-01m8qpf3kf64ff99", "g-01m8qpf3kf64ff15", ".lock"}
+	listed := 0
+	list := func() ([]string, error) { listed++; return names, nil }
+	for _, tc := range []struct {
+		in, want string
+		err      error
+		msg      string
+	}{
+		{"g-01m8qpf3kf64ff15", "g-01m8qpf3kf64ff15", nil, ""},
+		{"g-zzzzzzzzzzzzzzzz", "g-zzzzzzzzzzzzzzzz", nil, ""}, // whole: the lookup says whether it exists
+		{"g-01m8qpf3k", "g-01m8qpf3kf64ff15", nil, ""},
+		{"01m8qpf3r", "g-01m8qpf3r92c0g0r", nil, ""},
+		{"01m8qpf3r92c0g0r", "g-01m8qpf3r92c0g0r", nil, ""},
+		{"zzzzzzzzzzzzzzzz", "g-zzzzzzzzzzzzzzzz", nil, ""},
+		{"g-01m8", "", ErrAmbiguous, "gate id prefix g-01m8 is ambiguous: it begins g-01m8qpf3kf64ff15, g-01m8qpf3r92c0g0r"},
+		{"g-01m", "", ErrShortPrefix, `gate id prefix "g-01m" is too short: give at least 4 characters after "g-"`},
+		{"g-zzzz", "", ErrNoMatch, "gate g-zzzz: no such gate in gates"},
+		{"g-../x", "", nil, "invalid gate id"},
+		{"g-01M8", "", nil, "invalid gate id"},
+		{"g-01m8qpf3kf64ff15x", "", nil, "invalid gate id"},
+		{"t-01m8qpf3", "", nil, "invalid gate id"},
+	} {
+		got, err := Resolve(Gate, tc.in, "gates", list)
+		switch {
+		case tc.msg == "" && (err != nil || got != tc.want):
+			t.Errorf("Resolve(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		case tc.msg != "" && (err == nil || !strings.Contains(err.Error(), tc.msg) || got != ""):
+			t.Errorf("Resolve(%q) = %q, %v; want an error with %q", tc.in, got, err, tc.msg)
+		case tc.err != nil && !errors.Is(err, tc.err):
+			t.Errorf("Resolve(%q): %v is not %v", tc.in, err, tc.err)
+		}
+	}
+	if _, err := Resolve(Gate, "g-zzzz", "gates", list); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("no match: %v is not os.ErrNotExist", err)
+	}
+	listed = 0
+	if _, err := Resolve(Gate, "g-01m8qpf3kf64ff15", "gates", list); err != nil || listed != 0 {
+		t.Errorf("a whole id listed the directory %d times (%v)", listed, err)
+	}
+	boom := errors.New("unreadable")
+	if _, err := Resolve(Gate, "g-01m8", "gates", func() ([]string, error) { return nil, boom }); !errors.Is(err, boom) {
+		t.Errorf("a listing error is lost: %v", err)
+	}
+}
+
+func TestResolveManyCandidates(t *testing.T) {
+	var names []string
+	for i := 0; i < 12; i++ {
+		names = append(names, "g-01m8qpf3kf64ff"+string(alphabet[i])+"0")
+	}
+	_, err := Resolve(Gate, "g-01m8", "gates", func() ([]string, error) { return names, nil })
+	if err == nil || !strings.HasSuffix(err.Error(), "g-01m8qpf3kf64ff90 and 2 more") {
+		t.Errorf("got %v; want ten candidates and 2 more", err)
+	}
+}
