@@ -25,7 +25,6 @@
 package earn
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -292,14 +291,3 @@ func addressGlob(addrs []string) (string, error) {
 
 // quote makes a glob that matches s and nothing else.
 func quote(s string) string { return glob.QuoteMeta(s) }
-
-// payloadOf is the canonical payload of a trust-promote gate for e.
-func payloadOf(e *Entry) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(e); err != nil {
-		return nil, err
-	}
-	return gate.Canonical(b.Bytes())
-}

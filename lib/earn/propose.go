@@ -1,6 +1,7 @@
 package earn
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/impyard/impyard/lib/config"
@@ -36,7 +37,7 @@ func Propose(y *yard.Yard, org *config.Org, imp, in string) (*gate.Gate, error) 
 		if err != nil {
 			return fmt.Errorf("%s %s earned promotion after %d approvals, but: %w", imp, in, want.After, err)
 		}
-		body, err := payloadOf(e)
+		body, err := json.Marshal(e)
 		if err != nil {
 			return err
 		}
