@@ -355,3 +355,25 @@ func TestAppendBrokenImp(t *testing.T) {
 		t.Errorf("imp.toml changed: %q", b)
 	}
 }
+
+// Of a deny and approvals decided in the same second, the deny counts as
+// the later: whole seconds cannot say which came first, and a deny is
+// never outrun.
+func TestStreakSameSecond(t *testing.T) {
+	f := newFixture(t)
+	now := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
+	state.Now = func() time.Time { return now }
+	f.approved(t, mail("a@ourco.com"))
+	f.denied(t, mail("a@ourco.com"))
+	f.approved(t, mail("a@ourco.com"))
+	f.approved(t, mail("a@ourco.com"))
+	if streak, _, err := Streak(f.y, "yuko", "email-send"); err != nil || len(streak) != 0 {
+		t.Errorf("streak %d (%v), want 0", len(streak), err)
+	}
+	now = now.Add(time.Second)
+	f.approved(t, mail("a@ourco.com"))
+	f.approved(t, mail("a@ourco.com"))
+	if streak, _, err := Streak(f.y, "yuko", "email-send"); err != nil || len(streak) != 2 {
+		t.Errorf("streak %d (%v), want the 2 approvals of the next second", len(streak), err)
+	}
+}
