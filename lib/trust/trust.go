@@ -274,8 +274,7 @@ func scalars(v any) ([]string, bool) {
 // Covers reports whether the auto entry t would apply to body, a payload
 // of intent: what Decide asks of an auto entry, for that entry alone.
 // lib/earn checks with it that the entry it proposes covers the payloads
-// it rests on, and that a gate the owner denied is one an earned entry
-// would have approved.
+// it rests on.
 func Covers(org *config.Org, t config.Trust, intent string, body []byte) bool {
 	fields, typed := org.Fields(intent)
 	if t.Intent != intent || t.Level != config.Auto || !typed {
