@@ -117,7 +117,8 @@ func TestEarnedTrust(t *testing.T) {
 	}
 	for _, want := range append([]string{"intent     trust-promote", "proposed entry (appended to imp.toml on approval):",
 		`match = { subject = "status", to = "team@ourco.com" }`, `free = ["body"]`, "earned = true",
-		"rests on 5 gate(s) the owner approved:", "goes to    trust-promote an earned [[trust]] entry appended to " + imp}, rests...) {
+		"rests on 5 gate(s) the owner approved:", "\n  intent = \"email-send\"\n",
+		`executed  by alice at `, `{"body":"report 4","subject":"status","to":["team@ourco.com"]}`, "goes to    trust-promote an earned [[trust]] entry appended to " + imp}, rests...) {
 		if !strings.Contains(show, want) {
 			t.Errorf("impgate show lacks %q:\n%s", want, show)
 		}

@@ -181,7 +181,8 @@ func printPromotion(w io.Writer, p *desk.Promotion) {
 		fmt.Fprintf(w, "\nproposed entry: UNREADABLE: %s\n", cli.Printable(p.Error))
 		return
 	}
-	fmt.Fprintf(w, "\nproposed entry (appended to imp.toml on approval):\n  %s\n", printableLines(strings.TrimSuffix(p.TOML, "\n")))
+	entry := strings.ReplaceAll(printableLines(strings.TrimSuffix(p.TOML, "\n")), "\n", "\n  ")
+	fmt.Fprintf(w, "\nproposed entry (appended to imp.toml on approval):\n  %s\n", entry)
 	fmt.Fprintf(w, "\nrests on %d gate(s) the owner approved:\n", len(p.Gates))
 	for _, rg := range p.Gates {
 		if rg.Error != "" {

@@ -44,7 +44,12 @@ func promotion(y *yard.Yard, g *gate.Gate) *Promotion {
 			p.Gates = append(p.Gates, rest)
 			continue
 		}
-		rest.State, rest.Payload = rg.State, rg.Payload
+		rest.State = rg.State
+		if frozen, err := rg.Frozen(); err == nil {
+			rest.Payload = frozen
+		} else {
+			rest.Error = err.Error()
+		}
 		for _, h := range rg.History {
 			if h.To == state.Approved {
 				rest.By, rest.At = h.By, h.At
