@@ -9,6 +9,7 @@ import (
 
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/earn"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
@@ -48,6 +49,13 @@ reason in its journal and next briefing. Denying a gate already denied
 changes nothing and exits 0 with a note (the first reason stays); an
 approved or executed one is refused (exit 1). GATE may be a unique prefix
 of the id.
+
+A deny resets the count of approvals toward an earned trust entry for
+the gate's imp and intent ([[earn]] in org.toml). If an earned entry
+(earned = true in imps/<imp>/imp.toml) would have approved the denied
+payload, every earned entry for that imp and intent is removed, the
+previous file kept as imp.toml.N, and the removal is printed and
+recorded (trust-earned-removed) in the journal and the audit log.
 
 Examples:
   impgate deny --reason "wrong recipients" g-01jf8k2m3nx4k9q2
@@ -131,7 +139,21 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 	if h := g.History[len(g.History)-1]; h.From == state.Approved && h.To == state.Approved {
 		again = " (signed now; its first approval had no signature)"
 	}
-	_, err = fmt.Fprintf(e.Stdout, "%s %s by %s%s\n", g.ID, g.State, c.By, again)
+	if _, err := fmt.Fprintf(e.Stdout, "%s %s by %s%s\n", g.ID, g.State, c.By, again); err != nil {
+		return err
+	}
+	if c.To != state.Denied {
+		return nil
+	}
+	// The deny stands whatever follows; an earned entry it disagrees with
+	// goes, or the owner is told it could not.
+	removed, err := earn.Denied(y, g)
+	if err != nil {
+		return fmt.Errorf("%s denied, but the earned trust entries it disagrees with were not removed: %w", g.ID, err)
+	}
+	if removed != "" {
+		_, err = fmt.Fprintln(e.Stdout, removed)
+	}
 	return err
 }
 

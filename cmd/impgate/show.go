@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -37,6 +38,9 @@ commit-and-push gate does) also shows the diff's stat and the diff itself,
 read from blobs/sha256/ and checked against its hash; coloured on a
 terminal, plain when piped. --stat prints only the stat.
 
+A trust-promote gate also shows the [[trust]] entry it proposes, as it
+will be appended to imps/<imp>/imp.toml, and each gate it rests on.
+
 An approved gate's approval is checked as impexec checks it: signed by a
 key in IMPYARD_HOME/keys/ over this gate id, payload sha256, decider and
 time.
@@ -44,7 +48,8 @@ time.
 --json prints the gate file's fields and the same facts: payload_matches
 (and payload_error), destination (kind, method, url; repo, remote, branch;
 log; policy) or destination_error, trust_verdict, approval_verifies,
-approval_key, approval_error and approve_command.
+approval_key, approval_error, promotion (a trust-promote gate's entry,
+toml and gates) and approve_command.
 
 --raw prints exactly the frozen payload bytes (the bytes the sha256 is of)
 and nothing else, so 'impgate show --raw G | sha256sum' matches.
@@ -150,6 +155,7 @@ func printReport(e *cli.Env, root string, r *desk.Report, p cli.Painter) error {
 	} else {
 		fmt.Fprintf(w, "\npayload not shown: it is not what was filed, and it can never be approved or executed; 'impgate deny %s' discards the gate\n", g.ID)
 	}
+	printPromotion(w, r.Promotion)
 	if len(g.Result) > 0 {
 		fmt.Fprintf(w, "\nresult:\n  %s\n", printableLines(string(g.Result)))
 	}
@@ -161,6 +167,28 @@ func printReport(e *cli.Env, root string, r *desk.Report, p cli.Painter) error {
 		fmt.Fprintf(w, "\napprove exactly this payload with:\n  %s\n", r.Approve)
 	}
 	return nil
+}
+
+// printPromotion shows what a trust-promote gate proposes: the entry as
+// it will be written and each gate it rests on, as the owner decided it.
+func printPromotion(w io.Writer, p *desk.Promotion) {
+	if p == nil {
+		return
+	}
+	if p.Error != "" {
+		fmt.Fprintf(w, "\nproposed entry: UNREADABLE: %s\n", cli.Printable(p.Error))
+		return
+	}
+	entry := strings.ReplaceAll(printableLines(strings.TrimSuffix(p.TOML, "\n")), "\n", "\n  ")
+	fmt.Fprintf(w, "\nproposed entry (appended to imp.toml on approval):\n  %s\n", entry)
+	fmt.Fprintf(w, "\nrests on %d gate(s) the owner approved:\n", len(p.Gates))
+	for _, rg := range p.Gates {
+		if rg.Error != "" {
+			fmt.Fprintf(w, "  %s  UNREADABLE: %s\n", rg.ID, cli.Printable(rg.Error))
+			continue
+		}
+		fmt.Fprintf(w, "  %s  %-9s by %s at %s  %s\n", rg.ID, rg.State, cli.Printable(rg.By), rg.At.Format(time.RFC3339), cli.Printable(string(rg.Payload)))
+	}
 }
 
 func oneGate(fs *flag.FlagSet, args []string, root *string) (*gate.Gate, error) {

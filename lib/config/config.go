@@ -39,6 +39,9 @@ const (
 	EgressGrant = intent.EgressGrant
 	// Memory appends an approved entry to the imp's memory.md.
 	Memory = "memory"
+	// TrustPromote is built in: it needs no [executors] entry and none
+	// may be configured.
+	TrustPromote = intent.TrustPromote
 )
 
 // DefaultListen is where impgw serves and impexec sends.
@@ -71,8 +74,30 @@ type Org struct {
 	Budget    map[string]Budget    `toml:"budget"`
 	Inbound   Inbound              `toml:"inbound"`
 	Notify    Notify               `toml:"notify"`
+	// Earn opts (imp, intent) pairs into earned trust promotion (lib/earn).
+	Earn []Earn `toml:"earn"`
 
 	path string
+}
+
+// Earn is one [[earn]] entry: after After consecutive gates of Intent
+// proposed by Imp and approved by the owner and executed, with no deny
+// between them, a trust-promote gate proposes the narrowest auto entry
+// covering their payloads.
+type Earn struct {
+	Intent string `toml:"intent"`
+	Imp    string `toml:"imp"`
+	After  int    `toml:"after"`
+}
+
+// EarnFor returns the [[earn]] entry of (imp, intent), or nil.
+func (o *Org) EarnFor(imp, intent string) *Earn {
+	for i := range o.Earn {
+		if o.Earn[i].Imp == imp && o.Earn[i].Intent == intent {
+			return &o.Earn[i]
+		}
+	}
+	return nil
 }
 
 // ImpEntry is an imp's entry in org.toml.
@@ -89,6 +114,12 @@ type Trust struct {
 	Match  map[string]string `toml:"match"`
 	Free   []string          `toml:"free"`
 	Level  string            `toml:"level"`
+	// Earned marks an entry impyard appended on the owner's approval of a
+	// trust-promote gate; Gates are the approved gates it rests on. The
+	// ladder consults earned entries after every hand-written one, and a
+	// deny that disagrees with one removes it (lib/earn).
+	Earned bool     `toml:"earned"`
+	Gates  []string `toml:"gates"`
 
 	// Where names the entry for decisions and errors: file and index.
 	Where string `toml:"-"`
@@ -263,6 +294,11 @@ func (o *Org) CheckIntents(rules []string, builtin ...string) error {
 			return fmt.Errorf("%s: intent %q names no rule in the gateway policy and no trusted-side executor", t.Where, t.Intent)
 		}
 	}
+	for i, e := range o.Earn {
+		if !o.Intent(e.Intent, rules, builtin...) {
+			return fmt.Errorf("%s [[earn]] #%d: intent %q names no rule in the gateway policy and no trusted-side executor", o.path, i+1, e.Intent)
+		}
+	}
 	for intent, e := range o.Executors {
 		if e.Kind == HTTP && !o.Intent(intent, rules, builtin...) {
 			return fmt.Errorf("%s: [executors.%s] is an http executor but no gateway policy rule is named %q", o.path, intent, intent)
@@ -281,8 +317,7 @@ func LoadImp(y *yard.Yard, name string) (*Imp, error) {
 	if err := id.CheckName(name); err != nil {
 		return nil, err
 	}
-	dir := y.Path("imps", name)
-	p := filepath.Join(dir, "imp.toml")
+	p := ImpPath(y, name)
 	b, err := store.ReadFile(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("imp %s %w: %s does not exist", name, ErrNoImpConfig, p)
@@ -290,6 +325,14 @@ func LoadImp(y *yard.Yard, name string) (*Imp, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseImp(p, name, b)
+}
+
+// ParseImp reads the imp.toml of imp name from b as LoadImp does; path
+// names it in errors and places its relative paths. A writer checks what
+// it is about to write with it.
+func ParseImp(p, name string, b []byte) (*Imp, error) {
+	dir := filepath.Dir(p)
 	im := &Imp{Name: name, Dir: dir}
 	if err := decode(p, b, im); err != nil {
 		return nil, err
@@ -346,6 +389,9 @@ func (o *Org) check(b []byte) error {
 	if err := checkTrust(p, b, o.Trust); err != nil {
 		return err
 	}
+	if err := o.checkEarn(b); err != nil {
+		return err
+	}
 	for name := range o.Imps {
 		if err := id.CheckName(name); err != nil {
 			return bad(p, b, name, "%v", err)
@@ -365,6 +411,9 @@ func (o *Org) check(b []byte) error {
 		}
 		if e == nil {
 			return bad(p, b, intent, "empty executor")
+		}
+		if intent == TrustPromote {
+			return bad(p, b, intent, "%s is built in: impyard files and performs it, no executor is configured for it", intent)
 		}
 		switch e.Kind {
 		case HTTP:
@@ -430,6 +479,41 @@ func checkTrust(p string, b []byte, ts []Trust) error {
 				return bad(p, b, field, "[[trust]] #%d: bad glob %q: %v", i+1, g, err)
 			}
 		}
+		if t.Earned && t.Level != Auto {
+			return bad(p, b, "earned", "[[trust]] #%d: an earned entry is level auto, not %q", i+1, t.Level)
+		}
+		if len(t.Gates) > 0 && !t.Earned {
+			return bad(p, b, "gates", "[[trust]] #%d: gates is only for earned entries (earned = true)", i+1)
+		}
+		for _, g := range t.Gates {
+			if err := id.Check(id.Gate, g); err != nil {
+				return bad(p, b, "gates", "[[trust]] #%d: %v", i+1, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkEarn checks the [[earn]] entries that can be checked without the
+// executors: names, a positive count, one entry per (imp, intent).
+func (o *Org) checkEarn(b []byte) error {
+	p := o.path
+	seen := map[[2]string]bool{}
+	for i, e := range o.Earn {
+		if !id.ValidIntent(e.Intent) || e.Intent == TrustPromote {
+			return bad(p, b, "intent", "[[earn]] #%d: invalid or missing intent %q", i+1, e.Intent)
+		}
+		if err := id.CheckName(e.Imp); err != nil {
+			return bad(p, b, "imp", "[[earn]] #%d: earned trust is per imp: %v", i+1, err)
+		}
+		if e.After < 1 {
+			return bad(p, b, "after", "[[earn]] #%d: after must be at least 1, not %d", i+1, e.After)
+		}
+		k := [2]string{e.Imp, e.Intent}
+		if seen[k] {
+			return bad(p, b, "earn", "[[earn]] #%d: a second entry for imp %s, intent %s", i+1, e.Imp, e.Intent)
+		}
+		seen[k] = true
 	}
 	return nil
 }

@@ -232,3 +232,39 @@ level = "auto"
 		t.Errorf("traversal accepted")
 	}
 }
+
+func TestEarn(t *testing.T) {
+	o, err := LoadOrg(yardWith(t, "[[earn]]\nintent = \"email-send\"\nimp = \"yuko\"\nafter = 5\n"+emailExec+emailFields))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := o.EarnFor("yuko", "email-send"); e == nil || e.After != 5 {
+		t.Errorf("EarnFor: %+v", e)
+	}
+	if o.EarnFor("rex", "email-send") != nil || o.EarnFor("yuko", "message-user") != nil {
+		t.Errorf("EarnFor found an entry not configured")
+	}
+	if err := o.CheckIntents(nil); err == nil || !strings.Contains(err.Error(), `[[earn]] #1: intent "email-send" names no rule`) {
+		t.Errorf("CheckIntents: %v", err)
+	}
+	if err := o.CheckIntents([]string{"email-send"}); err != nil {
+		t.Errorf("CheckIntents: %v", err)
+	}
+	for _, tc := range []struct{ toml, want string }{
+		{"[[earn]]\nintent = \"email-send\"\nimp = \"yuko\"\n" + emailExec + emailFields, `key "after": [[earn]] #1: after must be at least 1, not 0`},
+		{"[[earn]]\nintent = \"email-send\"\nafter = 2\n" + emailExec + emailFields, `[[earn]] #1: earned trust is per imp`},
+		{"[[earn]]\nintent = \"trust-promote\"\nimp = \"yuko\"\nafter = 2\n", `[[earn]] #1: invalid or missing intent "trust-promote"`},
+		{"[[earn]]\nintent = \"email-send\"\nimp = \"yuko\"\nafter = 2\n[[earn]]\nintent = \"email-send\"\nimp = \"yuko\"\nafter = 3\n" + emailExec + emailFields, `[[earn]] #2: a second entry for imp yuko, intent email-send`},
+		{"[[earn]]\nintent = \"email-send\"\nimp = \"yuko\"\nafter = 2\n" + emailExec, `[[earn]] #1: intent email-send declares no fields`},
+		{"[[earn]]\nintent = \"email-send\"\nimp = \"yuko\"\nafter = 2\nlevel = \"auto\"\n", `unknown key "earn.level"`},
+		{"[executors.trust-promote]\nkind = \"message-user\"\n", `trust-promote is built in`},
+		{"[[trust]]\nintent = \"email-send\"\nlevel = \"gate\"\nearned = true\n", `key "earned": [[trust]] #1: an earned entry is level auto, not "gate"`},
+		{"[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\ngates = [\"g-0000000000000001\"]\n", `key "gates": [[trust]] #1: gates is only for earned entries`},
+		{"[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\nearned = true\ngates = [\"../x\"]\n", `key "gates": [[trust]] #1:`},
+	} {
+		_, err := LoadOrg(yardWith(t, tc.toml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want %q", tc.toml, err, tc.want)
+		}
+	}
+}

@@ -119,6 +119,11 @@ func (o *Org) checkFields(b []byte) error {
 			}
 		}
 	}
+	for i, e := range o.Earn {
+		if _, typed := o.Fields(e.Intent); !typed {
+			return bad(p, b, "intent", "[[earn]] #%d: intent %s declares no fields; an earned entry is an auto entry, which needs typed payloads ([executors.%s] fields)", i+1, e.Intent, e.Intent)
+		}
+	}
 	for i, t := range o.Trust {
 		if key, field, msg := o.trustFields(t); msg != "" {
 			return fmt.Errorf("%s:%d: key %q: [[trust]] #%d: %s", p, lineWith(b, key, field), key+"."+field, i+1, msg)

@@ -23,7 +23,8 @@ func CharterPath(y *yard.Yard, name string) string { return y.Path("imps", name,
 func MemoryPath(y *yard.Yard, name string) string { return y.Path("imps", name, "memory.md") }
 
 // ImpDir is imps/<name>/ as a store directory, one lock domain for the
-// files of one imp's configuration.
+// files of one imp's configuration: a program that rewrites its imp.toml
+// or memory.md holds its lock.
 func ImpDir(y *yard.Yard, name string) (*store.Dir, error) {
 	if err := id.CheckName(name); err != nil {
 		return nil, err

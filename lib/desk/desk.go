@@ -14,6 +14,7 @@ import (
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/executor"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -41,6 +42,9 @@ type Report struct {
 	Key      string `json:"approval_key,omitempty"`
 	Error    string `json:"approval_error,omitempty"`
 
+	// Promotion is what a trust-promote gate proposes.
+	Promotion *Promotion `json:"promotion,omitempty"`
+
 	// Approve is the command that approves exactly this payload; only
 	// for a pending gate whose payload matches.
 	Approve string `json:"approve_command,omitempty"`
@@ -63,6 +67,9 @@ func Inspect(y *yard.Yard, home string, g *gate.Gate) *Report {
 		r.DestinationError = err.Error()
 	}
 	r.verify(home)
+	if g.Intent == intent.TrustPromote {
+		r.Promotion = promotion(y, g)
+	}
 	if g.State == state.Filed && r.PayloadMatches {
 		r.Approve = g.ApproveCommand()
 	}

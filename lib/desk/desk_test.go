@@ -127,3 +127,38 @@ func TestVerdict(t *testing.T) {
 		}
 	}
 }
+
+// A trust-promote gate shows the entry it proposes and the gates it
+// rests on; one it names that is gone, or a payload that is not an entry,
+// is said so.
+func TestInspectPromotion(t *testing.T) {
+	y := newYard(t)
+	rest := file(t, y, "email-send", nil)
+	approvaltest.Approve(t, y, t.TempDir(), rest.ID)
+	body := `{"intent":"email-send","match":{"to":"team@ourco.com"},"level":"auto","earned":true,"gates":["` + rest.ID + `","g-0000000000000001"]}`
+	g, err := gate.File(y, gate.FileOptions{Imp: "yuko", Intent: "trust-promote", Payload: []byte(body), By: "impexec", Actor: "impexec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Inspect(y, t.TempDir(), g)
+	p := r.Promotion
+	if p == nil || p.Error != "" || !strings.Contains(p.TOML, `match = { to = "team@ourco.com" }`) || len(p.Gates) != 2 {
+		t.Fatalf("promotion %+v", p)
+	}
+	if p.Gates[0].ID != rest.ID || p.Gates[0].State != state.Approved || p.Gates[0].By == "" || p.Gates[0].Error != "" || p.Gates[1].Error == "" {
+		t.Errorf("gates %+v", p.Gates)
+	}
+	if r.Destination == nil || r.Destination.Kind != "trust-promote" {
+		t.Errorf("destination %+v %s", r.Destination, r.DestinationError)
+	}
+	bad, err := gate.File(y, gate.FileOptions{Imp: "yuko", Intent: "trust-promote", Payload: []byte(`{"intent":"email-send","level":"gate"}`), By: "impexec", Actor: "impexec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := Inspect(y, t.TempDir(), bad).Promotion; p == nil || !strings.Contains(p.Error, "not an earned trust entry") {
+		t.Errorf("bad promotion %+v", p)
+	}
+	if Inspect(y, t.TempDir(), rest).Promotion != nil {
+		t.Errorf("an email gate shows a promotion")
+	}
+}

@@ -136,7 +136,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 	if g, err = r.verify(g); err != nil || g.State == state.Failed {
 		return g, err
 	}
-	exe := org.Executors[g.Intent]
+	exe := executorFor(org, g.Intent)
 	switch g.State {
 	case state.Approved:
 		if exe == nil {
@@ -197,6 +197,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		Edit: func(g *gate.Gate) error { g.Result = body; return nil }})
 	if err == nil {
 		r.logf("gate %s: executed (%s)", gateID, summary(res))
+		r.earned(org, g)
 	}
 	return g, err
 }
@@ -256,7 +257,9 @@ func idempotent(e *config.Executor) bool {
 		// a no-op success.
 		e.Kind == config.GitPush ||
 		// memory.Apply finds an entry of its gate already written.
-		e.Kind == config.Memory
+		e.Kind == config.Memory ||
+		// An earned entry already in imp.toml is not appended again.
+		e.Kind == config.TrustPromote
 }
 
 func summary(res *Result) string {
@@ -318,6 +321,8 @@ func (r *Runner) once(ctx context.Context, g *gate.Gate, org *config.Org, exe *c
 		return r.gitPush(ctx, g, exe, payload)
 	case config.Memory:
 		return r.remember(g, payload)
+	case config.TrustPromote:
+		return r.promote(g, org, payload)
 	}
 	return nil, &outcome{err: fmt.Errorf("executor kind %q is not available in this impexec", exe.Kind)}
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/state"
 )
@@ -57,6 +58,9 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 		Rescan: func() {
 			if err := gate.Repair(r.Yard); err != nil {
 				r.logf("%v", err)
+			}
+			if org, err := config.LoadOrg(r.Yard); err == nil {
+				r.earnedAll(org)
 			}
 		},
 		Scanned: func() {

@@ -27,6 +27,7 @@ type Destination struct {
 	Command []string `json:"command,omitempty"` // message-user: run after
 	Policy  string   `json:"policy,omitempty"`  // egress-grant: the policy changed
 	Memory  string   `json:"memory,omitempty"`  // memory: the file kept in
+	Config  string   `json:"config,omitempty"`  // trust-promote: the imp.toml appended to
 }
 
 // String says in one line where the payload goes.
@@ -57,6 +58,8 @@ func (d *Destination) String() string {
 		return d.Kind + " a rule added to " + d.Policy
 	case config.Memory:
 		return d.Kind + " an entry kept in " + d.Memory
+	case config.TrustPromote:
+		return d.Kind + " an earned [[trust]] entry appended to " + d.Config
 	}
 	return d.Kind
 }
@@ -68,8 +71,9 @@ func (d *Destination) String() string {
 // refuse (a branch outside imp/<imp>/, a payload that is not a push), is
 // an error saying so.
 func Where(y *yard.Yard, org *config.Org, g *gate.Gate) (*Destination, error) {
-	exe, err := org.Executor(g.Intent)
-	if err != nil {
+	exe := executorFor(org, g.Intent)
+	if exe == nil {
+		_, err := org.Executor(g.Intent)
 		return nil, err
 	}
 	d := &Destination{Kind: exe.Kind}
@@ -82,6 +86,8 @@ func Where(y *yard.Yard, org *config.Org, g *gate.Gate) (*Destination, error) {
 		d.Policy = y.PolicyPath()
 	case config.Memory:
 		d.Memory = config.MemoryPath(y, g.Imp)
+	case config.TrustPromote:
+		d.Config = config.ImpPath(y, g.Imp)
 	case config.GitPush:
 		var p intent.Push
 		if err := json.Unmarshal(g.Payload, &p); err != nil {

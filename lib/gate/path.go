@@ -26,6 +26,10 @@ func ExecLock(y *yard.Yard, gateID string) (string, error) {
 	return filepath.Join(d, gateID+".lock"), nil
 }
 
+// EarnDir is gates/.earn/, whose lock makes counting an imp's approvals
+// and filing the trust-promote gate they earn one transaction (lib/earn).
+func EarnDir(y *yard.Yard) (*store.Dir, error) { return y.Dir("gates", ".earn") }
+
 // Resolve returns the gate id that s names, whole or by a unique prefix
 // (see id.Resolve), among the gates pending and decided alike.
 func Resolve(y *yard.Yard, s string) (string, error) {

@@ -14,9 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/impyard/impyard/lib/gate"
@@ -92,11 +90,8 @@ func Apply(y *yard.Yard, imp string, payload []byte) (string, error) {
 		if _, err := judge.Parse(next); err != nil {
 			return fmt.Errorf("the policy with rule %s would not load: %w", name, err)
 		}
-		backup, err := nextBackup(tx.Path("gateway.json"))
+		backup, err := tx.Backup("gateway.json", old)
 		if err != nil {
-			return err
-		}
-		if err := tx.Write(filepath.Base(backup), old); err != nil {
 			return err
 		}
 		if err := tx.Write("gateway.json", next); err != nil {
@@ -244,15 +239,4 @@ func catchAllDeny(rule map[string]json.RawMessage) bool {
 		}
 	}
 	return true
-}
-
-// nextBackup names the next unused gateway.json.N beside the policy.
-func nextBackup(policy string) (string, error) {
-	for n := 1; n < 100000; n++ {
-		p := policy + "." + strconv.Itoa(n)
-		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s: too many backups", policy)
 }

@@ -29,6 +29,11 @@ const (
 	// [executors.memory-promote] with kind "memory"; its payload is a
 	// Memory.
 	MemoryPromote = "memory-promote"
+	// TrustPromote is the gate impexec files when an imp has earned an
+	// auto trust entry for an intent ([[earn]] in org.toml); its payload
+	// is the entry, approved into imps/<imp>/imp.toml. Only the trusted
+	// side files it: a box proposing it is refused.
+	TrustPromote = "trust-promote"
 )
 
 // Push is the frozen payload of a commit-and-push gate: the branch to

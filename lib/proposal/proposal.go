@@ -173,6 +173,9 @@ func Decide(y *yard.Yard, p Proposal) (d Decision, env Envelope) {
 	if err != nil {
 		return refuse(ConfigBroken, "every action is denied while the configuration does not load: %v", err), env
 	}
+	if env.Intent == intent.TrustPromote {
+		return refuse(UnknownIntent, "intent %q is filed only by impyard itself, when the owner's approvals have earned it; an imp cannot propose it", env.Intent), env
+	}
 	if !org.Intent(env.Intent, p.Rules, intent.EgressGrant) {
 		return refuse(UnknownIntent, "intent %q names no rule in the gateway policy and no trusted-side executor", env.Intent), env
 	}

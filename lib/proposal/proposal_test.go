@@ -108,6 +108,7 @@ func TestDecide(t *testing.T) {
 			body: `{"intent":"email-send","payload":{}}`, refusal: ConfigBroken, reason: "every action is denied while the configuration does not load"},
 		{name: "imp broken", setup: writeFile("imps/yuko/imp.toml", "rootfs = \"a\"\nimage = \"b\"\n"),
 			body: `{"intent":"email-send","payload":{"to":["a@ourco.com"]}}`, refusal: ConfigBroken, reason: "every action of yuko is denied"},
+		{name: "trust-promote", body: `{"intent":"trust-promote","payload":{"intent":"email-send","level":"auto","earned":true,"gates":["g-0000000000000001"]}}`, refusal: UnknownIntent, reason: `intent "trust-promote" is filed only by impyard itself`},
 		{name: "unknown intent", body: `{"intent":"launch-missiles","payload":{}}`, refusal: UnknownIntent, reason: `intent "launch-missiles" names no rule`},
 		{name: "no executor", setup: writeFile("org.toml", "[executors.message-user]\nkind = \"message-user\"\n"),
 			body: `{"intent":"email-send","payload":{"to":["a@ourco.com"]}}`, refusal: NoExecutor, reason: `no executor is configured for intent "email-send"`},

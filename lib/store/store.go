@@ -39,6 +39,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -203,6 +204,19 @@ func (tx *Tx) Write(name string, data []byte) error {
 		return err
 	}
 	return nil
+}
+
+// Backup writes data, the content name had before this transaction
+// replaces it, as name.N, the first N from 1 not taken, and returns that
+// path: an owner's file a program rewrites keeps every earlier version.
+func (tx *Tx) Backup(name string, data []byte) (string, error) {
+	for n := 1; n < 100000; n++ {
+		b := name + "." + strconv.Itoa(n)
+		if _, err := os.Lstat(tx.Path(b)); errors.Is(err, os.ErrNotExist) {
+			return tx.Path(b), tx.Write(b, data)
+		}
+	}
+	return "", fmt.Errorf("%s: too many backups", tx.Path(name))
 }
 
 // Remove deletes name; a missing file is not an error.

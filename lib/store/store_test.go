@@ -462,3 +462,24 @@ func TestCreateNeverReplaces(t *testing.T) {
 		t.Errorf("Create wrote through a symlink: %v", err)
 	}
 }
+
+// Backup takes the first free number, never replacing an earlier backup.
+func TestTxBackup(t *testing.T) {
+	d := mustDir(t)
+	for i, want := range []string{"imp.toml.1", "imp.toml.2"} {
+		var got string
+		err := d.Update(func(tx *Tx) (err error) {
+			got, err = tx.Backup("imp.toml", []byte{byte('a' + i)})
+			return err
+		})
+		if err != nil || got != filepath.Join(d.Path(), want) {
+			t.Fatalf("backup %d: %q %v", i, got, err)
+		}
+	}
+	if b, _ := ReadFile(filepath.Join(d.Path(), "imp.toml.1")); string(b) != "a" {
+		t.Errorf("imp.toml.1 holds %q", b)
+	}
+	if err := d.Update(func(tx *Tx) error { _, err := tx.Backup("../x", nil); return err }); err == nil {
+		t.Errorf("a backup outside the directory")
+	}
+}

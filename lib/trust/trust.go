@@ -5,7 +5,8 @@
 // fields do not allow, before anything is filed.
 //
 // Entries in the imp's imp.toml come first, then org.toml's, in file
-// order; the first that applies decides. An entry that only restricts
+// order, and last the earned ones (earned = true, see lib/earn); the first
+// that applies decides. An entry that only restricts
 // (deny, gate) applies when each of its match globs holds for the field it
 // names, and for a list when any element matches: one blocked recipient is
 // enough to deny or gate a whole email, and extra fields do not matter. An
@@ -66,16 +67,17 @@ func Decide(org *config.Org, impCfg *config.Imp, imp, intent string, body []byte
 	if err := dec.Decode(&doc); err != nil {
 		return Decision{Level: config.Gate, Why: "payload is not JSON; gated"}
 	}
-	var entries []config.Trust
+	var entries, earned []config.Trust
 	if impCfg != nil {
 		for _, t := range impCfg.Trust {
 			if err := org.CheckTrust(t); err != nil {
 				return Decision{Level: config.Deny, Entry: t.Where, Why: err.Error()}
 			}
 		}
-		entries = append(entries, impCfg.Trust...)
+		entries, earned = split(impCfg.Trust)
 	}
-	entries = append(entries, org.Trust...)
+	hand, orgEarned := split(org.Trust)
+	entries = append(append(append(entries, hand...), earned...), orgEarned...)
 	fields, typed := org.Fields(intent)
 	why := "no trust entry matches: gated for a human"
 	for _, t := range entries {
@@ -110,6 +112,20 @@ func Decide(org *config.Org, impCfg *config.Imp, imp, intent string, body []byte
 		return Decision{Level: t.Level, Entry: t.Where, Why: fmt.Sprintf("%s: level %s", t.Where, t.Level)}
 	}
 	return Decision{Level: config.Gate, Why: why}
+}
+
+// split separates hand-written entries from earned ones, each in file
+// order: an earned entry is consulted only after every hand-written one,
+// so it never widens what the owner's own deny or gate entry holds back.
+func split(ts []config.Trust) (hand, earned []config.Trust) {
+	for _, t := range ts {
+		if t.Earned {
+			earned = append(earned, t)
+		} else {
+			hand = append(hand, t)
+		}
+	}
+	return hand, earned
 }
 
 // unaccounted returns a top-level field of the payload that the entry
@@ -253,4 +269,22 @@ func scalars(v any) ([]string, bool) {
 		return out, true
 	}
 	return nil, false
+}
+
+// Covers reports whether the auto entry t would apply to body, a payload
+// of intent: what Decide asks of an auto entry, for that entry alone.
+// lib/earn checks with it that the entry it proposes covers the payloads
+// it rests on.
+func Covers(org *config.Org, t config.Trust, intent string, body []byte) bool {
+	fields, typed := org.Fields(intent)
+	if t.Intent != intent || t.Level != config.Auto || !typed {
+		return false
+	}
+	var doc any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if dec.Decode(&doc) != nil {
+		return false
+	}
+	return permits(t.Match, doc, fields, typed) && unaccounted(t, doc) == ""
 }

@@ -127,3 +127,27 @@ func TestAdmit(t *testing.T) {
 		}
 	}
 }
+
+// TestEarnedLast: an earned entry in imp.toml is consulted after every
+// hand-written entry, org.toml's included, so it never widens what the
+// owner's own deny or gate entry holds back.
+func TestEarnedLast(t *testing.T) {
+	org := testOrg()
+	earned := config.Trust{Intent: "email-send", Match: map[string]string{"to": "{a@spam.example,b@ourco.com}"}, Free: []string{"subject"},
+		Level: config.Auto, Earned: true, Gates: []string{"g-0000000000000001"}, Where: "imp#1"}
+	imp := &config.Imp{Name: "rex", Trust: []config.Trust{earned}}
+	if d := Decide(org, imp, "rex", "email-send", []byte(`{"to":["a@spam.example"],"subject":"s"}`)); d.Level != config.Deny || d.Entry != "org#2" {
+		t.Errorf("hand-written deny after an earned auto: %+v", d)
+	}
+	if d := Decide(org, imp, "rex", "email-send", []byte(`{"to":["b@ourco.com"],"subject":"s"}`)); d.Level != config.Auto || d.Entry != "imp#1" {
+		t.Errorf("earned auto: %+v", d)
+	}
+	if d := Decide(org, imp, "rex", "email-send", []byte(`{"to":["c@ourco.com"],"subject":"s"}`)); d.Level != config.Gate {
+		t.Errorf("a recipient the earned entry does not name: %+v", d)
+	}
+	if !Covers(org, earned, "email-send", []byte(`{"to":["a@spam.example"],"subject":"s"}`)) ||
+		Covers(org, earned, "email-send", []byte(`{"to":["a@spam.example"],"subject":"s","body":"b"}`)) ||
+		Covers(org, earned, "message-user", []byte(`{"text":"x"}`)) || Covers(org, earned, "email-send", []byte(`{`)) {
+		t.Errorf("Covers")
+	}
+}

@@ -1,0 +1,61 @@
+package desk
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/impyard/impyard/lib/earn"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// Promotion is what a trust-promote gate proposes: the entry, as the
+// TOML its approval appends, and the gates it rests on.
+type Promotion struct {
+	Entry *earn.Entry `json:"entry,omitempty"`
+	TOML  string      `json:"toml,omitempty"`
+	Gates []Rest      `json:"gates,omitempty"`
+	Error string      `json:"error,omitempty"`
+}
+
+// Rest is one gate a promotion rests on, as the owner decided it.
+type Rest struct {
+	ID      string          `json:"id"`
+	State   string          `json:"state"`
+	By      string          `json:"approved_by,omitempty"`
+	At      time.Time       `json:"approved_at,omitzero"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	Error   string          `json:"error,omitempty"`
+}
+
+// promotion reads what g, a trust-promote gate, proposes.
+func promotion(y *yard.Yard, g *gate.Gate) *Promotion {
+	e, err := earn.Parse(g.Payload)
+	if err != nil {
+		return &Promotion{Error: err.Error()}
+	}
+	p := &Promotion{Entry: e, TOML: e.TOML("")}
+	for _, gid := range e.Gates {
+		rest := Rest{ID: gid}
+		rg, err := gate.Get(y, gid)
+		if err != nil {
+			rest.Error = err.Error()
+			p.Gates = append(p.Gates, rest)
+			continue
+		}
+		rest.State = rg.State
+		if frozen, err := rg.Frozen(); err == nil {
+			rest.Payload = frozen
+		} else {
+			rest.Error = err.Error()
+		}
+		for _, h := range rg.History {
+			if h.To == state.Approved {
+				rest.By, rest.At = h.By, h.At
+			}
+		}
+		p.Gates = append(p.Gates, rest)
+	}
+	return p
+}

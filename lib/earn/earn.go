@@ -1,0 +1,293 @@
+// Package earn is earned trust promotion: an imp that the owner has
+// trusted with the same kind of action often enough is proposed an auto
+// trust entry for it, which the owner approves or denies like any gate.
+//
+// It is opt-in per (imp, intent) with [[earn]] in org.toml. After `after`
+// consecutive gates of that (imp, intent), proposed by the imp through
+// impgw, approved by the owner at the desk and executed, with no deny of
+// that (imp, intent) between them, Propose files one gate of intent
+// trust-promote whose payload is the narrowest [[trust]] entry covering
+// those gates' payloads (Narrowest). Approved, that entry is appended to
+// imps/<imp>/imp.toml marked earned = true with the gates it rests on
+// (Append); the ladder (lib/trust) consults earned entries after every
+// hand-written one. A deny of a gate that an earned entry would have
+// approved is the owner disagreeing with it: Denied removes every earned
+// entry of that (imp, intent) and records it.
+//
+// The count is not kept anywhere: Streak derives it each time from the
+// gates themselves, which are the authoritative record of who decided
+// what and when, so it cannot drift from them, survives any crash, and
+// an owner can check it with impgate ls. A trust-promote gate of the
+// (imp, intent) consumes the gates decided before it was decided (or,
+// while it waits, before it was filed), whatever the owner decides, so
+// the same approvals never propose twice and those made while it waited
+// do not propose again the moment it is approved.
+package earn
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gobwas/glob"
+
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/intent"
+	"github.com/impyard/impyard/lib/payload"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/strictjson"
+	"github.com/impyard/impyard/lib/trust"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// Actor is how promotion signs what it files and records.
+const Actor = "impexec"
+
+// MaxAddresses is how many distinct addresses an address field's glob
+// names one by one; past it the glob is their common domain.
+const MaxAddresses = 10
+
+// Entry is a trust-promote gate's payload: the [[trust]] entry that its
+// approval appends to the imp's imp.toml, exactly.
+type Entry struct {
+	Intent string            `json:"intent"`
+	Match  map[string]string `json:"match,omitempty"`
+	Free   []string          `json:"free,omitempty"`
+	Level  string            `json:"level"`
+	Earned bool              `json:"earned"`
+	Gates  []string          `json:"gates"`
+}
+
+// Trust is the entry as configuration.
+func (e *Entry) Trust() config.Trust {
+	return config.Trust{Intent: e.Intent, Match: e.Match, Free: e.Free, Level: e.Level, Earned: e.Earned, Gates: e.Gates}
+}
+
+// ErrNoNarrowEntry is a run of payloads no auto entry can cover without
+// letting an address field through as free.
+var ErrNoNarrowEntry = errors.New("no narrow entry covers these payloads")
+
+// ErrNotEntry is a trust-promote payload that is not an earned entry.
+var ErrNotEntry = errors.New("not an earned trust entry")
+
+// Parse reads a trust-promote payload and checks that it is an earned
+// auto entry resting on at least one gate, for an intent that is not
+// trust-promote itself.
+func Parse(body []byte) (*Entry, error) {
+	var e Entry
+	if err := strictjson.Unmarshal(body, &e); err != nil {
+		return nil, fmt.Errorf("trust-promote payload: %w: %w", ErrNotEntry, err)
+	}
+	switch {
+	case !e.Earned || e.Level != config.Auto:
+		return nil, fmt.Errorf("trust-promote payload: %w: want earned = true and level = auto", ErrNotEntry)
+	case len(e.Gates) == 0:
+		return nil, fmt.Errorf("trust-promote payload: %w: it names no gates it rests on", ErrNotEntry)
+	case e.Intent == intent.TrustPromote:
+		return nil, fmt.Errorf("trust-promote payload: %w: trust-promote is never earned", ErrNotEntry)
+	}
+	return &e, nil
+}
+
+// decided returns the transition that decided g (approved or denied) and
+// whether there is one.
+func decided(g *gate.Gate) (state.Transition, bool) {
+	for _, h := range g.History {
+		if h.To == state.Approved || h.To == state.Denied {
+			return h, true
+		}
+	}
+	return state.Transition{}, false
+}
+
+// byOwner reports whether a decision was the owner's at the desk, not a
+// trust entry's.
+func byOwner(h state.Transition) bool {
+	return !strings.HasPrefix(h.By, "trust: ")
+}
+
+// proposed reports whether g was proposed by its imp through impgw, the
+// only gates the ladder ever decides.
+func proposed(g *gate.Gate) bool {
+	return len(g.History) > 0 && g.History[0].Actor == "impgw"
+}
+
+// Streak returns the gates of (imp, intent) that count toward promotion
+// now, oldest decision first, and the trust-promote gate of that (imp,
+// intent) still waiting for the owner, if any. Decisions are ordered by
+// time; of two in the same second a deny counts as the later, so a deny
+// is never outrun.
+func Streak(y *yard.Yard, imp, in string) (streak []*gate.Gate, waiting *gate.Gate, err error) {
+	all, bad := gate.List(y, gate.Filter{All: true, Imp: imp})
+	if len(bad) > 0 {
+		return nil, nil, fmt.Errorf("counting approvals of %s %s: %w", imp, in, errors.Join(bad...))
+	}
+	var cut time.Time
+	type decision struct {
+		g  *gate.Gate
+		h  state.Transition
+		no bool
+	}
+	var ds []decision
+	for _, g := range all {
+		if g.Intent == intent.TrustPromote {
+			e, err := Parse(g.Payload)
+			if err != nil || e.Intent != in {
+				continue
+			}
+			if g.State == state.Filed {
+				waiting = g
+			}
+			at := g.Created
+			if h, ok := decided(g); ok {
+				at = h.At
+			}
+			if at.After(cut) {
+				cut = at
+			}
+			continue
+		}
+		if g.Intent != in || !proposed(g) {
+			continue
+		}
+		h, ok := decided(g)
+		if !ok || !byOwner(h) {
+			continue
+		}
+		ds = append(ds, decision{g: g, h: h, no: h.To == state.Denied})
+	}
+	slices.SortStableFunc(ds, func(a, b decision) int {
+		if c := a.h.At.Compare(b.h.At); c != 0 {
+			return c
+		}
+		switch {
+		case a.no == b.no:
+			return strings.Compare(a.g.ID, b.g.ID)
+		case a.no:
+			return 1
+		}
+		return -1
+	})
+	for _, d := range ds {
+		switch {
+		case !d.h.At.After(cut):
+		case d.no:
+			streak = nil
+		case d.g.State == state.Executed:
+			streak = append(streak, d.g)
+		}
+	}
+	return streak, waiting, nil
+}
+
+// Narrowest returns the narrowest auto entry for intent that covers every
+// one of gates' payloads: each field present in all of them and always
+// the same is matched exactly; an address field is matched by its exact
+// addresses (up to MaxAddresses, else their one common domain); any other
+// field is free only where it varied or was sometimes absent. An address
+// field that is absent from some payload, or whose addresses share no
+// domain past MaxAddresses, has no narrow entry: an earned entry never
+// lets an address through as free.
+func Narrowest(org *config.Org, in string, gates []*gate.Gate) (*Entry, error) {
+	fields, typed := org.Fields(in)
+	if !typed {
+		return nil, fmt.Errorf("intent %s declares no fields: %w", in, ErrNoNarrowEntry)
+	}
+	e := &Entry{Intent: in, Level: config.Auto, Earned: true, Match: map[string]string{}}
+	docs := make([]map[string]json.RawMessage, len(gates))
+	keys := map[string]bool{}
+	for i, g := range gates {
+		e.Gates = append(e.Gates, g.ID)
+		if err := json.Unmarshal(g.Payload, &docs[i]); err != nil {
+			return nil, fmt.Errorf("gate %s: payload: %w", g.ID, err)
+		}
+		for k := range docs[i] {
+			keys[k] = true
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		typ := fields[k]
+		address := typ == payload.Address || typ == payload.Addresses
+		var first, seen []string
+		present, same := 0, true
+		for i, d := range docs {
+			raw, ok := d[k]
+			if !ok {
+				if address {
+					return nil, fmt.Errorf("address field %q is absent from gate %s: %w", k, gates[i].ID, ErrNoNarrowEntry)
+				}
+				continue
+			}
+			vals, err := payload.Strings(typ, raw)
+			if err != nil {
+				return nil, fmt.Errorf("gate %s: field %q: %w", gates[i].ID, k, err)
+			}
+			if present == 0 {
+				first = vals
+			} else if !slices.Equal(vals, first) {
+				same = false
+			}
+			present++
+			seen = append(seen, vals...)
+		}
+		switch {
+		case address:
+			g, err := addressGlob(seen)
+			if err != nil {
+				return nil, fmt.Errorf("address field %q: %w", k, err)
+			}
+			e.Match[k] = g
+		case present == len(docs) && same && payload.Matchable(typ) && len(first) == 1:
+			e.Match[k] = quote(first[0])
+		default:
+			e.Free = append(e.Free, k)
+		}
+	}
+	if len(e.Match) == 0 {
+		e.Match = nil
+	}
+	t := e.Trust()
+	if err := org.CheckTrust(t); err != nil {
+		return nil, err
+	}
+	for _, g := range gates {
+		if !trust.Covers(org, t, in, g.Payload) {
+			return nil, fmt.Errorf("the entry made does not cover gate %s: %w", g.ID, ErrNoNarrowEntry)
+		}
+	}
+	return e, nil
+}
+
+// addressGlob matches exactly the addresses given, or past MaxAddresses
+// any address at their one common domain.
+func addressGlob(addrs []string) (string, error) {
+	slices.Sort(addrs)
+	addrs = slices.Compact(addrs)
+	if len(addrs) == 1 {
+		return quote(addrs[0]), nil
+	}
+	if len(addrs) <= MaxAddresses {
+		q := make([]string, len(addrs))
+		for i, a := range addrs {
+			q[i] = strings.ReplaceAll(quote(a), ",", `\,`)
+		}
+		return "{" + strings.Join(q, ",") + "}", nil
+	}
+	domain := ""
+	for _, a := range addrs {
+		d := a[strings.LastIndexByte(a, '@')+1:]
+		if domain != "" && d != domain {
+			return "", fmt.Errorf("%d addresses at more than one domain: %w", len(addrs), ErrNoNarrowEntry)
+		}
+		domain = d
+	}
+	return "*@" + quote(domain), nil
+}
+
+// quote makes a glob that matches s and nothing else.
+func quote(s string) string { return glob.QuoteMeta(s) }

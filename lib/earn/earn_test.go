@@ -1,0 +1,379 @@
+package earn
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/internal/approvaltest"
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/intent"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
+)
+
+const orgTOML = `
+[[earn]]
+intent = "email-send"
+imp = "yuko"
+after = 3
+[executors.email-send]
+kind = "http"
+url = "https://api.resend.com/emails"
+fields = { to = "addresses", cc = "addresses", subject = "text", body = "text", n = "number" }
+`
+
+type fixture struct {
+	y   *yard.Yard
+	org *config.Org
+	key *gate.Change
+}
+
+// newFixture is a yard whose clock moves one second per transition, so
+// decisions have an order.
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	y := yardtest.New(t)
+	if err := os.WriteFile(y.Path("org.toml"), []byte(orgTOML), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	org, err := config.LoadOrg(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	old := state.Now
+	state.Now = func() time.Time { clock = clock.Add(time.Second); return clock }
+	t.Cleanup(func() { state.Now = old })
+	key := approvaltest.Key(t, t.TempDir())
+	return &fixture{y: y, org: org, key: &gate.Change{Signer: key}}
+}
+
+func (f *fixture) file(t *testing.T, body, actor string) *gate.Gate {
+	t.Helper()
+	g, err := gate.File(f.y, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(body), By: "yuko", Actor: actor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func (f *fixture) move(t *testing.T, gid, to, by, actor string) *gate.Gate {
+	t.Helper()
+	g, err := gate.Move(f.y, gid, gate.Change{To: to, By: by, Actor: actor, Signer: f.key.Signer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// approved files a proposal, has the owner approve it and executes it.
+func (f *fixture) approved(t *testing.T, body string) *gate.Gate {
+	t.Helper()
+	g := f.file(t, body, "impgw")
+	f.move(t, g.ID, state.Approved, "alice", "impgate")
+	f.move(t, g.ID, state.Executing, "impexec", "impexec")
+	return f.move(t, g.ID, state.Executed, "impexec", "impexec")
+}
+
+func (f *fixture) denied(t *testing.T, body string) *gate.Gate {
+	t.Helper()
+	g := f.file(t, body, "impgw")
+	return f.move(t, g.ID, state.Denied, "alice", "impgate")
+}
+
+func (f *fixture) propose(t *testing.T) *gate.Gate {
+	t.Helper()
+	g, err := Propose(f.y, f.org, "yuko", "email-send")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func mail(to string) string {
+	return fmt.Sprintf(`{"to":[%q],"subject":"digest","body":"b%d"}`, to, time.Now().UnixNano())
+}
+
+// Three clean approvals file exactly one trust-promote gate; a fourth
+// while it waits files none; once approved, its gates never count again.
+func TestProposeOnce(t *testing.T) {
+	f := newFixture(t)
+	var ids []string
+	for i := range 3 {
+		if g := f.propose(t); g != nil {
+			t.Fatalf("promotion after %d approvals: %s", i, g.ID)
+		}
+		ids = append(ids, f.approved(t, mail("team@ourco.com")).ID)
+	}
+	p := f.propose(t)
+	if p == nil || p.Intent != intent.TrustPromote || p.Imp != "yuko" || p.State != state.Filed {
+		t.Fatalf("want a filed trust-promote gate, got %+v", p)
+	}
+	e, err := Parse(p.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Match["to"] != "team@ourco.com" || e.Match["subject"] != "digest" || strings.Join(e.Free, ",") != "body" || strings.Join(e.Gates, ",") != strings.Join(ids, ",") {
+		t.Errorf("entry %+v", e)
+	}
+	for range 3 {
+		f.approved(t, mail("team@ourco.com"))
+		if g := f.propose(t); g != nil {
+			t.Fatalf("a second promotion while the first waits: %s", g.ID)
+		}
+	}
+	f.move(t, p.ID, state.Approved, "alice", "impgate")
+	f.approved(t, mail("team@ourco.com"))
+	if g := f.propose(t); g != nil {
+		t.Fatalf("a promotion from approvals made before the first was decided: %s", g.ID)
+	}
+	streak, waiting, err := Streak(f.y, "yuko", "email-send")
+	if err != nil || waiting != nil || len(streak) != 1 {
+		t.Errorf("after the promotion the streak is %d (waiting %v, %v); want the one approval decided after it", len(streak), waiting, err)
+	}
+}
+
+// A deny of the (imp, intent) resets the count; an auto-approval, a gate
+// filed from the trusted side, a failed execution and another intent or
+// imp do not count.
+func TestStreak(t *testing.T) {
+	f := newFixture(t)
+	f.approved(t, mail("a@ourco.com"))
+	f.approved(t, mail("a@ourco.com"))
+	f.denied(t, mail("a@ourco.com"))
+	f.approved(t, mail("a@ourco.com"))
+	auto, err := gate.File(f.y, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(mail("a@ourco.com")), By: "trust: org#1", Actor: "impgw", Approved: true, Signer: f.key.Signer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.move(t, auto.ID, state.Executing, "impexec", "impexec")
+	f.move(t, auto.ID, state.Executed, "impexec", "impexec")
+	byHand := f.file(t, mail("a@ourco.com"), "impgate")
+	f.move(t, byHand.ID, state.Approved, "alice", "impgate")
+	f.move(t, byHand.ID, state.Executing, "impexec", "impexec")
+	f.move(t, byHand.ID, state.Executed, "impexec", "impexec")
+	failed := f.file(t, mail("a@ourco.com"), "impgw")
+	f.move(t, failed.ID, state.Approved, "alice", "impgate")
+	f.move(t, failed.ID, state.Failed, "impexec", "impexec")
+	other, err := gate.File(f.y, gate.FileOptions{Imp: "rex", Intent: "email-send", Payload: []byte(mail("a@ourco.com")), By: "rex", Actor: "impgw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.move(t, other.ID, state.Denied, "alice", "impgate")
+	streak, _, err := Streak(f.y, "yuko", "email-send")
+	if err != nil || len(streak) != 1 {
+		t.Fatalf("streak %d (%v), want 1: only the approval after the deny", len(streak), err)
+	}
+	if g := f.propose(t); g != nil {
+		t.Fatalf("promotion with a streak of 1: %s", g.ID)
+	}
+	f.approved(t, mail("b@ourco.com"))
+	f.approved(t, mail("a@ourco.com"))
+	p := f.propose(t)
+	if p == nil {
+		t.Fatal("no promotion after three approvals since the deny")
+	}
+	e, _ := Parse(p.Payload)
+	if e.Match["to"] != "{a@ourco.com,b@ourco.com}" {
+		t.Errorf("to: %q", e.Match["to"])
+	}
+}
+
+func gates(t *testing.T, f *fixture, bodies ...string) []*gate.Gate {
+	var gs []*gate.Gate
+	for _, b := range bodies {
+		gs = append(gs, f.file(t, b, "impgw"))
+	}
+	return gs
+}
+
+func TestNarrowest(t *testing.T) {
+	f := newFixture(t)
+	var many, spread []string
+	for i := range MaxAddresses + 1 {
+		many = append(many, fmt.Sprintf(`{"to":["u%d@ourco.com"]}`, i))
+		spread = append(spread, fmt.Sprintf(`{"to":["u@d%d.com"]}`, i))
+	}
+	for _, tc := range []struct {
+		name   string
+		bodies []string
+		match  map[string]string
+		free   string
+		err    string
+	}{
+		{"same", []string{`{"to":["A@OurCo.com"],"subject":"s","n":3}`, `{"to":["a@ourco.com"],"subject":"s","n":3}`}, map[string]string{"to": "a@ourco.com", "subject": "s", "n": "3"}, "", ""},
+		{"varied", []string{`{"to":["a@x.com"],"subject":"s1"}`, `{"to":["b@x.com","a@x.com"],"subject":"s2","body":"b"}`}, map[string]string{"to": "{a@x.com,b@x.com}"}, "body,subject", ""},
+		{"metacharacters", []string{`{"to":["a*b@x.com"]}`, `{"to":["c{d}?@x.com"]}`}, map[string]string{"to": `{a\*b@x.com,c\{d\}\?@x.com}`}, "", ""},
+		{"a domain", many, map[string]string{"to": "*@ourco.com"}, "", ""},
+		{"no one domain", spread, nil, "", "more than one domain"},
+		{"address sometimes absent", []string{`{"to":["a@x.com"],"cc":["b@x.com"]}`, `{"to":["a@x.com"]}`}, nil, "", `address field "cc" is absent`},
+	} {
+		gs := gates(t, f, tc.bodies...)
+		e, err := Narrowest(f.org, "email-send", gs)
+		if tc.err != "" {
+			if err == nil || !errors.Is(err, ErrNoNarrowEntry) || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: got %v, want %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if fmt.Sprint(e.Match) != fmt.Sprint(tc.match) || strings.Join(e.Free, ",") != tc.free || !e.Earned || e.Level != config.Auto || len(e.Gates) != len(gs) {
+			t.Errorf("%s: %+v", tc.name, e)
+		}
+	}
+	if _, err := Narrowest(f.org, "message-user", nil); !errors.Is(err, ErrNoNarrowEntry) {
+		t.Errorf("untyped intent: %v", err)
+	}
+}
+
+const impTOML = `# yuko writes the digest
+rootfs = "/srv/rootfs"
+
+[[trust]]
+intent = "email-send"
+match = { to = "*@spam.example" }
+level = "deny"
+
+[[trust]]
+intent = "email-send"
+match = { body = "*password*" }
+level = "gate"
+`
+
+// An approved promotion is appended to imp.toml, the old file kept; a
+// resumed execution does not append it again; a deny the entry would have
+// approved removes it and keeps everything else as written.
+func TestAppendAndDenied(t *testing.T) {
+	f := newFixture(t)
+	p := config.ImpPath(f.y, "yuko")
+	os.MkdirAll(filepath.Dir(p), 0o750)
+	os.WriteFile(p, []byte(impTOML), 0o640)
+	gs := []*gate.Gate{f.approved(t, mail("team@ourco.com")), f.approved(t, mail("team@ourco.com")), f.approved(t, mail("team@ourco.com"))}
+	promote := f.propose(t)
+	promote = f.move(t, promote.ID, state.Approved, "alice", "impgate")
+
+	if _, err := Append(f.y, f.org, promote, []byte(`{"intent":"email-send","level":"auto","earned":false,"gates":["`+gs[0].ID+`"]}`)); !errors.Is(err, ErrNotEntry) {
+		t.Errorf("not earned: %v", err)
+	}
+	if _, err := Append(f.y, f.org, promote, []byte(`{"intent":"email-send","match":{"from":"x"},"level":"auto","earned":true,"gates":["`+gs[0].ID+`"]}`)); err == nil || !strings.Contains(err.Error(), `match key "from" names no declared field`) {
+		t.Errorf("undeclared field: %v", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != impTOML {
+		t.Fatalf("a refused entry changed imp.toml:\n%s", b)
+	}
+
+	detail, err := Append(f.y, f.org, promote, promote.Payload)
+	if err != nil || !strings.Contains(detail, "previous kept as imp.toml.1") {
+		t.Fatalf("Append: %q %v", detail, err)
+	}
+	if b, _ := os.ReadFile(p + ".1"); string(b) != impTOML {
+		t.Errorf("backup:\n%s", b)
+	}
+	im, err := config.LoadImp(f.y, "yuko")
+	if err != nil || len(im.Trust) != 3 || !im.Trust[2].Earned || len(im.Trust[2].Gates) != 3 || im.Trust[2].Match["to"] != "team@ourco.com" {
+		t.Fatalf("imp.toml after: %+v %v", im, err)
+	}
+	if b, _ := os.ReadFile(p); !strings.HasPrefix(string(b), impTOML) || !strings.Contains(string(b), "# earned: approved with trust-promote gate "+promote.ID) {
+		t.Errorf("imp.toml:\n%s", b)
+	}
+	if detail, err := Append(f.y, f.org, promote, promote.Payload); err != nil || !strings.Contains(detail, "already") {
+		t.Errorf("second Append: %q %v", detail, err)
+	}
+	if _, err := os.Stat(p + ".2"); err == nil {
+		t.Errorf("a second Append rewrote imp.toml")
+	}
+
+	// A deny the entry would not have approved leaves it.
+	if detail, err := Denied(f.y, f.denied(t, mail("new@ourco.com"))); detail != "" || err != nil {
+		t.Errorf("Denied of an uncovered gate: %q %v", detail, err)
+	}
+	// Nor does one a hand-written gate entry holds back: the owner agrees
+	// with the ladder.
+	if detail, err := Denied(f.y, f.denied(t, `{"to":["team@ourco.com"],"subject":"digest","body":"the password"}`)); detail != "" || err != nil {
+		t.Errorf("Denied of a gate a hand-written entry gated: %q %v", detail, err)
+	}
+	covered := f.denied(t, `{"to":["team@ourco.com"],"subject":"digest","body":"other"}`)
+	detail, err = Denied(f.y, covered)
+	if err != nil || !strings.Contains(detail, "1 earned entry for email-send removed") || !strings.Contains(detail, covered.ID) {
+		t.Fatalf("Denied: %q %v", detail, err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != impTOML {
+		t.Errorf("after the removal imp.toml is not what the owner wrote:\n%s", b)
+	}
+	if _, err := os.Stat(p + ".2"); err != nil {
+		t.Errorf("no backup of the file with the earned entry: %v", err)
+	}
+	journal, _ := os.ReadFile(f.y.Path("journal", "yuko", "events.jsonl"))
+	audit, _ := os.ReadFile(f.y.Decisions())
+	for _, want := range []string{`"event":"` + EventEarned + `"`, `"event":"` + EventRemoved + `"`} {
+		if !strings.Contains(string(journal), want) || !strings.Contains(string(audit), want) {
+			t.Errorf("journal or audit log lacks %s", want)
+		}
+	}
+}
+
+// An earned entry written in a form the remover does not know is not
+// removed silently: the owner is told to remove it by hand.
+func TestRemoveOddForm(t *testing.T) {
+	odd := "trust = [{ intent = \"email-send\", level = \"auto\", earned = true, gates = [\"g-0000000000000001\"] }]\n"
+	if _, _, err := removeEarned("imp.toml", []byte(odd), "email-send"); err == nil || !strings.Contains(err.Error(), "remove it by hand") {
+		t.Errorf("got %v", err)
+	}
+	next, n, err := removeEarned("imp.toml", []byte(impTOML), "email-send")
+	if err != nil || n != 0 || string(next) != impTOML {
+		t.Errorf("nothing to remove: %q %d %v", next, n, err)
+	}
+}
+
+// An imp.toml that does not load is not rewritten.
+func TestAppendBrokenImp(t *testing.T) {
+	f := newFixture(t)
+	p := config.ImpPath(f.y, "yuko")
+	os.MkdirAll(filepath.Dir(p), 0o750)
+	os.WriteFile(p, []byte("rootfs = \n"), 0o640)
+	gs := []*gate.Gate{f.approved(t, mail("a@ourco.com")), f.approved(t, mail("a@ourco.com")), f.approved(t, mail("a@ourco.com"))}
+	promote := f.propose(t)
+	if promote == nil {
+		t.Fatal("no promotion")
+	}
+	_ = gs
+	promote = f.move(t, promote.ID, state.Approved, "alice", "impgate")
+	if _, err := Append(f.y, f.org, promote, promote.Payload); err == nil || !strings.Contains(err.Error(), "not changed") {
+		t.Errorf("got %v", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "rootfs = \n" {
+		t.Errorf("imp.toml changed: %q", b)
+	}
+}
+
+// Of a deny and approvals decided in the same second, the deny counts as
+// the later: whole seconds cannot say which came first, and a deny is
+// never outrun.
+func TestStreakSameSecond(t *testing.T) {
+	f := newFixture(t)
+	now := time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC)
+	state.Now = func() time.Time { return now }
+	f.approved(t, mail("a@ourco.com"))
+	f.denied(t, mail("a@ourco.com"))
+	f.approved(t, mail("a@ourco.com"))
+	f.approved(t, mail("a@ourco.com"))
+	if streak, _, err := Streak(f.y, "yuko", "email-send"); err != nil || len(streak) != 0 {
+		t.Errorf("streak %d (%v), want 0", len(streak), err)
+	}
+	now = now.Add(time.Second)
+	f.approved(t, mail("a@ourco.com"))
+	f.approved(t, mail("a@ourco.com"))
+	if streak, _, err := Streak(f.y, "yuko", "email-send"); err != nil || len(streak) != 2 {
+		t.Errorf("streak %d (%v), want the 2 approvals of the next second", len(streak), err)
+	}
+}

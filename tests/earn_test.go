@@ -1,0 +1,195 @@
+package tests
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/intent"
+	"github.com/impyard/impyard/lib/state"
+)
+
+// kaiTOML is kai's hand-written imp.toml: an email whose body mentions a
+// password always waits for the owner.
+const kaiTOML = `# kai writes status reports
+[[trust]]
+intent = "email-send"
+match = { body = "*password*" }
+level = "gate"
+`
+
+// promotions lists kai's trust-promote gates.
+func (s *spine) promotions(t *testing.T) []*gate.Gate {
+	t.Helper()
+	all, bad := gate.List(s.y, gate.Filter{All: true, Imp: "kai"})
+	if len(bad) > 0 {
+		t.Fatal(bad)
+	}
+	var out []*gate.Gate
+	for _, g := range all {
+		if g.Intent == intent.TrustPromote {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// gated proposes an email from kai and checks that it waits at the desk.
+func (s *spine) gated(t *testing.T, tok, to, body string) string {
+	t.Helper()
+	code, out, _ := s.propose(t, tok, fmt.Sprintf(`{"intent":"email-send","payload":{"to":[%q],"subject":"status","body":%q}}`, to, body))
+	if code != http.StatusAccepted || out["status"] != "pending" {
+		t.Fatalf("email to %s (%s): want pending, got %d %v", to, body, code, out)
+	}
+	return out["gate_id"].(string)
+}
+
+// approveExecuted approves a gate at the desk and waits for its execution.
+func (s *spine) approveExecuted(t *testing.T, gid string) {
+	t.Helper()
+	if out, err := s.run(t, "impgate", "approve", gid); err != nil {
+		t.Fatalf("approve %s: %v %s", gid, err, out)
+	}
+	if g := s.waitState(t, gid, state.Executed, state.Failed); g.State != state.Executed {
+		t.Fatalf("gate %s ended %s: %s", gid, g.State, g.History[len(g.History)-1].Why)
+	}
+}
+
+// TestEarnedTrust is earned promotion end to end with impgw, impexec and
+// impgate as processes: a deny resets the count; five clean approvals
+// file exactly one trust-promote gate, however many approvals follow
+// before and after the owner decides it; impgate show shows the entry and
+// its gates; approved, the entry is appended to imp.toml (the old kept)
+// and auto-approves a matching proposal but not a new recipient, nor
+// what a hand-written gate entry holds back; a deny of a gate the earned
+// entry would have approved removes it and says so.
+func TestEarnedTrust(t *testing.T) {
+	s := newSpine(t, true, bin)
+	org, _ := os.ReadFile(s.y.Path("org.toml"))
+	os.WriteFile(s.y.Path("org.toml"), append(org, "\n[[earn]]\nintent = \"email-send\"\nimp = \"kai\"\nafter = 5\n"...), 0o640)
+	imp := config.ImpPath(s.y, "kai")
+	os.MkdirAll(s.y.Path("imps", "kai"), 0o750)
+	os.WriteFile(imp, []byte(kaiTOML), 0o640)
+	s.daemon(t, bin, "impexec", "run", "--rescan", "1s")
+	tok := s.token(t, "kai")
+	report := func(i int) string { return fmt.Sprintf("report %d", i) }
+
+	// Two approvals, then a deny: the count starts again.
+	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", report(1)))
+	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", report(2)))
+	if out, err := s.run(t, "impgate", "deny", "--reason", "not today", s.gated(t, tok, "team@ourco.com", report(3))); err != nil {
+		t.Fatalf("deny: %v %s", err, out)
+	}
+	// Decisions are recorded in whole seconds; of a deny and an approval
+	// in the same second the deny counts as the later.
+	time.Sleep(1100 * time.Millisecond)
+	var rests []string
+	for i := 4; i <= 7; i++ {
+		gid := s.gated(t, tok, "team@ourco.com", report(i))
+		s.approveExecuted(t, gid)
+		rests = append(rests, gid)
+	}
+	time.Sleep(1500 * time.Millisecond) // a rescan of impexec's
+	if p := s.promotions(t); len(p) != 0 {
+		t.Fatalf("six approvals with a deny after the second filed a promotion: %s", p[0].ID)
+	}
+
+	// The fifth approval since the deny files one trust-promote gate.
+	gid := s.gated(t, tok, "team@ourco.com", report(8))
+	s.approveExecuted(t, gid)
+	rests = append(rests, gid)
+	var promote *gate.Gate
+	for deadline := time.Now().Add(10 * time.Second); promote == nil; time.Sleep(50 * time.Millisecond) {
+		if p := s.promotions(t); len(p) > 0 {
+			promote = p[0]
+		} else if time.Now().After(deadline) {
+			t.Fatal("no trust-promote gate after five clean approvals")
+		}
+	}
+	show, err := s.run(t, "impgate", "show", promote.ID)
+	if err != nil {
+		t.Fatalf("show: %v\n%s", err, show)
+	}
+	for _, want := range append([]string{"intent     trust-promote", "proposed entry (appended to imp.toml on approval):",
+		`match = { subject = "status", to = "team@ourco.com" }`, `free = ["body"]`, "earned = true",
+		"rests on 5 gate(s) the owner approved:", "\n  intent = \"email-send\"\n",
+		`executed  by alice at `, `{"body":"report 4","subject":"status","to":["team@ourco.com"]}`, "goes to    trust-promote an earned [[trust]] entry appended to " + imp}, rests...) {
+		if !strings.Contains(show, want) {
+			t.Errorf("impgate show lacks %q:\n%s", want, show)
+		}
+	}
+
+	// A sixth approval while the promotion waits files no second one; a
+	// seventh matching proposal is left waiting, gated as before.
+	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", report(9)))
+	early := s.gated(t, tok, "team@ourco.com", report(10))
+	time.Sleep(1500 * time.Millisecond)
+	if p := s.promotions(t); len(p) != 1 {
+		t.Fatalf("%d trust-promote gates, want 1", len(p))
+	}
+
+	s.approveExecuted(t, promote.ID)
+	b, _ := os.ReadFile(imp)
+	for _, want := range []string{kaiTOML, "earned = true", "# earned: approved with trust-promote gate " + promote.ID, `gates = ["` + strings.Join(rests, `", "`) + `"]`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("imp.toml lacks %q:\n%s", want, b)
+		}
+	}
+	if old, _ := os.ReadFile(imp + ".1"); string(old) != kaiTOML {
+		t.Errorf("imp.toml.1 is not the previous file:\n%s", old)
+	}
+
+	// The earned entry approves a matching proposal, not a new
+	// recipient, and not what the hand-written entry gates.
+	code, out, _ := s.propose(t, tok, `{"intent":"email-send","payload":{"to":["team@ourco.com"],"subject":"status","body":"report 11"}}`)
+	if code != http.StatusOK || out["status"] != "done" {
+		t.Fatalf("a matching proposal after the promotion: %d %v", code, out)
+	}
+	auto, _ := gate.Get(s.y, out["gate_id"].(string))
+	if auto.Trust == nil || auto.Trust.Level != config.Auto || !strings.Contains(auto.Trust.Entry, imp) {
+		t.Errorf("auto-approved by %+v, want the earned entry in %s", auto.Trust, imp)
+	}
+	s.gated(t, tok, "new@ourco.com", report(12))
+	password := s.gated(t, tok, "team@ourco.com", "the password is hunter2")
+	time.Sleep(1500 * time.Millisecond)
+	if p := s.promotions(t); len(p) != 1 {
+		t.Fatalf("%d trust-promote gates after the promotion, want 1", len(p))
+	}
+
+	// Denying what the hand-written entry held back agrees with the
+	// ladder: the earned entry stays.
+	if out, err := s.run(t, "impgate", "deny", password); err != nil || strings.Contains(out, "removed") {
+		t.Fatalf("deny of the password email: %v %s", err, out)
+	}
+	if b, _ := os.ReadFile(imp); !strings.Contains(string(b), "earned = true") {
+		t.Fatalf("a deny the earned entry agrees with removed it:\n%s", b)
+	}
+	// Denying the gate filed before the promotion, which the earned entry
+	// would now approve, is the owner disagreeing: the entry goes.
+	out2, err := s.run(t, "impgate", "deny", "--reason", "not like this", early)
+	if err != nil || !strings.Contains(out2, "1 earned entry for email-send removed from "+imp) || !strings.Contains(out2, "previous kept as imp.toml.2") {
+		t.Fatalf("disagreeing deny: %v %s", err, out2)
+	}
+	if b, _ := os.ReadFile(imp); string(b) != kaiTOML {
+		t.Errorf("imp.toml after the removal is not the owner's:\n%s", b)
+	}
+	journal, _ := os.ReadFile(s.y.Path("journal", "kai", "events.jsonl"))
+	audit, _ := os.ReadFile(s.y.Decisions())
+	for _, want := range []string{`"event":"trust-earned"`, `"event":"trust-earned-removed","imp":"kai","actor":"impgate","by":"alice","id":"` + early} {
+		if !strings.Contains(string(journal), want) || !strings.Contains(string(audit), want) {
+			t.Errorf("journal or audit log lacks %s", want)
+		}
+	}
+	s.gated(t, tok, "team@ourco.com", report(13))
+
+	// A box cannot propose a promotion of its own.
+	code, out, _ = s.propose(t, tok, `{"intent":"trust-promote","payload":{"intent":"email-send","level":"auto","earned":true,"gates":["`+early+`"]}}`)
+	if code == http.StatusOK || code == http.StatusAccepted || !strings.Contains(fmt.Sprint(out["error"]), "filed only by impyard") {
+		t.Errorf("a box proposing trust-promote: %d %v", code, out)
+	}
+}
