@@ -233,7 +233,7 @@ func TestGatherNotifications(t *testing.T) {
 		t.Errorf("json %s lacks %s", b, want)
 	}
 	var buf bytes.Buffer
-	if err := s.WriteText(&buf); err != nil {
+	if err := s.WriteText(&buf, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, re := range []string{`(?m)^NOTIFICATIONS\n  2 waiting to be delivered\n`, `(?m)^  ` + two.ID + `\.1 +gate-filed +rex +failed 2 time\(s\), next at 2026-12-01T03:00:10Z +webhook: hooks\.example answered 503: busy$`} {
