@@ -198,6 +198,31 @@ func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 	return t, nil
 }
 
+// Hold records why a waiting task does not start yet: it stays waiting,
+// and the reason becomes its visible Reason, in its history and journal.
+// ErrNotWaiting refuses a task that has left waiting meanwhile.
+func Hold(y *yard.Yard, taskID, by, actor, why string) (*Task, error) {
+	imp, err := Locate(y, taskID)
+	if err != nil {
+		return nil, err
+	}
+	s, err := tasks(y, imp)
+	if err != nil {
+		return nil, err
+	}
+	return transition.Move(s, taskID, transition.Change[*Task]{To: state.Waiting, By: by, Actor: actor, Why: why,
+		Edit: func(t *Task, _ *state.Transition) error {
+			if t.State != state.Waiting {
+				return fmt.Errorf("task %s is %s: %w", t.ID, t.State, ErrNotWaiting)
+			}
+			return nil
+		},
+		Allow: func(t *Task) bool { return t.State == state.Waiting }})
+}
+
+// ErrNotWaiting refuses to hold a task that is no longer waiting.
+var ErrNotWaiting = errors.New("not waiting")
+
 // Retry moves a failed task back to waiting as a new attempt.
 func Retry(y *yard.Yard, taskID, by, actor string) (*Task, error) {
 	return Move(y, taskID, Change{To: state.Waiting, By: by, Actor: actor, Why: "retry", Edit: func(t *Task) error {
