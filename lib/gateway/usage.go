@@ -73,35 +73,97 @@ func (r *usageReader) keep(b []byte, max int) {
 	r.buf = append(r.buf, b...)
 }
 
-// lines reads each complete line of b (with the unfinished one before
-// it), copying only a line b does not finish.
+// lines reads the complete lines of b: the line carried from before
+// finished first, then those b holds whole, searched at once for a
+// usage object, the lines around a find read alone; the unfinished line
+// at the end is carried. Only a carried line is copied.
 func (r *usageReader) lines(b []byte) {
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			r.keep(b, maxUsageLine)
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		r.keep(b, maxUsageLine)
+		return
+	}
+	line := b[:i]
+	if len(r.buf) > 0 || r.over {
+		r.keep(line, maxUsageLine)
+		line = r.buf
+	}
+	if !r.over {
+		r.event(line)
+	}
+	r.buf, r.over = r.buf[:0], false
+	b = b[i+1:]
+	if j := bytes.LastIndexByte(b, '\n'); j >= 0 {
+		r.whole(b[:j])
+		b = b[j+1:]
+	}
+	r.keep(b, maxUsageLine)
+}
+
+// whole reads the lines of b, whole lines, that carry a usage object.
+// Streams repeat "usage":null on every chunk before the last; parsing
+// each, or even looking at each line apart, would cost more than
+// relaying them.
+func (r *usageReader) whole(b []byte) {
+	for {
+		k := bytes.Index(b, usageKey)
+		if k < 0 {
 			return
 		}
-		line := b[:i]
-		if len(r.buf) > 0 || r.over {
-			r.keep(line, maxUsageLine)
-			line = r.buf
+		if !objectAfter(b[k+len(usageKey):]) {
+			b = b[k+len(usageKey):]
+			continue
 		}
-		if !r.over {
-			r.event(line)
+		start := bytes.LastIndexByte(b[:k], '\n') + 1
+		end := len(b)
+		if e := bytes.IndexByte(b[k:], '\n'); e >= 0 {
+			end = k + e
 		}
-		r.buf, r.over = r.buf[:0], false
-		b = b[i+1:]
+		r.event(b[start:end])
+		b = b[end:]
 	}
 }
 
-// event reads a data line of an event stream that mentions usage.
+var usageKey = []byte(`"usage"`)
+
+// objectAfter reports whether b, what follows a member's name, starts
+// its value with an object.
+func objectAfter(b []byte) bool {
+	colon := false
+	for _, c := range b {
+		switch {
+		case c == ' ' || c == '\t' || c == '\r':
+		case c == ':' && !colon:
+			colon = true
+		default:
+			return colon && c == '{'
+		}
+	}
+	return false
+}
+
+// event reads a data line of an event stream that carries a usage
+// object.
 func (r *usageReader) event(line []byte) {
 	data, ok := bytes.CutPrefix(line, []byte("data:"))
-	if !ok || !bytes.Contains(data, []byte(`"usage"`)) {
-		return
+	if ok && hasUsage(data) {
+		r.parse(data)
 	}
-	r.parse(data)
+}
+
+// hasUsage reports whether b has a "usage" member whose value is an
+// object.
+func hasUsage(b []byte) bool {
+	for {
+		k := bytes.Index(b, usageKey)
+		if k < 0 {
+			return false
+		}
+		b = b[k+len(usageKey):]
+		if objectAfter(b) {
+			return true
+		}
+	}
 }
 
 // usageBody is where the two APIs put usage: at the top (a JSON
