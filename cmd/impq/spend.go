@@ -74,7 +74,9 @@ func spend(e *cli.Env, args []string) error {
 	}
 	now := time.Now().UTC()
 	since, _ := ledger.Day(now)
-	until := now.Add(time.Second)
+	// Whole seconds, as every time the yard prints: now's second
+	// included.
+	until := now.Truncate(time.Second).Add(time.Second)
 	var err error
 	if *sinceFlag != "" {
 		if since, _, err = when(*sinceFlag); err != nil {
@@ -194,7 +196,8 @@ func when(s string) (start, end time.Time, err error) {
 	if err != nil {
 		return t, t, fmt.Errorf("%q: want YYYY-MM-DD or an RFC 3339 time", s)
 	}
-	return t.UTC(), t.UTC(), nil
+	t = t.UTC().Truncate(time.Second)
+	return t, t, nil
 }
 
 // budgetText shows an imp's budgets, and which one its proactive work
