@@ -183,11 +183,7 @@ type Change struct {
 // for the sequence and its invariant). Of two processes moving the same
 // task out of a state, exactly one succeeds.
 func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
-	imp, err := Locate(y, taskID)
-	if err != nil {
-		return nil, err
-	}
-	s, err := tasks(y, imp)
+	s, err := storeOf(y, taskID)
 	if err != nil {
 		return nil, err
 	}
@@ -198,15 +194,20 @@ func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 	return t, nil
 }
 
+// storeOf is the store of the queue that holds taskID.
+func storeOf(y *yard.Yard, taskID string) (transition.Store[*Task], error) {
+	imp, err := Locate(y, taskID)
+	if err != nil {
+		return transition.Store[*Task]{}, err
+	}
+	return tasks(y, imp)
+}
+
 // Hold records why a waiting task does not start yet: it stays waiting,
 // and the reason becomes its visible Reason, in its history and journal.
 // ErrNotWaiting refuses a task that has left waiting meanwhile.
 func Hold(y *yard.Yard, taskID, by, actor, why string) (*Task, error) {
-	imp, err := Locate(y, taskID)
-	if err != nil {
-		return nil, err
-	}
-	s, err := tasks(y, imp)
+	s, err := storeOf(y, taskID)
 	if err != nil {
 		return nil, err
 	}
