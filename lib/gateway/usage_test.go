@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/impyard/impyard/lib/judge"
 )
@@ -191,5 +193,67 @@ func TestMeteredModelCalls(t *testing.T) {
 	}
 	if tokens != 12+34+100+200+25+15 {
 		t.Errorf("metered %d tokens: %+v", tokens, spent)
+	}
+}
+
+// A model's stream reaches the client event by event, through a metering
+// rule: the upstream sends the next event only once the client has read
+// the one before, which it could not if the gateway held them.
+func TestMeteredStreamIsNotHeld(t *testing.T) {
+	next := make(chan struct{})
+	events := strings.SplitAfter(strings.TrimSuffix(openAISSE, "\n\n"), "\n\n")
+	events[len(events)-1] += "\n\n"
+	ups := newTLSUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i, ev := range events {
+			io.WriteString(w, ev)
+			w.(http.Flusher).Flush()
+			if i == len(events)-1 {
+				return
+			}
+			select {
+			case <-next:
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}))
+	h := startGateway(t, policy(`{"name": "openai", "match": {"host": "api.test", "network": "127.0.0.0/8"}, "verdict": "allow", "meter": "openai"}`),
+		func(c *Config) { c.UpstreamCA = ups.bundle })
+	h.resolve("api.test", "127.0.0.1")
+	resp, err := h.client().Get(fmt.Sprintf("https://api.test:%d/v1/chat/completions", ups.port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for i, ev := range events[:len(events)-1] {
+		got := make(chan string, 1)
+		go func() {
+			var b strings.Builder
+			for !strings.HasSuffix(b.String(), "\n\n") {
+				line, err := br.ReadString('\n')
+				b.WriteString(line)
+				if err != nil {
+					break
+				}
+			}
+			got <- b.String()
+		}()
+		select {
+		case g := <-got:
+			if g != ev {
+				t.Fatalf("event %d: %q, want %q", i, g, ev)
+			}
+		case <-time.After(2 * time.Second):
+			resp.Body.Close()
+			ups.CloseClientConnections()
+			t.Fatalf("event %d held by the gateway", i)
+		}
+		next <- struct{}{}
+	}
+	io.Copy(io.Discard, br)
+	if u := h.last().Usage; u == nil || u.InputTokens != 100 || u.OutputTokens != 200 {
+		t.Errorf("usage %+v", u)
 	}
 }
