@@ -19,14 +19,15 @@ import (
 // Tokens are priced and classed as they are metered.
 func TestSpendAndAdmit(t *testing.T) {
 	y := yardtest.New(t)
-	owner, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "asked"})
-	if err != nil {
-		t.Fatal(err)
+	var ids []string
+	for _, proactive := range []bool{false, true} {
+		id, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "work", Proactive: proactive})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
 	}
-	pro, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "digest", Proactive: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	owner, pro := ids[0], ids[1]
 	writeOrg := func(s string) {
 		if err := os.WriteFile(y.Path("org.toml"), []byte(s), 0o640); err != nil {
 			t.Fatal(err)
