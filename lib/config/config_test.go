@@ -106,6 +106,7 @@ func TestOrgErrors(t *testing.T) {
 		{"[gateway\nlisten = 1\n", `to end table name`},
 		{"[budget.Yuko]\ndaily = 1\n", `invalid imp name`},
 		{"[budget.yuko]\ndaily = -1\n", `must not be negative`},
+		{"[supervisor]\nconcurrency = 2\nruntime = \"kata\"\n", `org.toml:3: key "runtime": unknown runtime "kata" (want runc, crun, runsc)`},
 		{"[[trust]]\nintent = \"a\"\nlevel = \"auto\"\nmatch = { to = \"[\" }\n", `bad glob`},
 		{emailExec + "fields = { to = \"addresses\", subject = \"txt\" }\n", `org.toml:4: key "fields.subject": executor email-send: field subject has unknown type "txt" (want address, addresses, url, text, number, bool, object)`},
 		{emailExec + "fields = { \"a.b\" = \"text\" }\n", `org.toml:4: key "fields": executor email-send: "a.b" is not a field name`},
@@ -228,8 +229,31 @@ level = "auto"
 	if _, err := LoadImp(y, "yuko"); err == nil || !strings.Contains(err.Error(), "exactly one of") {
 		t.Errorf("two box sources: %v", err)
 	}
+	os.WriteFile(filepath.Join(dir, "imp.toml"), []byte("rootfs = \"a\"\nruntime = \"gvisor\"\n"), 0o640)
+	if _, err := LoadImp(y, "yuko"); err == nil || !strings.Contains(err.Error(), `imp.toml:2: key "runtime": unknown runtime "gvisor" (want runc, crun, runsc)`) {
+		t.Errorf("unknown runtime: %v", err)
+	}
 	if _, err := LoadImp(y, "../x"); err == nil {
 		t.Errorf("traversal accepted")
+	}
+}
+
+// An imp's runtime is its own, else org.toml's [supervisor] runtime, else
+// runc.
+func TestRuntimeOf(t *testing.T) {
+	y := yardWith(t, "[supervisor]\nruntime = \"runsc\"\n")
+	org, err := LoadOrg(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := org.RuntimeOf(&Imp{}); got != "runsc" {
+		t.Errorf("org default: %q", got)
+	}
+	if got := org.RuntimeOf(&Imp{Runtime: "crun"}); got != "crun" {
+		t.Errorf("imp's own: %q", got)
+	}
+	if got := Default().RuntimeOf(&Imp{}); got != "runc" {
+		t.Errorf("no default anywhere: %q", got)
 	}
 }
 
