@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -466,6 +467,18 @@ func TestBoxRuntimes(t *testing.T) {
 		r, err := runrec.Read(b.y, task.Runs[0])
 		if err != nil || r.Runtime != rt || r.RuntimeVersion == "" {
 			t.Errorf("%s: run.json %+v, %v; want runtime %s and its version", rt, r, err, rt)
+		}
+	}
+
+	// doctor starts a probe box under each runtime, and names the imps on it.
+	out, err := b.run(t, "impsup", "doctor")
+	if err != nil {
+		t.Errorf("doctor: %v\n%s", err, out)
+	}
+	for _, rt := range want {
+		re := regexp.MustCompile(`(?m)^ok    ` + rt + ` +\S+ at \S+.*used by [^;]*on-` + rt + `\b[^;]*; a probe box started in \d+ ms$`)
+		if !re.MatchString(out) {
+			t.Errorf("doctor has no probe box line for %s:\n%s", rt, out)
 		}
 	}
 

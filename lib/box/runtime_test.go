@@ -1,11 +1,14 @@
 package box
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/impyard/impyard/lib/netns"
 )
 
 func TestEscapeFixed(t *testing.T) {
@@ -88,5 +91,37 @@ func TestRunscLauncher(t *testing.T) {
 	RuntimeDir = "/proc/impyard-runtime"
 	if _, err := (Runtime{Name: RunSC, Path: "/usr/bin/runsc", Platform: "ptrace"}).binary(); err == nil {
 		t.Error("launcher in /proc: no error")
+	}
+}
+
+// A probe box starts under each runtime installed and leaves nothing.
+func TestProbe(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		r := runner(t)
+		took, err := r.Probe(context.Background(), rt)
+		if err != nil || took <= 0 {
+			t.Fatalf("Probe(%s) = %s, %v", rt, took, err)
+		}
+		t.Logf("%s: probe box started in %s", rt, took)
+		list, _ := r.List(context.Background())
+		for _, in := range list {
+			if strings.HasPrefix(in.ID, "probe-"+rt+"-") {
+				t.Errorf("probe box left behind: %+v", in)
+			}
+		}
+	})
+}
+
+// A probe under a runtime this host lacks says which, and leaves no
+// namespace behind.
+func TestProbeMissingRuntime(t *testing.T) {
+	r := runner(t)
+	t.Setenv("PATH", t.TempDir())
+	_, err := r.Probe(context.Background(), RunSC)
+	if !errors.Is(err, ErrRuntimeMissing) || !strings.Contains(err.Error(), "probe runsc") {
+		t.Errorf("Probe without runsc = %v, want ErrRuntimeMissing naming it", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(netns.Dir, "probe-*")); len(left) > 0 {
+		t.Errorf("namespaces left: %v", left)
 	}
 }
