@@ -49,8 +49,8 @@ type Runtime struct {
 	Name    string // one of Runtimes
 	Path    string // its binary
 	Version string // as it reports it: "1.1.5+ds1", "0.0~20221219.0"
-	// Platform is how runsc intercepts the box's syscalls: "ptrace", or
-	// "kvm" where /dev/kvm is usable and runsc knows it; "" for the others.
+	// Platform is how runsc intercepts the box's syscalls: "systrap"
+	// where this runsc has it, else "ptrace"; "" for the other runtimes.
 	Platform string
 }
 
@@ -90,8 +90,8 @@ func parseVersion(out string) string {
 
 // runscPlatform is systrap where this runsc has it (it intercepts with
 // seccomp, cheaper than ptrace), else ptrace, which works everywhere.
-// KVM is not chosen by itself: nested in a virtual machine it is often
-// slower than ptrace.
+// KVM is not chosen by itself: nested in a virtual machine it may spin
+// (runsc 20221219 on a cloud VM never started a box with it).
 func runscPlatform(path string) string {
 	out, _ := exec.Command(path, "flags").CombinedOutput()
 	if strings.Contains(string(out), "systrap") {
@@ -100,14 +100,14 @@ func runscPlatform(path string) string {
 	return "ptrace"
 }
 
-// binary is what the runc shim runs for rt: the runtime itself, or for
+// Binary is what the runc shim runs for rt: the runtime itself, or for
 // runsc a launcher in RuntimeDir that adds the flags every box needs. The
 // network is the host's as seen from the box's own namespace (loopback
 // only, the gateway's listener its one peer): gVisor's own network stack
 // would hide that listener. The spec's seccomp profile is applied inside
-// the sandbox too, so the box is filtered as under runc. The launcher is rewritten at each start, so
-// an upgraded or moved runsc is picked up.
-func (rt Runtime) binary() (string, error) {
+// the sandbox too, so the box is filtered as under runc. The launcher is
+// rewritten when it differs, so an upgraded or moved runsc is picked up.
+func (rt Runtime) Binary() (string, error) {
 	if rt.Name != RunSC {
 		return rt.Path, nil
 	}

@@ -67,7 +67,7 @@ func TestRunscLauncher(t *testing.T) {
 	old := RuntimeDir
 	RuntimeDir = filepath.Join(t.TempDir(), "runtime")
 	t.Cleanup(func() { RuntimeDir = old })
-	p, err := Runtime{Name: RunSC, Path: "/usr/bin/runsc", Platform: "ptrace"}.binary()
+	p, err := Runtime{Name: RunSC, Path: "/usr/bin/runsc", Platform: "ptrace"}.Binary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,18 +78,18 @@ func TestRunscLauncher(t *testing.T) {
 	if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o755 {
 		t.Errorf("launcher mode: %v, %v", st, err)
 	}
-	if _, err := (Runtime{Name: RunSC, Path: "/opt/runsc", Platform: "ptrace"}).binary(); err != nil {
+	if _, err := (Runtime{Name: RunSC, Path: "/opt/runsc", Platform: "ptrace"}).Binary(); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(p); !strings.Contains(string(b), "exec /opt/runsc ") {
 		t.Errorf("launcher not rewritten for a moved runsc: %q", b)
 	}
-	if p, err := (Runtime{Name: CRun, Path: "/usr/bin/crun"}).binary(); err != nil || p != "/usr/bin/crun" {
+	if p, err := (Runtime{Name: CRun, Path: "/usr/bin/crun"}).Binary(); err != nil || p != "/usr/bin/crun" {
 		t.Errorf("crun binary = %q, %v; want the binary itself", p, err)
 	}
 	// A launcher directory that cannot be made is an error naming it.
 	RuntimeDir = "/proc/impyard-runtime"
-	if _, err := (Runtime{Name: RunSC, Path: "/usr/bin/runsc", Platform: "ptrace"}).binary(); err == nil {
+	if _, err := (Runtime{Name: RunSC, Path: "/usr/bin/runsc", Platform: "ptrace"}).Binary(); err == nil {
 		t.Error("launcher in /proc: no error")
 	}
 }

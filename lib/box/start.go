@@ -71,7 +71,7 @@ func (r *Runner) Start(ctx context.Context, s Spec) (_ *Box, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("box %s: %w", s.ID, err)
 	}
-	bin, err := rt.binary()
+	bin, err := rt.Binary()
 	if err != nil {
 		return nil, fmt.Errorf("box %s: %w", s.ID, err)
 	}
