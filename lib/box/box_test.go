@@ -345,14 +345,7 @@ func TestAdoptPastCeiling(t *testing.T) {
 		// Adopt only once the box's own process runs: a SIGTERM that reached
 		// the runtime's init before its exec ended the box with code 2
 		// instead of being ignored by sleep as PID 1.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if log, _ := os.ReadFile(s.Log); strings.Contains(string(log), "ready") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the box never got ready")
-			}
-		}
+		ready(t, s)
 		start := time.Now()
 		b, err := r.Adopt(ctx, s.ID, -time.Second)
 		if err != nil {
@@ -384,14 +377,7 @@ func TestKill(t *testing.T) {
 		}
 		// Kill only once the shell has its trap: before that, as PID 1 with no
 		// handler, it would ignore SIGTERM and wait for the SIGKILL.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if log, _ := os.ReadFile(s.Log); strings.Contains(string(log), "ready") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the box never got ready")
-			}
-		}
+		ready(t, s)
 		if err := b.Kill(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -157,6 +157,19 @@ func deleted(tb testing.TB, s Spec) string {
 	return string(log)
 }
 
+// ready waits until box s has logged "ready".
+func ready(t *testing.T, s Spec) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if log, _ := os.ReadFile(s.Log); strings.Contains(string(log), "ready") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the box never got ready")
+		}
+	}
+}
+
 // probed parses probe output into "op arg" -> "ok …" or "error: …".
 func probed(log string) map[string]string {
 	m := map[string]string{}
