@@ -250,7 +250,7 @@ func (r *Runner) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("box: delete %s: labels: %w", id, err)
 	}
 	if t, err := c.Task(ctx, nil); err == nil {
-		if err := deleteTask(ctx, t); err != nil {
+		if err := r.deleteTask(ctx, t); err != nil {
 			return fmt.Errorf("box: delete %s: task: %w", id, err)
 		}
 	} else if !errdefs.IsNotFound(err) {
@@ -267,21 +267,30 @@ func (r *Runner) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// deleteTask kills t's processes unless they have exited, then deletes
-// it. runsc refuses to signal a sandbox whose process has exited with an
-// error the shim does not read as "not found", so a stopped task is
-// deleted without the kill, and one that stopped during the kill is
-// deleted again without it.
-func deleteTask(ctx context.Context, t containerd.Task) error {
-	if st, err := t.Status(ctx); err == nil && st.Status == containerd.Stopped {
+// deleteTask kills t's processes unless they have exited or never
+// started, then deletes it. runsc refuses to signal a sandbox whose
+// process has exited, or a container only created, with an error the
+// shim does not read as "not found"; the runtimes' delete cleans up both
+// without the kill. A task that stopped during the kill is deleted again
+// without it.
+func (r *Runner) deleteTask(ctx context.Context, t containerd.Task) error {
+	// The client refuses to delete a created task; the task service does
+	// it, through the runtime's delete.
+	idle := func() bool {
+		st, err := t.Status(ctx)
+		if err == nil && st.Status == containerd.Created {
+			_, err = r.client.TaskService().Delete(ctx, &tasksapi.DeleteTaskRequest{ContainerID: t.ID()})
+			return err == nil
+		}
+		return err == nil && st.Status == containerd.Stopped
+	}
+	if idle() {
 		_, err := t.Delete(ctx)
 		return notFoundIsGone(err)
 	}
 	_, err := t.Delete(ctx, containerd.WithProcessKill)
-	if err != nil && !errdefs.IsNotFound(err) {
-		if st, serr := t.Status(ctx); serr == nil && st.Status == containerd.Stopped {
-			_, err = t.Delete(ctx)
-		}
+	if err != nil && !errdefs.IsNotFound(err) && idle() {
+		_, err = t.Delete(ctx)
 	}
 	return notFoundIsGone(err)
 }

@@ -125,3 +125,29 @@ func TestProbeMissingRuntime(t *testing.T) {
 		t.Errorf("namespaces left: %v", left)
 	}
 }
+
+// A box whose command does not exist fails to start under each runtime,
+// and leaves no container or task behind (runsc's created sandbox refuses
+// the kill a running box gets).
+func TestStartFailsCleanly(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		r := runner(t)
+		s := spec(t, rt, "/nonexistent")
+		ctx := context.Background()
+		b, err := r.Start(ctx, s)
+		if err == nil {
+			// Some runtimes find out only when the process execs.
+			exit, werr := b.Wait(ctx)
+			if werr != nil || exit.Code == 0 {
+				t.Fatalf("a box of /nonexistent: exit %+v, %v", exit, werr)
+			}
+			return
+		}
+		list, _ := r.List(ctx)
+		for _, in := range list {
+			if in.ID == s.ID {
+				t.Errorf("failed start left %+v", in)
+			}
+		}
+	})
+}

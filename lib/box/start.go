@@ -158,7 +158,7 @@ func (r *Runner) Start(ctx context.Context, s Spec) (_ *Box, err error) {
 	}
 	defer func() {
 		if err != nil {
-			t.Delete(cleanup, containerd.WithProcessKill)
+			r.deleteTask(cleanup, t)
 		}
 	}()
 	// Wait before Start, so even an instant exit is seen.

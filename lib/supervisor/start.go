@@ -62,6 +62,13 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 			return false, nil
 		}
 	}
+	if err := run.GatewayUp(org.Gateway.Listen); err != nil {
+		return false, err
+	}
+	caPath := home.Dir(s.Home).CACert()
+	if _, err := os.Stat(caPath); err != nil {
+		return false, fmt.Errorf("no gateway CA at %s (impgw ca init): %w", caPath, err)
+	}
 	// A runtime this host lacks fails the task as a missing rootfs does:
 	// the owner installs it or names another.
 	rt, err := s.Runner.Runtime(org.RuntimeOf(cfg))
@@ -71,13 +78,6 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 	}
 	if err != nil {
 		return false, err
-	}
-	if err := run.GatewayUp(org.Gateway.Listen); err != nil {
-		return false, err
-	}
-	caPath := home.Dir(s.Home).CACert()
-	if _, err := os.Stat(caPath); err != nil {
-		return false, fmt.Errorf("no gateway CA at %s (impgw ca init): %w", caPath, err)
 	}
 	runID := id.New(id.Run)
 	task := t
