@@ -68,27 +68,28 @@ func Identity(c net.Conn) (runID, imp string, ok bool) {
 }
 
 // Authenticate returns the gateway's Authenticate for the tokens under
-// home: it names the subject of a proxied request. On a box listener the
-// credentials must be that run's token; elsewhere any valid token (or
-// none: anonymous) as token.ProxySubject says. It needs no Server, so the
+// home: it names the subject of a proxied request and the task its token
+// was issued for. On a box listener the credentials must be that run's
+// token; elsewhere any valid token, or none: the anonymous subject "",
+// which rules scoped to a subject never match. It needs no Server, so the
 // gateway can be built with it before the Server that attaches to it.
-func Authenticate(home string) func(c net.Conn, proxyAuthorization string) (string, error) {
-	return func(c net.Conn, proxyAuthorization string) (string, error) {
+func Authenticate(home string) func(c net.Conn, proxyAuthorization string) (subject, task string, err error) {
+	return func(c net.Conn, proxyAuthorization string) (string, string, error) {
 		runID, imp, ok := Identity(c)
-		if !ok {
-			return token.ProxySubject(home, proxyAuthorization)
+		if !ok && proxyAuthorization == "" {
+			return "", "", nil
 		}
 		if proxyAuthorization == "" {
-			return "", errors.New("a box must present its run's token as proxy credentials")
+			return "", "", errors.New("a box must present its run's token as proxy credentials")
 		}
 		subject, sub, err := token.ProxyLookup(home, proxyAuthorization)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
-		if sub.Run != runID || subject != imp {
-			return "", fmt.Errorf("the token is not run %s's", runID)
+		if ok && (sub.Run != runID || subject != imp) {
+			return "", "", fmt.Errorf("the token is not run %s's", runID)
 		}
-		return subject, nil
+		return subject, sub.Task, nil
 	}
 }
 

@@ -76,6 +76,7 @@ type Org struct {
 	Trust     []Trust              `toml:"trust"`
 	Executors map[string]*Executor `toml:"executors"`
 	Budget    map[string]Budget    `toml:"budget"`
+	Prices    map[string]Price     `toml:"prices"`
 	Inbound   Inbound              `toml:"inbound"`
 	Notify    Notify               `toml:"notify"`
 	// Earn opts (imp, intent) pairs into earned trust promotion (lib/earn).
@@ -155,6 +156,23 @@ type Budget struct {
 	// Bytes caps the bytes its proactive work moves through the gateway per
 	// day; 0 means no cap.
 	Bytes int64 `toml:"bytes"`
+	// TokensDaily caps the model tokens, input plus output, its proactive
+	// work uses per day; 0 means no cap.
+	TokensDaily int64 `toml:"tokens_daily"`
+}
+
+// Price is [prices."<model>"]: what a million tokens of the model cost,
+// in the unit of the budgets' daily.
+type Price struct {
+	Input  float64 `toml:"input"`
+	Output float64 `toml:"output"`
+}
+
+// Cost is the price of a model call's tokens; a model without a price
+// costs nothing, and is still counted in tokens.
+func (o *Org) Cost(model string, input, output int64) float64 {
+	p := o.Prices[model]
+	return (float64(input)*p.Input + float64(output)*p.Output) / 1e6
 }
 
 // Imp is imps/<imp>/imp.toml.
@@ -410,6 +428,14 @@ func (o *Org) check(b []byte) error {
 		}
 		if bu.Daily < 0 || bu.Bytes < 0 {
 			return bad(p, b, "daily", "budget of %s must not be negative", name)
+		}
+		if bu.TokensDaily < 0 {
+			return bad(p, b, "tokens_daily", "budget of %s must not be negative", name)
+		}
+	}
+	for model, pr := range o.Prices {
+		if pr.Input < 0 || pr.Output < 0 {
+			return bad(p, b, model, "price of %s must not be negative", model)
 		}
 	}
 	for intent, e := range o.Executors {

@@ -43,6 +43,11 @@ kind = "message-user"
 
 [budget.yuko]
 daily = 2.5
+tokens_daily = 100000
+
+[prices."gpt-5"]
+input = 1.25
+output = 10.0
 `
 
 func yardWith(t *testing.T, org string) *yard.Yard {
@@ -73,6 +78,15 @@ func TestLoadOrg(t *testing.T) {
 	}
 	if o.Budget["yuko"].Daily != 2.5 || o.Containerd.Namespace != "impyard" {
 		t.Errorf("defaults or budget wrong: %+v", o)
+	}
+	if o.Budget["yuko"].TokensDaily != 100000 {
+		t.Errorf("tokens_daily %+v", o.Budget["yuko"])
+	}
+	if got := o.Cost("gpt-5", 1000, 2000); got != 0.02125 {
+		t.Errorf("cost of 1000 in, 2000 out of gpt-5: %v, want 0.02125", got)
+	}
+	if got := o.Cost("unpriced", 1000, 2000); got != 0 {
+		t.Errorf("cost of an unpriced model: %v, want 0", got)
 	}
 	if err := o.CheckIntents([]string{"email-send", "message-user"}); err != nil {
 		t.Error(err)
@@ -107,6 +121,9 @@ func TestOrgErrors(t *testing.T) {
 		{"[budget.Yuko]\ndaily = 1\n", `invalid imp name`},
 		{"[budget.yuko]\ndaily = -1\n", `must not be negative`},
 		{"[supervisor]\nconcurrency = 2\nruntime = \"kata\"\n", `org.toml:3: key "runtime": unknown runtime "kata" (want runc, crun, runsc)`},
+		{"[budget.yuko]\ntokens_daily = -1\n", `org.toml:2: key "tokens_daily": budget of yuko must not be negative`},
+		{"[prices.\"gpt-5\"]\ninput = -1.25\n", `price of gpt-5 must not be negative`},
+		{"[prices.\"gpt-5\"]\ninptu = 1.25\n", `unknown key "prices.gpt-5.inptu"`},
 		{"[[trust]]\nintent = \"a\"\nlevel = \"auto\"\nmatch = { to = \"[\" }\n", `bad glob`},
 		{emailExec + "fields = { to = \"addresses\", subject = \"txt\" }\n", `org.toml:4: key "fields.subject": executor email-send: field subject has unknown type "txt" (want address, addresses, url, text, number, bool, object)`},
 		{emailExec + "fields = { \"a.b\" = \"text\" }\n", `org.toml:4: key "fields": executor email-send: "a.b" is not a field name`},

@@ -30,7 +30,7 @@ const (
 // Wants reports whether the owner asked to hear of event and named a
 // receiver for it.
 func (n *Notify) Wants(event string) bool {
-	return (len(n.Command) > 0 || n.Webhook != "") && slices.Contains(n.On, event)
+	return (len(n.Command) > 0 || n.Webhook != "") && (slices.Contains(n.On, event) || slices.Contains(notify.Always, event))
 }
 
 func (n *Notify) defaults() {

@@ -13,6 +13,7 @@ import (
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/intent"
+	"github.com/impyard/impyard/lib/notify"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/lib/yard/yardtest"
@@ -312,6 +313,19 @@ func TestAppendAndDenied(t *testing.T) {
 	}
 	if _, err := os.Stat(p + ".2"); err != nil {
 		t.Errorf("no backup of the file with the earned entry: %v", err)
+	}
+	// The owner is told, once, under the id of the deny.
+	var told []*notify.Entry
+	for _, where := range []func(*yard.Yard) ([]*notify.Entry, []error){notify.Pending, notify.Sent} {
+		es, _ := where(f.y)
+		for _, e := range es {
+			if e.Event == notify.TrustEarnedRemoved {
+				told = append(told, e)
+			}
+		}
+	}
+	if len(told) != 1 || told[0].Subject != covered.ID || told[0].ID != notify.EventID(covered.ID, len(covered.History)) {
+		t.Errorf("outbox entries of the removal: %+v, want one for %s", told, covered.ID)
 	}
 	journal, _ := os.ReadFile(f.y.Path("journal", "yuko", "events.jsonl"))
 	audit, _ := os.ReadFile(f.y.Decisions())

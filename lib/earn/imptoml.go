@@ -17,6 +17,7 @@ import (
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/intent"
+	"github.com/impyard/impyard/lib/notify"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/trust"
 	"github.com/impyard/impyard/lib/yard"
@@ -25,7 +26,7 @@ import (
 // Event names in the journal and the audit log.
 const (
 	EventEarned  = "trust-earned"
-	EventRemoved = "trust-earned-removed"
+	EventRemoved = notify.TrustEarnedRemoved
 )
 
 // TOML renders e as the [[trust]] table Append writes, headed by a
@@ -110,7 +111,7 @@ func Append(y *yard.Yard, org *config.Org, g *gate.Gate, body []byte) (string, e
 		return next, fmt.Sprintf("earned entry for %s appended to %s", e.Intent, p), nil
 	}, func(detail string) event.Event {
 		return event.Event{Event: EventEarned, Imp: g.Imp, Actor: Actor, By: approver(g), ID: g.ID, Intent: e.Intent, Why: detail}
-	})
+	}, nil)
 }
 
 // approver names who approved g, for the record.
@@ -164,6 +165,12 @@ func Denied(y *yard.Yard, g *gate.Gate) (string, error) {
 			g.ID, covered, n, plural(n), g.Intent, p), nil
 	}, func(detail string) event.Event {
 		return event.Event{Event: EventRemoved, Imp: g.Imp, Actor: "impgate", By: approver(g), ID: g.ID, Intent: g.Intent, Why: detail}
+	}, func(e event.Event) error {
+		// The owner is told of trust taken back through [notify], under
+		// the id of the deny that took it: the outbox entry is written
+		// before the journal line, as a transition writes its own.
+		e.Seq = len(g.History)
+		return notify.Enqueue(y, e)
 	})
 }
 
@@ -177,9 +184,10 @@ func plural(n int) string {
 // edit rewrites imps/<imp>/imp.toml under the lock of its directory:
 // change returns the new content (nil: leave the file) and what it did.
 // The new content must load as the imp's configuration; the old is kept
-// as imp.toml.N; the record is appended while the lock is held.
+// as imp.toml.N; the record is appended while the lock is held, after
+// tell (when set) has been given it to queue the owner's notification.
 func edit(y *yard.Yard, imp string, change func(p string, old []byte, im *config.Imp) ([]byte, string, error),
-	record func(detail string) event.Event) (string, error) {
+	record func(detail string) event.Event, tell func(event.Event) error) (string, error) {
 	d, err := config.ImpDir(y, imp)
 	if err != nil {
 		return "", err
@@ -216,8 +224,17 @@ func edit(y *yard.Yard, imp string, change func(p string, old []byte, im *config
 		if err := tx.Write("imp.toml", next); err != nil {
 			return err
 		}
+		e := record(what)
+		if tell != nil {
+			// The change is made: a notification that cannot be queued
+			// is said where the change is, not turned into its failure.
+			if err := tell(e); err != nil {
+				what += fmt.Sprintf("; the owner's notification of it could not be queued: %v", err)
+				e.Why = what
+			}
+		}
 		detail = what
-		return event.Record(y, record(what))
+		return event.Record(y, e)
 	})
 	return detail, err
 }

@@ -171,6 +171,15 @@ func (r *Runner) message(en *notify.Entry, secrets []string) (*notify.Message, e
 		m.SHA256 = g.SHA256[:gate.ShaDigits]
 		m.Summary = notify.Summarize(g.Payload, 200, secrets)
 		m.Approve = g.ApproveCommand()
+	case notify.TrustEarnedRemoved:
+		g, err := gate.Get(r.Yard, en.Subject)
+		if err != nil {
+			return nil, err
+		}
+		m.Gate, m.Task, m.Intent = g.ID, g.Task, g.Intent
+		m.Reason = fmt.Sprintf("the owner denied %s, which earned trust would have approved: the earned [[trust]] entries of %s for %s are removed from imps/%s/imp.toml, so its gates wait for the owner again",
+			g.ID, g.Imp, g.Intent, g.Imp)
+		m.Summary = notify.Summarize(g.Payload, 200, secrets)
 	default:
 		t, err := queue.Get(r.Yard, en.Subject)
 		if err != nil {

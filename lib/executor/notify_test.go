@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/notify"
 	"github.com/impyard/impyard/lib/queue"
@@ -331,5 +332,33 @@ func TestNotifyClaimedElsewhereIsLeft(t *testing.T) {
 	}
 	if got := receivedMessages(t, received); len(got) != 1 {
 		t.Fatalf("sent %d after release, want 1", len(got))
+	}
+}
+
+// TestNotifyEarnedTrustRemoved: trust taken back by a deny is told to
+// every receiver, whatever on names, with the denied gate and what
+// changed, and never its approve line.
+func TestNotifyEarnedTrustRemoved(t *testing.T) {
+	r, received, _, _ := notifyRunner(t, "[notify]\non = [\"task-failed\"]\ncommand = [\"RECEIVE\"]\n")
+	g := fileGate(t, r, `{"to":["a@ourco.com"],"body":"key `+notifySecret+`"}`)
+	g, err := gate.Move(r.Yard, g.ID, gate.Change{To: state.Denied, By: "alice", Actor: "impgate", Why: "not this one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := notify.Enqueue(r.Yard, event.Event{Event: notify.TrustEarnedRemoved, Imp: "yuko", ID: g.ID, Seq: len(g.History), Intent: g.Intent}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.NotifyOnce(context.Background(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got := receivedMessages(t, received)
+	if len(got) != 1 {
+		t.Fatalf("got %d notifications, want the removal alone: %+v", len(got), got)
+	}
+	m := got[0]
+	if m.Event != notify.TrustEarnedRemoved || m.Gate != g.ID || m.Intent != "email-send" || m.ID != fmt.Sprintf("%s.%d", g.ID, len(g.History)) ||
+		!strings.Contains(m.Reason, "imps/yuko/imp.toml") || m.Approve != "" ||
+		!strings.HasPrefix(m.Text, "earned trust of yuko for email-send taken back") || strings.Contains(m.Summary, notifySecret) {
+		t.Fatalf("message %+v", m)
 	}
 }

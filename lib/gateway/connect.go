@@ -121,6 +121,7 @@ func (s *session) terminate(rec *Record, req *http1.Request, t *target, subject 
 		client:  s.client,
 		tunnel:  t,
 		subject: subject,
+		task:    rec.task,
 		state:   s.state,
 		firstBy: time.Now().Add(s.g.lim.ReadHeaderTimeout),
 	}

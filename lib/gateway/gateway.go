@@ -97,16 +97,24 @@ type Config struct {
 	Minter        *ca.Minter
 	Limits        Limits
 	// Authenticate names the subject of the requests on a connection from
-	// the connection and its Proxy-Authorization value; an error is
-	// answered 407. Nil makes every request anonymous (subject "").
-	Authenticate func(c net.Conn, proxyAuthorization string) (subject string, err error)
+	// the connection and its Proxy-Authorization value, and the task its
+	// credentials were issued for ("" for none); an error is answered
+	// 407. Nil makes every request anonymous (subject "").
+	Authenticate func(c net.Conn, proxyAuthorization string) (subject, task string, err error)
 	// Control serves the control API: origin-form requests under /v1/
 	// other than /v1/health. Nil answers them 404. A request's context
 	// gives its connection (Conn) and the policy in force (PolicyOf).
 	Control http.Handler
-	// Meter hears the body bytes each authenticated subject moved through
-	// the gateway, after its record is written. Nil meters nothing.
-	Meter func(subject string, bytes int64)
+	// Meter hears what each authenticated subject spent through the
+	// gateway, after its record is written: the body bytes it moved and
+	// the model usage of a response a metering rule allowed. Nil meters
+	// nothing.
+	Meter func(Spend)
+	// Admit is asked before a request a metering rule allows is
+	// forwarded, with the subject and its task; an error refuses the
+	// request with 429 Too Many Requests and is the reason given. Nil
+	// admits every request.
+	Admit func(subject, task string) error
 	// Log receives diagnostics, one "impgw: ..." line each.
 	Log io.Writer
 	// Lookup resolves host names; nil means the system resolver.
@@ -422,9 +430,17 @@ func (g *Gateway) outcome(r *Record) {
 	g.meter(r)
 }
 
+// Spend is what one exchange of a subject cost.
+type Spend struct {
+	Subject string
+	Task    string
+	Bytes   int64
+	Usage   *Usage // nil unless a metering rule allowed the request
+}
+
 func (g *Gateway) meter(r *Record) {
-	if n := r.BytesIn + r.BytesOut; g.cfg.Meter != nil && r.Request.Imp != "" && n > 0 {
-		g.cfg.Meter(r.Request.Imp, n)
+	if n := r.BytesIn + r.BytesOut; g.cfg.Meter != nil && r.Request.Imp != "" && (n > 0 || r.Usage != nil) {
+		g.cfg.Meter(Spend{Subject: r.Request.Imp, Task: r.task, Bytes: n, Usage: r.Usage})
 	}
 }
 

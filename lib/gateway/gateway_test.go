@@ -411,14 +411,14 @@ func TestAuthenticateHook(t *testing.T) {
 	h := startGateway(t, policy(`{"name": "yuko-only", "match": {"host": "api.test", "subject": "yuko", "network": "127.0.0.0/8"}, "verdict": "allow"}`),
 		func(c *Config) {
 			c.UpstreamCA = ups.bundle
-			c.Authenticate = func(_ net.Conn, pa string) (string, error) {
+			c.Authenticate = func(_ net.Conn, pa string) (string, string, error) {
 				switch pa {
 				case "Basic eXVrbzpzZWNyZXQ=": // yuko:secret
-					return "yuko", nil
+					return "yuko", "", nil
 				case "":
-					return "", fmt.Errorf("no credentials")
+					return "", "", fmt.Errorf("no credentials")
 				}
-				return "", fmt.Errorf("unknown credentials")
+				return "", "", fmt.Errorf("unknown credentials")
 			}
 		})
 	h.resolve("api.test", "127.0.0.1")
@@ -511,11 +511,11 @@ func TestMeteredOnce(t *testing.T) {
 	metered := map[string]int64{}
 	h := startGateway(t, policy(`{"name": "lo", "match": {"host": "127.0.0.1", "network": "127.0.0.0/8"}, "verdict": "allow"}`),
 		func(c *Config) {
-			c.Authenticate = func(net.Conn, string) (string, error) { return "yuko", nil }
-			c.Meter = func(subject string, n int64) {
+			c.Authenticate = func(net.Conn, string) (string, string, error) { return "yuko", "", nil }
+			c.Meter = func(sp Spend) {
 				mu.Lock()
 				defer mu.Unlock()
-				metered[subject] += n
+				metered[sp.Subject] += sp.Bytes
 			}
 		})
 	if resp, _ := h.do(h.client(), "POST", "http://127.0.0.1:"+itoa(port)+"/", "hello", nil); resp.StatusCode != 200 {

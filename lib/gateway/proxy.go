@@ -63,6 +63,11 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	}
 	addr, d, status, reason := s.pickAddr(pol.policy, jr, d)
 	rec.decided(d)
+	if status == 0 && d.Meter != "" && g.cfg.Admit != nil && subject != "" {
+		if err := g.cfg.Admit(subject, rec.task); err != nil {
+			status, reason = http.StatusTooManyRequests, err.Error()
+		}
+	}
 	if status != 0 {
 		if addr.IsValid() {
 			rec.Addr = addr.String()
@@ -73,6 +78,11 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	if out == nil {
 		rec.shown = shown
 		return s.deny(rec, req, http.StatusForbidden, reason, keep)
+	}
+	if d.Meter != "" {
+		// Usage is read from the bytes relayed: a compressed response
+		// would hide it, and identity is always acceptable.
+		delete(out.Header, "Accept-Encoding")
 	}
 	if d.Inject != nil {
 		rec.Request.Headers = RecordHeaders(req.Header, append([]string{d.Inject.Header}, pol.policy.Redact()...)...)
@@ -104,10 +114,18 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 		s.switchProtocols(rec, req, resp)
 		return false
 	}
+	var ur *usageReader
+	if d.Meter != "" && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		ur = newUsageReader(resp.Body, d.Meter, resp.Header.Get("Content-Type"))
+		resp.Body = ur
+	}
 	n, closeConn, err := http1.WriteResponse(s.bw, resp, req.Method, req.Minor, !keep)
 	rec.BytesOut = n
 	if err != nil {
 		rec.Error = "relaying the response: " + err.Error()
+	}
+	if ur != nil {
+		rec.Usage = ur.usage()
 	}
 	g.outcome(rec)
 	return !closeConn

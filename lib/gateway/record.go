@@ -50,6 +50,7 @@ const (
 	FieldBytesIn    = "bytes_in"
 	FieldBytesOut   = "bytes_out"
 	FieldError      = "error"
+	FieldUsage      = "usage" // a Usage, on the outcome of a metered exchange
 
 	// Members of the request object, in the judge's vocabulary.
 	FieldImp          = "imp"
@@ -123,7 +124,11 @@ type Record struct {
 	BytesIn    int64 // body bytes from the client (all bytes, for a tunnel)
 	BytesOut   int64 // body bytes to the client (all bytes, for a tunnel)
 	Error      string
+	Usage      *Usage // the model usage of a metered response, nil if none was metered
 
+	// task is the task the subject's token was issued for, "" for none:
+	// what the gateway's spend is counted against.
+	task string
 	// shown, when set, is the reason the client is told instead of
 	// Reason, which names what only the host may know.
 	shown string
@@ -310,6 +315,19 @@ func (r *Record) appendExchange(b []byte) []byte {
 		b = field(b, FieldError, false)
 		b = appendString(b, r.Error)
 	}
+	if u := r.Usage; u != nil {
+		b = field(b, FieldUsage, false)
+		b = append(b, `{"model":`...)
+		b = appendString(b, u.Model)
+		b = append(b, `,"input_tokens":`...)
+		b = strconv.AppendInt(b, u.InputTokens, 10)
+		b = append(b, `,"output_tokens":`...)
+		b = strconv.AppendInt(b, u.OutputTokens, 10)
+		if u.Unknown {
+			b = append(b, `,"unknown":true`...)
+		}
+		b = append(b, '}')
+	}
 	return append(b, '}')
 }
 
@@ -322,6 +340,7 @@ type Outcome struct {
 	BytesIn    int64
 	BytesOut   int64
 	Error      string
+	Usage      *Usage
 }
 
 // ParseOutcome reads an outcome line; a line of another schema returns
@@ -342,7 +361,7 @@ func ParseOutcome(line []byte) (*Outcome, error) {
 		dst  any
 	}{
 		{FieldID, &o.ID}, {FieldTime, &ts}, {FieldStatus, &o.Status}, {FieldUpstreamMS, &o.UpstreamMS},
-		{FieldBytesIn, &o.BytesIn}, {FieldBytesOut, &o.BytesOut}, {FieldError, &o.Error},
+		{FieldBytesIn, &o.BytesIn}, {FieldBytesOut, &o.BytesOut}, {FieldError, &o.Error}, {FieldUsage, &o.Usage},
 	} {
 		if err := optional(m, f.name, f.dst); err != nil {
 			return nil, err
@@ -397,7 +416,7 @@ func ReadRecords(path string) ([]*Record, []store.BadLine, error) {
 
 // Complete fills r with the outcome of its exchange.
 func (r *Record) Complete(o *Outcome) {
-	r.Status, r.UpstreamMS, r.BytesIn, r.BytesOut, r.Error = o.Status, o.UpstreamMS, o.BytesIn, o.BytesOut, o.Error
+	r.Status, r.UpstreamMS, r.BytesIn, r.BytesOut, r.Error, r.Usage = o.Status, o.UpstreamMS, o.BytesIn, o.BytesOut, o.Error, o.Usage
 }
 
 func (q *RequestInfo) appendJSON(b []byte) []byte {
@@ -553,7 +572,7 @@ func ParseRecord(line []byte) (*Record, error) {
 		{FieldReason, &r.Reason}, {FieldWouldDeny, &r.WouldDeny}, {FieldRefusedBy, &r.RefusedBy}, {FieldClient, &r.Client},
 		{FieldRequest, &q}, {FieldAddr, &r.Addr}, {FieldStatus, &r.Status},
 		{FieldUpstreamMS, &r.UpstreamMS}, {FieldBytesIn, &r.BytesIn}, {FieldBytesOut, &r.BytesOut},
-		{FieldError, &r.Error},
+		{FieldError, &r.Error}, {FieldUsage, &r.Usage},
 	} {
 		if err := optional(m, f.name, f.dst); err != nil {
 			return nil, err

@@ -60,6 +60,7 @@ type session struct {
 	// name, and the subject the CONNECT authenticated.
 	tunnel  *target
 	subject string
+	task    string
 	state   *connState
 	// firstBy is when the first request's head must have arrived: the
 	// header timeout counts from accept (or the TLS handshake), so a
@@ -177,7 +178,8 @@ func (s *session) handle(start time.Time, req *http1.Request) bool {
 	return s.proxy(rec, req, &t, subject)
 }
 
-// authenticate names the request's subject: inside a tunnel, the CONNECT's.
+// authenticate names the request's subject, and sets the record's task:
+// inside a tunnel, the CONNECT's.
 func (s *session) authenticate(rec *Record, req *http1.Request) (string, bool) {
 	if s.tunnel != nil {
 		return s.subject, true
@@ -186,7 +188,7 @@ func (s *session) authenticate(rec *Record, req *http1.Request) (string, bool) {
 	if auth == nil {
 		return "", true
 	}
-	subject, err := auth(s.raw, req.Header.Get("Proxy-Authorization"))
+	subject, task, err := auth(s.raw, req.Header.Get("Proxy-Authorization"))
 	if err != nil {
 		rec.Verdict, rec.Reason, rec.Status = VerdictDeny, "proxy authentication: "+err.Error(), http.StatusProxyAuthRequired
 		rec.RefusedBy = RefusedByGateway
@@ -194,13 +196,13 @@ func (s *session) authenticate(rec *Record, req *http1.Request) (string, bool) {
 		s.writeError(rec, req, http.Header{"Proxy-Authenticate": {`Basic realm="impgw"`}}, req.Close || req.ContentLength != 0)
 		return "", false
 	}
-	rec.Request.Imp = subject
+	rec.Request.Imp, rec.task = subject, task
 	return subject, true
 }
 
 func (s *session) newRecord(start time.Time, req *http1.Request) *Record {
 	rec := &Record{ID: newID(), Time: start, Client: s.client}
-	rec.Request.Imp = s.subject
+	rec.Request.Imp, rec.task = s.subject, s.task
 	if req != nil {
 		// Overwritten by setTarget once the target parses; a reject keeps
 		// the target as sent.

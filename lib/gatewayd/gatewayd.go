@@ -1,8 +1,9 @@
 // Package gatewayd is what impgw serve runs: the gateway (lib/gateway)
 // with the control API (lib/control) as its origin-form handler, the
 // listeners inside each live run's namespace (lib/boxnet) attached to it,
-// trust auto-approvals signed with the gateway's key, the bytes each
-// subject moves metered into the ledger, and the inbound relay
+// trust auto-approvals signed with the gateway's key, the bytes and model
+// tokens each subject spends metered into the ledger, model calls of
+// proactive work over its budget refused, and the inbound relay
 // (lib/inbound) on a listener of its own.
 //
 // New builds every part from the ones before it: the control API reads
@@ -27,6 +28,7 @@ import (
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/boxnet"
 	"github.com/impyard/impyard/lib/ca"
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/control"
 	"github.com/impyard/impyard/lib/gateway"
 	"github.com/impyard/impyard/lib/inbound"
@@ -126,7 +128,8 @@ func New(cfg Config) (*Server, error) {
 		Limits:        cfg.Limits,
 		Log:           log,
 		Control:       api,
-		Meter:         meter.Bytes,
+		Meter:         spend(y, meter, logf),
+		Admit:         admit(y, meter),
 		Authenticate:  boxnet.Authenticate(cfg.Home),
 	})
 	if err != nil {
@@ -143,6 +146,45 @@ func New(cfg Config) (*Server, error) {
 		inbound:   cfg.Inbound,
 		inboundLn: cfg.InboundListener,
 	}, nil
+}
+
+// spend debits what an exchange cost: its bytes, and the tokens of a
+// metered response, priced from org.toml as it is now.
+func spend(y *yard.Yard, meter *ledger.Meter, logf func(string, ...any)) func(gateway.Spend) {
+	return func(sp gateway.Spend) {
+		if sp.Bytes > 0 {
+			meter.Add(ledger.Entry{Imp: sp.Subject, Kind: ledger.Bytes, Task: sp.Task, Bytes: sp.Bytes})
+		}
+		u := sp.Usage
+		if u == nil {
+			return
+		}
+		e := ledger.Entry{Imp: sp.Subject, Kind: ledger.Tokens, Task: sp.Task, Model: u.Model,
+			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, UnknownUsage: u.Unknown}
+		if org, err := config.LoadOrg(y); err != nil {
+			logf("error: pricing %s tokens of %s: %v", u.Model, sp.Subject, err)
+		} else {
+			e.Cost = org.Cost(u.Model, u.InputTokens, u.OutputTokens)
+		}
+		meter.Add(e)
+	}
+}
+
+// admit refuses a model call of proactive work over its imp's budget;
+// owner work always passes. The metered entries before it are written
+// first, so a call never passes on spend not yet on disk.
+func admit(y *yard.Yard, meter *ledger.Meter) func(subject, task string) error {
+	return func(subject, task string) error {
+		if meter.Class(task) != ledger.Proactive {
+			return nil
+		}
+		org, err := config.LoadOrg(y)
+		if err != nil {
+			return fmt.Errorf("proactive work is not admitted while org.toml does not load: %w", err)
+		}
+		meter.Sync()
+		return ledger.Check(y, org, subject, true, time.Now())
+	}
 }
 
 // runOf names the run of the box a control request came from.

@@ -32,7 +32,8 @@ func StripHopByHop(h http.Header) {
 // WriteResponse writes resp to w for a request made with method by an
 // HTTP/1.minor client, then flushes. The body is framed by Content-Length
 // when its length is known, else chunked for HTTP/1.1 clients, else by
-// closing; close adds Connection: close. It returns the body bytes written
+// closing; close adds Connection: close. A body of unknown length is
+// flushed as each part arrives. It returns the body bytes written
 // and whether the connection must close afterwards. Header values with
 // control bytes are dropped, never written.
 func WriteResponse(w *bufio.Writer, resp *http.Response, method string, minor int, close bool) (int64, bool, error) {
@@ -68,7 +69,7 @@ func WriteResponse(w *bufio.Writer, resp *http.Response, method string, minor in
 	switch {
 	case chunked:
 		cw := httputil.NewChunkedWriter(w)
-		n, err = io.Copy(cw, resp.Body)
+		n, err = copyFlushing(cw, w, resp.Body)
 		if err == nil {
 			if err = cw.Close(); err == nil {
 				_, err = w.WriteString("\r\n")
@@ -82,7 +83,7 @@ func WriteResponse(w *bufio.Writer, resp *http.Response, method string, minor in
 			err = fmt.Errorf("response body of %d bytes, %d declared", n, resp.ContentLength)
 		}
 	default:
-		n, err = io.Copy(w, resp.Body)
+		n, err = copyFlushing(w, w, resp.Body)
 	}
 	if err == nil {
 		err = w.Flush()
@@ -93,6 +94,33 @@ func WriteResponse(w *bufio.Writer, resp *http.Response, method string, minor in
 		return n, true, err
 	}
 	return n, close, nil
+}
+
+// copyFlushing copies a body of unknown length to dst, flushing w after
+// each read's bytes: such a body may be a stream (server-sent events, a
+// model's tokens) whose every part the client is waiting for, which
+// would otherwise sit in w until it filled.
+func copyFlushing(dst io.Writer, w *bufio.Writer, body io.Reader) (int64, error) {
+	buf := make([]byte, 32<<10)
+	var n int64
+	for {
+		m, rerr := body.Read(buf)
+		if m > 0 {
+			if _, err := dst.Write(buf[:m]); err != nil {
+				return n, err
+			}
+			n += int64(m)
+			if err := w.Flush(); err != nil {
+				return n, err
+			}
+		}
+		switch {
+		case rerr == io.EOF:
+			return n, nil
+		case rerr != nil:
+			return n, rerr
+		}
+	}
 }
 
 // writeEndToEnd writes the fields of h a proxy forwards: no hop-by-hop

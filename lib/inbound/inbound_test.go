@@ -423,3 +423,47 @@ func TestConcurrentCopies(t *testing.T) {
 		t.Errorf("answers %v, %d tasks; want one 202, seven 409, one task", n, len(r.tasks(t)))
 	}
 }
+
+// TestLimitsAtTheirEdges: each limit admits its own edge and refuses one
+// past it: Discord's window both ways, the length and alphabet of a
+// delivery id, the length of an interaction id.
+func TestLimitsAtTheirEdges(t *testing.T) {
+	r := newRelay(t)
+	now := time.Unix(time.Now().Unix(), 0)
+	inbound.SetClock(r.Relay, func() time.Time { return now })
+	cmd := func(id string) string {
+		return fmt.Sprintf(`{"id":%q,"type":2,"data":{"name":"task","options":[{"name":"text","type":3,"value":"x"}]},"user":{"id":"1001"}}`, id)
+	}
+	for _, tc := range []struct {
+		name string
+		id   string
+		at   time.Time
+		code int
+	}{
+		{"a window old", "601", now.Add(-inbound.Window), 200},
+		{"a second past the window", "602", now.Add(-inbound.Window - time.Second), 401},
+		{"a window ahead", "603", now.Add(inbound.Window), 200},
+		{"a second beyond the window ahead", "604", now.Add(inbound.Window + time.Second), 401},
+		{"a 32-digit interaction id", strings.Repeat("7", 32), now, 200},
+		{"a 33-digit interaction id", strings.Repeat("8", 33), now, 400},
+	} {
+		if code, out := r.discord(t, cmd(tc.id), tc.at); code != tc.code {
+			t.Errorf("%s: %d %s, want %d", tc.name, code, out, tc.code)
+		}
+	}
+	for _, tc := range []struct {
+		name, id string
+		code     int
+	}{
+		{"128 bytes", strings.Repeat("a", 128), 202},
+		{"129 bytes", strings.Repeat("b", 129), 400},
+		{"the last printable byte", "d~1", 202},
+		{"the first printable byte", "d!1", 202},
+		{"a byte past ASCII", "d\x801", 400},
+	} {
+		body := []byte(`{"case":` + strconv.Quote(tc.name) + `}`)
+		if code, out := r.github(t, tc.id, body); code != tc.code {
+			t.Errorf("delivery id of %s: %d %s, want %d", tc.name, code, out, tc.code)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,7 +68,14 @@ func TestTLS(t *testing.T) {
 	certPath, keyPath := filepath.Join(r.home, "relay.crt"), filepath.Join(r.home, "relay.key")
 	first := writeCert(t, certPath, keyPath, "first")
 	r.in.TLSCert, r.in.TLSKey = "relay.crt", "relay.key"
-	rel, err := inbound.New(r.y, r.home, r.in, t.Logf)
+	var logged []string
+	var mu sync.Mutex
+	logf := func(format string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logged = append(logged, fmt.Sprintf(format, a...))
+	}
+	rel, err := inbound.New(r.y, r.home, r.in, logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,15 +132,29 @@ func TestTLS(t *testing.T) {
 	os.WriteFile(keyPath, []byte("not a key"), 0o600)
 	later = later.Add(2 * time.Second)
 	os.Chtimes(keyPath, later, later)
-	if got, code := served(`{"n":3}`); !got.Equal(second) || code != http.StatusAccepted {
-		t.Fatalf("after a broken renewal served %v with status %d, want the second certificate and 202", got.Subject, code)
+	for _, n := range []string{`{"n":3}`, `{"n":4}`} {
+		if got, code := served(n); !got.Equal(second) || code != http.StatusAccepted {
+			t.Fatalf("after a broken renewal served %v with status %d, want the second certificate and 202", got.Subject, code)
+		}
+	}
+	// The broken renewal is told once, not at every handshake.
+	mu.Lock()
+	kept := 0
+	for _, l := range logged {
+		if strings.Contains(l, "keeping the previous certificate") && strings.Contains(l, "relay.key") {
+			kept++
+		}
+	}
+	mu.Unlock()
+	if kept != 1 {
+		t.Errorf("the broken renewal was logged %d times, want once: %q", kept, logged)
 	}
 	tasks, bad := queue.List(r.y, queue.Filter{Imp: "yuko"})
 	if len(bad) > 0 {
 		t.Fatal(bad)
 	}
-	if len(tasks) != 3 {
-		t.Errorf("%d tasks filed, want the 3 HTTPS deliveries", len(tasks))
+	if len(tasks) != 4 {
+		t.Errorf("%d tasks filed, want the 4 HTTPS deliveries", len(tasks))
 	}
 }
 

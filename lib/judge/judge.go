@@ -89,7 +89,15 @@ type Decision struct {
 	NeedsAddr bool           // resolve, then judge again with the address before connecting
 	Networks  []netip.Prefix // the deciding rule's network field; read-only
 	Inject    *Inject        // the deciding rule's credential, if any; read-only
+	Meter     string         // the deciding rule's meter: MeterOpenAI, MeterAnthropic or ""
 }
+
+// Meters: the model APIs whose token usage the gateway reads from a
+// response of a rule that names one.
+const (
+	MeterOpenAI    = "openai"
+	MeterAnthropic = "anthropic"
+)
 
 // Inject names a secret the gateway sets as a header on the way out.
 type Inject struct {
@@ -128,6 +136,7 @@ type rule struct {
 	report      bool
 	m           matcher
 	inject      *Inject
+	meter       string
 	allowReason string
 	denyReason  string
 	maybeReason string
@@ -287,7 +296,7 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 				if rl.verdict == Deny {
 					continue
 				}
-				return Decision{Verdict: Allow, Rule: rl.name, Reason: rl.maybeReason, NeedsAddr: true, Networks: rl.m.networks, Inject: rl.inject}, true
+				return Decision{Verdict: Allow, Rule: rl.name, Reason: rl.maybeReason, NeedsAddr: true, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter}, true
 			}
 			if !containsAddr(rl.m.networks, in.addr) {
 				continue
@@ -296,7 +305,7 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 		if rl.verdict == Deny {
 			return soften(deny(rl.name, rl.denyReason), rl.report, in), false
 		}
-		return admit(Decision{Verdict: Allow, Rule: rl.name, Reason: rl.allowReason, Networks: rl.m.networks, Inject: rl.inject}, rl, in), false
+		return admit(Decision{Verdict: Allow, Rule: rl.name, Reason: rl.allowReason, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter}, rl, in), false
 	}
 	reason := reasonNoMatch
 	if traversed {

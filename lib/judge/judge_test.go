@@ -846,3 +846,16 @@ func TestPhaseInvariants(t *testing.T) {
 		}
 	}
 }
+
+func TestMeterOfTheDecidingRule(t *testing.T) {
+	p := policy(t,
+		`{"name": "openai", "match": {"protocol": "https", "host": "api.openai.com"}, "verdict": "allow", "meter": "openai"}`,
+		`{"name": "anthropic", "match": {"protocol": "https", "host": "api.anthropic.com"}, "verdict": "allow", "meter": "anthropic"}`,
+		`{"name": "plain", "match": {"protocol": "https", "host": "example.com"}, "verdict": "allow"}`)
+	for host, want := range map[string]string{"api.openai.com": MeterOpenAI, "api.anthropic.com": MeterAnthropic, "example.com": ""} {
+		d := p.Judge(&Request{Protocol: "https", Method: "POST", Host: host, Port: 443, Addr: netip.MustParseAddr("93.184.216.34")})
+		if d.Verdict != Allow || d.Meter != want {
+			t.Errorf("%s: %v meter %q, want allow meter %q", host, d.Verdict, d.Meter, want)
+		}
+	}
+}

@@ -40,6 +40,7 @@ type ruleFile struct {
 	Verdict *string         `json:"verdict"`
 	Mode    *string         `json:"mode"`
 	Inject  *injectFile     `json:"inject"`
+	Meter   *string         `json:"meter"`
 }
 
 type matchFile struct {
@@ -263,6 +264,11 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 	if f.Inject != nil {
 		if rl.inject, err = parseInject(f.Inject); err != nil {
 			return rule{}, fmt.Errorf("inject.%w", err)
+		}
+	}
+	if f.Meter != nil {
+		if rl.meter, err = parseMeter(*f.Meter, rl.verdict); err != nil {
+			return rule{}, fmt.Errorf("meter: %w", err)
 		}
 	}
 	rl.m.eitherPath = rl.verdict == Deny
@@ -585,4 +591,16 @@ func isToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// parseMeter checks a rule's meter: a model API the gateway can read
+// usage from, on a rule whose responses it reads.
+func parseMeter(m string, v Verdict) (string, error) {
+	if m != MeterOpenAI && m != MeterAnthropic {
+		return "", fmt.Errorf("%s is not %s or %s", quote(m), MeterOpenAI, MeterAnthropic)
+	}
+	if v != Allow {
+		return "", errors.New("only an allow rule meters: the gateway reads no response of a deny or tunnel rule")
+	}
+	return m, nil
 }

@@ -1,7 +1,9 @@
 // Package ledger meters spend: ledger/<imp>.jsonl holds one line per cost,
-// the configured cost of each executed action and the bytes each imp moves
-// through the gateway. Budgets read it to soft-deny an imp's proactive work
-// once its daily cap is spent; owner tasks always run.
+// the configured cost of each executed action, the bytes each imp moves
+// through the gateway and the model tokens its calls use, each classed as
+// owner or proactive work by the task it was done for. Budgets read the
+// proactive class to soft-deny an imp's proactive work once its daily cap
+// is spent; owner tasks always run.
 package ledger
 
 import (
@@ -14,6 +16,7 @@ import (
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -22,6 +25,13 @@ import (
 const (
 	Action = "action"
 	Bytes  = "bytes"
+	Tokens = "tokens"
+)
+
+// Classes of spend: work done for a proactive task, and everything else.
+const (
+	Owner     = "owner"
+	Proactive = "proactive"
 )
 
 // Entry is one metered cost.
@@ -30,11 +40,67 @@ type Entry struct {
 	TS     time.Time `json:"ts"`
 	Imp    string    `json:"imp"`
 	Kind   string    `json:"kind"`
-	Intent string    `json:"intent,omitempty"`
-	Gate   string    `json:"gate,omitempty"`
-	Task   string    `json:"task,omitempty"`
-	Cost   float64   `json:"cost,omitempty"`
-	Bytes  int64     `json:"bytes,omitempty"`
+	// Class is Owner or Proactive; Debit fills it from Task when empty.
+	// An entry written before classes counts as proactive, as every
+	// entry counted against the budget then.
+	Class  string  `json:"class,omitempty"`
+	Intent string  `json:"intent,omitempty"`
+	Gate   string  `json:"gate,omitempty"`
+	Task   string  `json:"task,omitempty"`
+	Cost   float64 `json:"cost,omitempty"`
+	Bytes  int64   `json:"bytes,omitempty"`
+	// A Tokens entry: the model the response named, its tokens, and
+	// whether the response carried no usage the gateway could read.
+	Model        string `json:"model,omitempty"`
+	InputTokens  int64  `json:"input_tokens,omitempty"`
+	OutputTokens int64  `json:"output_tokens,omitempty"`
+	UnknownUsage bool   `json:"unknown_usage,omitempty"`
+}
+
+// Totals sums entries.
+type Totals struct {
+	Cost         float64 `json:"cost"`
+	Bytes        int64   `json:"bytes"`
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	// UnknownUsage counts metered calls whose usage could not be read.
+	UnknownUsage int64 `json:"unknown_usage"`
+}
+
+// Add counts e.
+func (t *Totals) Add(e Entry) {
+	t.Cost += e.Cost
+	t.Bytes += e.Bytes
+	t.InputTokens += e.InputTokens
+	t.OutputTokens += e.OutputTokens
+	if e.UnknownUsage {
+		t.UnknownUsage++
+	}
+}
+
+// Merge counts o.
+func (t *Totals) Merge(o Totals) {
+	t.Cost += o.Cost
+	t.Bytes += o.Bytes
+	t.InputTokens += o.InputTokens
+	t.OutputTokens += o.OutputTokens
+	t.UnknownUsage += o.UnknownUsage
+}
+
+// Tokens is input plus output tokens, what tokens_daily caps.
+func (t Totals) Tokens() int64 { return t.InputTokens + t.OutputTokens }
+
+// ClassOf is the class of work done for task: Proactive when the task is
+// proactive, Owner for any other task and for none. A task that cannot
+// be read is owner work: only a task known to be proactive is capped.
+func ClassOf(y *yard.Yard, task string) string {
+	if task == "" {
+		return Owner
+	}
+	if t, err := queue.Get(y, task); err == nil && t.Proactive {
+		return Proactive
+	}
+	return Owner
 }
 
 // ErrOverBudget is the soft-deny of proactive work past its daily cap.
@@ -58,6 +124,9 @@ func Debit(y *yard.Yard, e Entry) error {
 		return err
 	}
 	e.Schema = store.Schema("ledger", 1)
+	if e.Class == "" {
+		e.Class = ClassOf(y, e.Task)
+	}
 	if e.TS.IsZero() {
 		e.TS = time.Now()
 	}
@@ -65,20 +134,20 @@ func Debit(y *yard.Yard, e Entry) error {
 	return store.AppendJSONL(p, e)
 }
 
-// Spent sums the imp's costs and bytes on the UTC day of at. An action is
-// counted once per gate: an executor that resumes after a crash may debit
-// the same gate again.
-func Spent(y *yard.Yard, imp string, at time.Time) (cost float64, bytes int64, err error) {
+// Read calls f with each of the imp's entries from since until before
+// until. An action is read once per gate: an executor that resumes after
+// a crash may debit the same gate again. An entry without a class is
+// given Proactive.
+func Read(y *yard.Yard, imp string, since, until time.Time, f func(Entry)) error {
 	if err := id.CheckName(imp); err != nil {
-		return 0, 0, err
+		return err
 	}
 	// Reading makes nothing: a missing ledger/ has no entries.
 	p := filepath.Join(y.Path("ledger"), imp+".jsonl")
-	day := at.UTC().Format("2006-01-02")
 	gates := map[string]bool{}
-	_, err = store.ReadJSONL(p, func(line []byte) error {
+	_, err := store.ReadJSONL(p, func(line []byte) error {
 		var e Entry
-		if json.Unmarshal(line, &e) != nil || e.TS.UTC().Format("2006-01-02") != day {
+		if json.Unmarshal(line, &e) != nil || e.TS.Before(since) || !e.TS.Before(until) {
 			return nil
 		}
 		if e.Gate != "" {
@@ -87,11 +156,45 @@ func Spent(y *yard.Yard, imp string, at time.Time) (cost float64, bytes int64, e
 			}
 			gates[e.Gate] = true
 		}
-		cost += e.Cost
-		bytes += e.Bytes
+		if e.Class == "" {
+			e.Class = Proactive
+		}
+		f(e)
 		return nil
 	})
-	return cost, bytes, err
+	return err
+}
+
+// Day is the UTC day of at, from its midnight to the next.
+func Day(at time.Time) (since, until time.Time) {
+	since = at.UTC().Truncate(24 * time.Hour)
+	return since, since.Add(24 * time.Hour)
+}
+
+// Spent sums the imp's spend on the UTC day of at, by class.
+func Spent(y *yard.Yard, imp string, at time.Time) (map[string]Totals, error) {
+	since, until := Day(at)
+	out := map[string]Totals{}
+	err := Read(y, imp, since, until, func(e Entry) {
+		t := out[e.Class]
+		t.Add(e)
+		out[e.Class] = t
+	})
+	return out, err
+}
+
+// Over says which cap of b the proactive spend of a day reached, "" when
+// none did; a budget of zero caps nothing.
+func Over(b config.Budget, proactive Totals) string {
+	switch {
+	case b.Daily > 0 && proactive.Cost >= b.Daily:
+		return fmt.Sprintf("spent %.4g of its daily %.4g on proactive work", proactive.Cost, b.Daily)
+	case b.Bytes > 0 && proactive.Bytes >= b.Bytes:
+		return fmt.Sprintf("moved %d of its daily %d bytes on proactive work", proactive.Bytes, b.Bytes)
+	case b.TokensDaily > 0 && proactive.Tokens() >= b.TokensDaily:
+		return fmt.Sprintf("used %d of its daily %d model tokens on proactive work", proactive.Tokens(), b.TokensDaily)
+	}
+	return ""
 }
 
 // Check returns ErrOverBudget (wrapped, with the figures) when proactive
@@ -101,47 +204,65 @@ func Check(y *yard.Yard, org *config.Org, imp string, proactive bool, at time.Ti
 		return nil
 	}
 	b, ok := org.Budget[imp]
-	if !ok || (b.Daily == 0 && b.Bytes == 0) {
+	if !ok || b == (config.Budget{}) {
 		return nil
 	}
-	cost, bytes, err := Spent(y, imp, at)
+	spent, err := Spent(y, imp, at)
 	if err != nil {
 		return err
 	}
-	if b.Daily > 0 && cost >= b.Daily {
-		return fmt.Errorf("%w: imp %s spent %.4g of its daily %.4g on proactive work", ErrOverBudget, imp, cost, b.Daily)
-	}
-	if b.Bytes > 0 && bytes >= b.Bytes {
-		return fmt.Errorf("%w: imp %s moved %d of its daily %d bytes", ErrOverBudget, imp, bytes, b.Bytes)
+	if why := Over(b, spent[Proactive]); why != "" {
+		return fmt.Errorf("%w: imp %s %s", ErrOverBudget, imp, why)
 	}
 	return nil
 }
 
-// Meter records the bytes each imp moves through the gateway. It keeps one
-// group-commit log per imp, so metering costs a request no system call of
-// its own.
+// Meter records what each imp spends through the gateway: bytes and
+// model tokens. It keeps one group-commit log per imp, so metering costs
+// a request no system call of its own, and the class of each task it has
+// seen.
 type Meter struct {
-	y      *yard.Yard
-	report func(error)
-	mu     sync.Mutex
-	logs   map[string]*store.Log
+	y       *yard.Yard
+	report  func(error)
+	mu      sync.Mutex
+	logs    map[string]*store.Log
+	classes map[string]string
 }
 
 // NewMeter returns a Meter for the yard; report hears write failures.
 func NewMeter(y *yard.Yard, report func(error)) *Meter {
-	return &Meter{y: y, report: report, logs: map[string]*store.Log{}}
+	return &Meter{y: y, report: report, logs: map[string]*store.Log{}, classes: map[string]string{}}
 }
 
-// Bytes debits n bytes to imp. The subject "org" is the trusted side and
-// is not metered.
-func (m *Meter) Bytes(imp string, n int64) {
-	if id.CheckName(imp) != nil {
+// Class is the class of work for task, read once per task: a task's
+// proactive mark never changes.
+func (m *Meter) Class(task string) string {
+	m.mu.Lock()
+	c, ok := m.classes[task]
+	m.mu.Unlock()
+	if ok {
+		return c
+	}
+	c = ClassOf(m.y, task)
+	m.mu.Lock()
+	m.classes[task] = c
+	m.mu.Unlock()
+	return c
+}
+
+// Add debits e, its class filled from its task. The subject "org" is the
+// trusted side and is not metered.
+func (m *Meter) Add(e Entry) {
+	if id.CheckName(e.Imp) != nil {
 		return
 	}
+	if e.Class == "" {
+		e.Class = m.Class(e.Task)
+	}
 	m.mu.Lock()
-	l := m.logs[imp]
+	l := m.logs[e.Imp]
 	if l == nil {
-		p, err := path(m.y, imp)
+		p, err := path(m.y, e.Imp)
 		if err != nil {
 			m.mu.Unlock()
 			m.report(err)
@@ -152,10 +273,11 @@ func (m *Meter) Bytes(imp string, n int64) {
 				m.report(err)
 			}
 		})
-		m.logs[imp] = l
+		m.logs[e.Imp] = l
 	}
 	m.mu.Unlock()
-	line, err := store.Line(Entry{Schema: store.Schema("ledger", 1), TS: store.Now(), Imp: imp, Kind: Bytes, Bytes: n})
+	e.Schema, e.TS = store.Schema("ledger", 1), store.Now()
+	line, err := store.Line(e)
 	if err == nil {
 		err = l.Append(line, false)
 	}

@@ -2,10 +2,12 @@ package ledger
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
@@ -14,23 +16,24 @@ func TestBudget(t *testing.T) {
 	org := &config.Org{Budget: map[string]config.Budget{"yuko": {Daily: 1.0}}}
 	now := time.Now()
 	for _, e := range []Entry{
-		{Imp: "yuko", Kind: Action, Gate: "g-0000000000000001", Cost: 0.6},
-		{Imp: "yuko", Kind: Action, Gate: "g-0000000000000001", Cost: 0.6}, // a resumed execution
-		{Imp: "yuko", Kind: Action, Gate: "g-0000000000000002", Cost: 0.3, TS: now.Add(-48 * time.Hour)},
-		{Imp: "yuko", Kind: Bytes, Bytes: 100},
+		{Imp: "yuko", Kind: Action, Gate: "g-0000000000000001", Cost: 0.6, Class: Proactive},
+		{Imp: "yuko", Kind: Action, Gate: "g-0000000000000004", Cost: 5},
+		{Imp: "yuko", Kind: Action, Gate: "g-0000000000000001", Cost: 0.6, Class: Proactive}, // a resumed execution
+		{Imp: "yuko", Kind: Action, Gate: "g-0000000000000002", Cost: 0.3, TS: now.Add(-48 * time.Hour), Class: Proactive},
+		{Imp: "yuko", Kind: Bytes, Bytes: 100, Class: Proactive},
 	} {
 		if err := Debit(y, e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cost, bytes, err := Spent(y, "yuko", now)
-	if err != nil || cost != 0.6 || bytes != 100 {
-		t.Fatalf("spent %v %v %v, want 0.6 and 100", cost, bytes, err)
+	spent, err := Spent(y, "yuko", now)
+	if p := spent[Proactive]; err != nil || p.Cost != 0.6 || p.Bytes != 100 || spent[Owner].Cost != 5 {
+		t.Fatalf("spent %+v %v, want 0.6 and 100 proactive, 5 owner (an entry without a task)", spent, err)
 	}
 	if err := Check(y, org, "yuko", true, now); err != nil {
 		t.Errorf("under budget refused: %v", err)
 	}
-	Debit(y, Entry{Imp: "yuko", Kind: Action, Gate: "g-0000000000000003", Cost: 0.5})
+	Debit(y, Entry{Imp: "yuko", Kind: Action, Gate: "g-0000000000000003", Cost: 0.5, Class: Proactive})
 	if err := Check(y, org, "yuko", true, now); !errors.Is(err, ErrOverBudget) {
 		t.Errorf("over budget: %v", err)
 	}
@@ -39,5 +42,65 @@ func TestBudget(t *testing.T) {
 	}
 	if err := Check(y, org, "rex", true, now); err != nil {
 		t.Errorf("imp without budget refused: %v", err)
+	}
+}
+
+func TestTokensBudget(t *testing.T) {
+	y := yardtest.New(t)
+	owner, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "asked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pro, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "digest", Proactive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	org := &config.Org{Budget: map[string]config.Budget{"yuko": {TokensDaily: 1000}}}
+	m := NewMeter(y, func(err error) { t.Error(err) })
+	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: owner, Model: "gpt-5", InputTokens: 5000, OutputTokens: 5000})
+	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: pro, Model: "gpt-5", InputTokens: 400, OutputTokens: 500})
+	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: pro, UnknownUsage: true})
+	m.Sync()
+	now := time.Now()
+	if err := Check(y, org, "yuko", true, now); err != nil {
+		t.Errorf("900 proactive tokens of 1000 refused (owner tokens counted?): %v", err)
+	}
+	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: pro, Model: "gpt-5", InputTokens: 60, OutputTokens: 40})
+	m.Sync()
+	err = Check(y, org, "yuko", true, now)
+	if !errors.Is(err, ErrOverBudget) || !strings.Contains(err.Error(), "used 1000 of its daily 1000 model tokens") {
+		t.Errorf("1000 proactive tokens of 1000: %v", err)
+	}
+	if err := Check(y, org, "yuko", false, now); err != nil {
+		t.Errorf("owner work refused: %v", err)
+	}
+	spent, err := Spent(y, "yuko", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, o := spent[Proactive], spent[Owner]; p.Tokens() != 1000 || p.UnknownUsage != 1 || o.Tokens() != 10000 {
+		t.Errorf("spent %+v", spent)
+	}
+	if err := Check(y, org, "yuko", true, now.Add(24*time.Hour)); err != nil {
+		t.Errorf("the next UTC day refused: %v", err)
+	}
+}
+
+func TestOver(t *testing.T) {
+	for _, tc := range []struct {
+		b    config.Budget
+		p    Totals
+		want string
+	}{
+		{config.Budget{}, Totals{Cost: 100, Bytes: 1 << 40, InputTokens: 1 << 40}, ""},
+		{config.Budget{Daily: 1}, Totals{Cost: 0.99}, ""},
+		{config.Budget{Daily: 1}, Totals{Cost: 1}, "spent 1 of its daily 1 on proactive work"},
+		{config.Budget{Bytes: 10}, Totals{Bytes: 10}, "moved 10 of its daily 10 bytes on proactive work"},
+		{config.Budget{TokensDaily: 10}, Totals{InputTokens: 4, OutputTokens: 5}, ""},
+		{config.Budget{TokensDaily: 10}, Totals{InputTokens: 5, OutputTokens: 5}, "used 10 of its daily 10 model tokens on proactive work"},
+	} {
+		if got := Over(tc.b, tc.p); got != tc.want {
+			t.Errorf("Over(%+v, %+v) = %q, want %q", tc.b, tc.p, got, tc.want)
+		}
 	}
 }

@@ -176,6 +176,8 @@ func title(m *Message) string {
 		return fmt.Sprintf("task %s of %s failed", m.Task, m.Imp)
 	case TaskNeedsReview:
 		return fmt.Sprintf("task %s of %s needs review", m.Task, m.Imp)
+	case TrustEarnedRemoved:
+		return fmt.Sprintf("earned trust of %s for %s taken back", m.Imp, m.Intent)
 	}
 	return m.Event + " " + m.Imp
 }

@@ -42,10 +42,17 @@ const (
 	GateFiled       = "gate-filed"
 	TaskFailed      = "task-failed"
 	TaskNeedsReview = "task-needs-review"
+	// TrustEarnedRemoved is a deny taking back earned trust (lib/earn):
+	// its subject is the denied gate, its seq the deny's transition.
+	TrustEarnedRemoved = "trust-earned-removed"
 )
 
 // Events are the events [notify] on may name.
-var Events = []string{GateFiled, TaskFailed, TaskNeedsReview}
+var Events = []string{GateFiled, TaskFailed, TaskNeedsReview, TrustEarnedRemoved}
+
+// Always are the events told to every receiver whatever on says: trust
+// taken back changes what runs without asking, so the owner hears of it.
+var Always = []string{TrustEarnedRemoved}
 
 const (
 	dir     = "outbox"

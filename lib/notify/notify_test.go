@@ -340,3 +340,11 @@ func TestClaimAndGet(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactFromFourBytes: a secret of four bytes is replaced like any
+// other; only shorter values, which would blank common words, are not.
+func TestRedactFromFourBytes(t *testing.T) {
+	if got := redact("pin 4711, code ab7", []string{"4711", "ab7"}); got != "pin "+Redacted+", code ab7" {
+		t.Errorf("got %q", got)
+	}
+}

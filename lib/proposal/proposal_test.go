@@ -193,7 +193,7 @@ func proactiveSpent(t *testing.T, y *yard.Yard) string {
 		t.Fatal(err)
 	}
 	// An unreadable ledger (a directory in its place) stays so.
-	_ = ledger.Debit(y, ledger.Entry{Imp: "yuko", Kind: ledger.Action, Gate: "g-0000000000000001", Cost: 1})
+	_ = ledger.Debit(y, ledger.Entry{Imp: "yuko", Kind: ledger.Action, Gate: "g-0000000000000001", Cost: 1, Class: ledger.Proactive})
 	return id
 }
 

@@ -188,11 +188,7 @@ type Change struct {
 // for the sequence and its invariant). Of two processes moving the same
 // task out of a state, exactly one succeeds.
 func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
-	imp, err := Locate(y, taskID)
-	if err != nil {
-		return nil, err
-	}
-	s, err := tasks(y, imp)
+	s, err := storeOf(y, taskID)
 	if err != nil {
 		return nil, err
 	}
@@ -202,6 +198,36 @@ func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 	}
 	return t, nil
 }
+
+// storeOf is the store of the queue that holds taskID.
+func storeOf(y *yard.Yard, taskID string) (transition.Store[*Task], error) {
+	imp, err := Locate(y, taskID)
+	if err != nil {
+		return transition.Store[*Task]{}, err
+	}
+	return tasks(y, imp)
+}
+
+// Hold records why a waiting task does not start yet: it stays waiting,
+// and the reason becomes its visible Reason, in its history and journal.
+// ErrNotWaiting refuses a task that has left waiting meanwhile.
+func Hold(y *yard.Yard, taskID, by, actor, why string) (*Task, error) {
+	s, err := storeOf(y, taskID)
+	if err != nil {
+		return nil, err
+	}
+	return transition.Move(s, taskID, transition.Change[*Task]{To: state.Waiting, By: by, Actor: actor, Why: why,
+		Edit: func(t *Task, _ *state.Transition) error {
+			if t.State != state.Waiting {
+				return fmt.Errorf("task %s is %s: %w", t.ID, t.State, ErrNotWaiting)
+			}
+			return nil
+		},
+		Allow: func(t *Task) bool { return t.State == state.Waiting }})
+}
+
+// ErrNotWaiting refuses to hold a task that is no longer waiting.
+var ErrNotWaiting = errors.New("not waiting")
 
 // Retry moves a failed task back to waiting as a new attempt.
 func Retry(y *yard.Yard, taskID, by, actor string) (*Task, error) {

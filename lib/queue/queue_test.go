@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -306,4 +307,31 @@ func TestWatchEmptyYard(t *testing.T) {
 		}
 	}
 	t.Fatal("tasks added to a yard without queue/ were never reported")
+}
+
+func TestHold(t *testing.T) {
+	y := newYard(t)
+	id := mustAdd(t, y, AddOptions{Proactive: true})
+	task, err := Hold(y, id, "impsup", "impsup", "held: over budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.State != state.Waiting || task.Reason != "held: over budget" || len(task.History) != 2 {
+		t.Fatalf("held: %s %q %+v", task.State, task.Reason, task.History)
+	}
+	// A task that left waiting is not held: a failed one would otherwise
+	// be moved back to waiting, as a retry is.
+	if _, err := Move(y, id, Change{To: state.Failed, By: "impsup", Actor: "impsup", Why: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	before := tree(t, y.Root)
+	if _, err := Hold(y, id, "impsup", "impsup", "held: over budget"); !errors.Is(err, ErrNotWaiting) {
+		t.Fatalf("hold of a failed task: %v", err)
+	}
+	if after := tree(t, y.Root); after != before {
+		t.Errorf("a refused hold changed the yard:\n%s", after)
+	}
+	if task, _ := Get(y, id); task.State != state.Failed {
+		t.Errorf("task is %s", task.State)
+	}
 }

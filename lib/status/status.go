@@ -252,14 +252,18 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 	}
 	day := o.Now.UTC().Format(time.DateOnly)
 	for _, imp := range slices.Sorted(maps.Keys(names)) {
-		cost, bytes, err := ledger.Spent(y, imp, o.Now)
+		spent, err := ledger.Spent(y, imp, o.Now)
 		if err != nil {
 			warn(fmt.Errorf("ledger of %s: %w", imp, err))
 			continue
 		}
+		var all ledger.Totals
+		for _, t := range spent {
+			all.Merge(t)
+		}
 		b := org.Budget[imp]
-		s.Spend = append(s.Spend, Spend{Imp: imp, Day: day, Cost: cost, Daily: b.Daily, Bytes: bytes, DailyBytes: b.Bytes,
-			Over: b.Daily > 0 && cost >= b.Daily || b.Bytes > 0 && bytes >= b.Bytes})
+		s.Spend = append(s.Spend, Spend{Imp: imp, Day: day, Cost: all.Cost, Daily: b.Daily, Bytes: all.Bytes, DailyBytes: b.Bytes,
+			Over: ledger.Over(b, spent[ledger.Proactive]) != ""})
 	}
 	return s, nil
 }

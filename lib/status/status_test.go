@@ -69,7 +69,7 @@ func TestGather(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if err := ledger.Debit(y, ledger.Entry{Imp: "yuko", Kind: ledger.Action, Gate: "g-0000000000000003", Cost: 1.5}); err != nil {
+	if err := ledger.Debit(y, ledger.Entry{Imp: "yuko", Kind: ledger.Action, Gate: "g-0000000000000003", Cost: 1.5, Class: ledger.Proactive}); err != nil {
 		t.Fatal(err)
 	}
 	unlock, err := supervisor.Lock(y)

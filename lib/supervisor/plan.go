@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/impyard/impyard/lib/queue"
@@ -18,14 +19,24 @@ type Limits struct {
 	// reason: their tasks cannot start, so the plan fails them, one per
 	// turn, without taking a slot.
 	Broken map[string]string
+	// OverBudget names the imps whose proactive work is over a budget
+	// today, with the reason: their proactive tasks stay waiting, each
+	// held once with that reason, without taking a slot; owner tasks run.
+	OverBudget map[string]string
 }
 
 // Step is one thing the dispatcher does with a waiting task: start it in
-// a box, or, when Fail is set, fail it with that reason.
+// a box, or, when Fail is set, fail it with that reason, or, when Hold is
+// set, leave it waiting with that reason.
 type Step struct {
 	Task *queue.Task
 	Fail string
+	Hold string
 }
+
+// heldPrefix starts the reason of a task held for its budget: a task
+// whose reason says so already is not held again.
+const heldPrefix = "held: "
 
 // Plan decides which waiting tasks start now, in order: tasks whose
 // not-before time is later than now wait; within an imp the oldest goes
@@ -33,7 +44,8 @@ type Step struct {
 // boxes running (counting those the plan starts), in name order among
 // equals, so an imp that frees a slot does not take it back from one
 // that waits; a task starts only while the running tasks leave room under
-// the global limit and under its imp's. It reads nothing and changes nothing: the
+// the global limit and under its imp's; a proactive task of an imp over
+// budget is held, once. It reads nothing and changes nothing: the
 // dispatcher starts what it returns.
 func Plan(waiting, running []*queue.Task, lim Limits, now time.Time) []Step {
 	perImp := map[string]int{}
@@ -43,8 +55,15 @@ func Plan(waiting, running []*queue.Task, lim Limits, now time.Time) []Step {
 	total := len(running)
 	byImp := map[string][]*queue.Task{}
 	var imps []string
+	var steps []Step
 	for _, t := range oldestFirst(waiting) {
 		if t.NotBefore != nil && t.NotBefore.After(now) {
+			continue
+		}
+		if why, over := lim.OverBudget[t.Imp]; over && t.Proactive {
+			if !strings.HasPrefix(t.Reason, heldPrefix) {
+				steps = append(steps, Step{Task: t, Hold: heldPrefix + why})
+			}
 			continue
 		}
 		if byImp[t.Imp] == nil {
@@ -53,7 +72,6 @@ func Plan(waiting, running []*queue.Task, lim Limits, now time.Time) []Step {
 		byImp[t.Imp] = append(byImp[t.Imp], t)
 	}
 	sort.Strings(imps)
-	var steps []Step
 	for total < lim.Global {
 		imp := next(imps, byImp, perImp, lim)
 		if imp == "" {

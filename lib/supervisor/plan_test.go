@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/state"
 )
@@ -19,13 +20,21 @@ func tk(id, imp string) *queue.Task { return &queue.Task{ID: id, Imp: imp} }
 
 func later(t *queue.Task, at time.Time) *queue.Task { t.NotBefore = &at; return t }
 
-// steps writes a plan as "t-01 t-02 !t-03" (! for a task failed).
+func proactive(t *queue.Task) *queue.Task { t.Proactive = true; return t }
+
+func held(t *queue.Task) *queue.Task { t.Reason = heldPrefix + "over"; return t }
+
+// steps writes a plan as "t-01 t-02 !t-03 ~t-04" (! for a task failed,
+// ~ for one held).
 func steps(plan []Step) string {
 	var out []string
 	for _, st := range plan {
-		if st.Fail != "" {
+		switch {
+		case st.Fail != "":
 			out = append(out, "!"+st.Task.ID)
-		} else {
+		case st.Hold != "":
+			out = append(out, "~"+st.Task.ID)
+		default:
 			out = append(out, st.Task.ID)
 		}
 	}
@@ -142,6 +151,24 @@ func TestPlan(t *testing.T) {
 			want:    "!t-01 !t-02",
 		},
 		{
+			name:    "proactive tasks of an imp over budget are held without a slot; owner tasks run",
+			waiting: []*queue.Task{proactive(tk("t-01", "a")), tk("t-02", "a"), proactive(tk("t-03", "b")), proactive(tk("t-04", "a"))},
+			lim:     Limits{Global: 2, PerImp: both, OverBudget: map[string]string{"a": "over"}},
+			want:    "~t-01 ~t-04 t-02 t-03",
+		},
+		{
+			name:    "a task held already is not held again",
+			waiting: []*queue.Task{held(proactive(tk("t-01", "a"))), proactive(tk("t-02", "a"))},
+			lim:     Limits{Global: 2, OverBudget: map[string]string{"a": "over"}},
+			want:    "~t-02",
+		},
+		{
+			name:    "a task held yesterday starts once the imp is under budget",
+			waiting: []*queue.Task{held(proactive(tk("t-01", "a")))},
+			lim:     Limits{Global: 2},
+			want:    "t-01",
+		},
+		{
 			name:    "a full yard fails nothing",
 			waiting: []*queue.Task{tk("t-02", "b")},
 			running: []*queue.Task{tk("t-00", "a")},
@@ -157,6 +184,9 @@ func TestPlan(t *testing.T) {
 			for _, st := range plan {
 				if st.Fail != "" && st.Fail != c.lim.Broken[st.Task.Imp] {
 					t.Errorf("%s failed with %q", st.Task.ID, st.Fail)
+				}
+				if st.Hold != "" && st.Hold != heldPrefix+c.lim.OverBudget[st.Task.Imp] {
+					t.Errorf("%s held with %q", st.Task.ID, st.Hold)
 				}
 			}
 		})
@@ -200,5 +230,55 @@ func TestDispatchStartsWhatThePlanSays(t *testing.T) {
 	}
 	if task, _ := queue.Get(s.Yard, ghost1); !strings.Contains(task.Reason, "ghost") {
 		t.Errorf("an imp with no configuration: %q", task.Reason)
+	}
+}
+
+// TestDispatchHoldsProactiveWorkOverBudget: a proactive task of an imp
+// over its tokens_daily stays waiting with the reason, recorded once,
+// while an owner task of the same imp goes on to start.
+func TestDispatchHoldsProactiveWorkOverBudget(t *testing.T) {
+	s, now := newSup(t)
+	writeImp(t, s.Yard, "yuko", "rootfs = \"/\"\ncommand = [\"x\"]\n")
+	pro, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "yuko", Text: "digest", Proactive: true, By: "impsup", Actor: "test"})
+	if err := ledger.Debit(s.Yard, ledger.Entry{Imp: "yuko", Kind: ledger.Tokens, Task: pro, Model: "gpt-5", InputTokens: 600, OutputTokens: 400, TS: *now}); err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer gw.Close()
+	org := &config.Org{Budget: map[string]config.Budget{"yuko": {TokensDaily: 1000}}}
+	org.Supervisor.Concurrency = 2
+	org.Gateway.Listen = strings.TrimPrefix(gw.URL, "http://")
+	for range 2 {
+		if _, err := s.dispatch(context.Background(), org); err != nil {
+			t.Fatal(err)
+		}
+	}
+	task, _ := queue.Get(s.Yard, pro)
+	if task.State != state.Waiting || !strings.Contains(task.Reason, "used 1000 of its daily 1000 model tokens on proactive work") || !strings.Contains(task.Reason, "next UTC day") {
+		t.Fatalf("over budget: %s %q", task.State, task.Reason)
+	}
+	holds := 0
+	for _, h := range task.History {
+		if strings.HasPrefix(h.Why, heldPrefix) {
+			holds++
+		}
+	}
+	if holds != 1 {
+		t.Errorf("held %d times, want once: %+v", holds, task.History)
+	}
+	// Owner work of the same imp is not held: it goes on to start, and
+	// meets the missing gateway CA.
+	owner, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "yuko", Text: "asked", By: "alice", Actor: "test"})
+	if _, err := s.dispatch(context.Background(), org); err == nil || !strings.Contains(err.Error(), "ca.crt") {
+		t.Fatalf("owner task: %v, want the missing CA", err)
+	}
+	if task, _ := queue.Get(s.Yard, owner); strings.HasPrefix(task.Reason, heldPrefix) {
+		t.Errorf("owner task held: %q", task.Reason)
+	}
+	// The next UTC day the proactive task goes on to start too.
+	*now = now.Add(24 * time.Hour)
+	queue.Move(s.Yard, owner, queue.Change{To: state.Cancelled, By: "alice", Actor: "test"})
+	if _, err := s.dispatch(context.Background(), org); err == nil || !strings.Contains(err.Error(), "ca.crt") {
+		t.Fatalf("the next day: %v, want the start to meet the missing CA", err)
 	}
 }

@@ -22,12 +22,14 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/impyard/impyard/lib/box"
 	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
@@ -149,7 +151,21 @@ func (s *Supervisor) dispatch(ctx context.Context, org *config.Org) (int, error)
 	running, _ := queue.List(s.Yard, queue.Filter{State: state.Running})
 	// Each imp's configuration is read once a pass.
 	cfgs := map[string]*config.Imp{}
-	lim := Limits{Global: org.Supervisor.Concurrency, PerImp: map[string]int{}, Broken: map[string]string{}}
+	lim := Limits{Global: org.Supervisor.Concurrency, PerImp: map[string]int{}, Broken: map[string]string{}, OverBudget: map[string]string{}}
+	checked := map[string]bool{}
+	for _, t := range waiting {
+		if !t.Proactive || checked[t.Imp] {
+			continue
+		}
+		checked[t.Imp] = true
+		err := ledger.Check(s.Yard, org, t.Imp, true, s.now())
+		switch {
+		case errors.Is(err, ledger.ErrOverBudget):
+			lim.OverBudget[t.Imp] = err.Error() + "; it starts on the next UTC day or when the owner raises the cap"
+		case err != nil:
+			s.logf("budget of %s: %v", t.Imp, err)
+		}
+	}
 	for _, t := range waiting {
 		if _, seen := cfgs[t.Imp]; seen {
 			continue
@@ -176,6 +192,10 @@ func (s *Supervisor) dispatch(ctx context.Context, org *config.Org) (int, error)
 				s.failWaiting(st.Task, st.Fail)
 				continue
 			}
+			if st.Hold != "" {
+				s.hold(st.Task, st.Hold)
+				continue
+			}
 			ok, err := s.start(ctx, org, cfgs[st.Task.Imp], st.Task)
 			if err != nil {
 				// Infrastructure: the task stays waiting and the pass ends.
@@ -194,6 +214,14 @@ func (s *Supervisor) dispatch(ctx context.Context, org *config.Org) (int, error)
 		}
 		waiting = left
 	}
+}
+
+func (s *Supervisor) hold(t *queue.Task, why string) {
+	if _, err := queue.Hold(s.Yard, t.ID, Actor, Actor, why); err != nil {
+		s.logf("task %s: %v", t.ID, err)
+		return
+	}
+	s.logf("task %s %s", t.ID, why)
 }
 
 func (s *Supervisor) failWaiting(t *queue.Task, why string) {

@@ -211,20 +211,9 @@ func (s *Subject) String() string {
 	return out
 }
 
-// ProxySubject authenticates proxy credentials, "Basic base64(NAME:TOKEN)":
-// the token decides the subject, and NAME must agree with it. No
-// credentials is the anonymous subject "", which rules scoped to a subject
-// never match.
-func ProxySubject(home, proxyAuthorization string) (string, error) {
-	if proxyAuthorization == "" {
-		return "", nil
-	}
-	subject, _, err := ProxyLookup(home, proxyAuthorization)
-	return subject, err
-}
-
-// ProxyLookup reads non-empty proxy credentials and returns the subject
-// and the whole record of the token.
+// ProxyLookup authenticates non-empty proxy credentials, "Basic
+// base64(NAME:TOKEN)": the token decides the subject, and NAME must agree
+// with it. It returns the subject and the whole record of the token.
 func ProxyLookup(home, proxyAuthorization string) (string, *Subject, error) {
 	enc, ok := strings.CutPrefix(proxyAuthorization, "Basic ")
 	if !ok {

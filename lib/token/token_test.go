@@ -73,7 +73,7 @@ func TestOrgToken(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("org.token mode %v", fi.Mode().Perm())
 	}
-	if sub, err := ProxySubject(home, basic(Org, a)); err != nil || sub != Org {
+	if sub, _, err := ProxyLookup(home, basic(Org, a)); err != nil || sub != Org {
 		t.Errorf("the org token as proxy credentials: %q %v", sub, err)
 	}
 	if err := Revoke(home, a); !errors.Is(err, ErrReserved) {
@@ -98,7 +98,7 @@ func TestOrgNeverIssued(t *testing.T) {
 	// is presented under.
 	imp, _ := Issue(home, "yuko", "r-0000000000000001", "")
 	for _, name := range []string{Org, "yuko"} {
-		if sub, err := ProxySubject(home, basic(name, imp)); sub == Org || (name == Org) == (err == nil) {
+		if sub, _, err := ProxyLookup(home, basic(name, imp)); sub == Org || (name == Org) == (err == nil) {
 			t.Errorf("an imp's token presented as %s: subject %q, %v", name, sub, err)
 		}
 	}
@@ -112,7 +112,7 @@ func TestOrgNeverIssued(t *testing.T) {
 	if s, err := Lookup(home, forged); !errors.Is(err, ErrUnknown) {
 		t.Errorf("a record naming org was accepted: %+v %v", s, err)
 	}
-	if sub, err := ProxySubject(home, basic(Org, forged)); err == nil || sub == Org {
+	if sub, _, err := ProxyLookup(home, basic(Org, forged)); err == nil || sub == Org {
 		t.Errorf("a record naming org proxies as %q", sub)
 	}
 }

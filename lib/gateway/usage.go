@@ -1,0 +1,241 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+
+	"github.com/impyard/impyard/lib/judge"
+)
+
+// Usage is the model usage a metered response reported.
+type Usage struct {
+	Model        string `json:"model"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	// Unknown: the response carried no usage the gateway could read
+	// (missing, malformed, or past what it reads), which is recorded, and
+	// never fails the request.
+	Unknown bool `json:"unknown,omitempty"`
+}
+
+// Bounds of what the usage reader holds: a JSON body larger than
+// maxUsageBody, or an event stream line longer than maxUsageLine, is
+// relayed whole but not read for usage.
+const (
+	maxUsageBody = 4 << 20
+	maxUsageLine = 256 << 10
+)
+
+// usageReader relays a response body as it is read and reads the usage
+// from a copy: a JSON body is kept up to maxUsageBody and parsed at its
+// end, an event stream (text/event-stream) is scanned line by line and
+// each data line that mentions usage is parsed. Nothing waits for the
+// parse: each read returns its bytes as soon as they are copied.
+type usageReader struct {
+	io.ReadCloser
+	meter string
+	sse   bool
+	// buf is the JSON body so far, or the event stream's unfinished line.
+	buf  []byte
+	over bool // buf outgrew its bound: the body, or this line, is not read
+	u    Usage
+	seen bool // a usage block was read
+}
+
+func newUsageReader(body io.ReadCloser, meter, contentType string) *usageReader {
+	return &usageReader{ReadCloser: body, meter: meter,
+		sse: strings.HasPrefix(strings.ToLower(strings.TrimSpace(contentType)), "text/event-stream")}
+}
+
+func (r *usageReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if n > 0 {
+		if r.sse {
+			r.lines(p[:n])
+		} else {
+			r.keep(p[:n], maxUsageBody)
+		}
+	}
+	return n, err
+}
+
+// keep appends b to buf within max; past it the buffer is dropped.
+func (r *usageReader) keep(b []byte, max int) {
+	if r.over {
+		return
+	}
+	if len(r.buf)+len(b) > max {
+		r.buf, r.over = nil, true
+		return
+	}
+	r.buf = append(r.buf, b...)
+}
+
+// lines reads the complete lines of b: the line carried from before
+// finished first, then those b holds whole, searched at once for a
+// usage object, the lines around a find read alone; the unfinished line
+// at the end is carried. Only a carried line is copied.
+func (r *usageReader) lines(b []byte) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		r.keep(b, maxUsageLine)
+		return
+	}
+	line := b[:i]
+	if len(r.buf) > 0 || r.over {
+		r.keep(line, maxUsageLine)
+		line = r.buf
+	}
+	if !r.over {
+		r.event(line)
+	}
+	r.buf, r.over = r.buf[:0], false
+	b = b[i+1:]
+	if j := bytes.LastIndexByte(b, '\n'); j >= 0 {
+		r.whole(b[:j])
+		b = b[j+1:]
+	}
+	r.keep(b, maxUsageLine)
+}
+
+// whole reads the lines of b, whole lines, that carry a usage object.
+// Streams repeat "usage":null on every chunk before the last; parsing
+// each, or even looking at each line apart, would cost more than
+// relaying them.
+func (r *usageReader) whole(b []byte) {
+	for {
+		k := bytes.Index(b, usageKey)
+		if k < 0 {
+			return
+		}
+		if !objectAfter(b[k+len(usageKey):]) {
+			b = b[k+len(usageKey):]
+			continue
+		}
+		start := bytes.LastIndexByte(b[:k], '\n') + 1
+		end := len(b)
+		if e := bytes.IndexByte(b[k:], '\n'); e >= 0 {
+			end = k + e
+		}
+		r.event(b[start:end])
+		b = b[end:]
+	}
+}
+
+var usageKey = []byte(`"usage"`)
+
+// objectAfter reports whether b, what follows a member's name, starts
+// its value with an object.
+func objectAfter(b []byte) bool {
+	colon := false
+	for _, c := range b {
+		switch {
+		case c == ' ' || c == '\t' || c == '\r':
+		case c == ':' && !colon:
+			colon = true
+		default:
+			return colon && c == '{'
+		}
+	}
+	return false
+}
+
+// event reads a data line of an event stream that carries a usage
+// object.
+func (r *usageReader) event(line []byte) {
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if ok && hasUsage(data) {
+		r.parse(data)
+	}
+}
+
+// hasUsage reports whether b has a "usage" member whose value is an
+// object.
+func hasUsage(b []byte) bool {
+	for {
+		k := bytes.Index(b, usageKey)
+		if k < 0 {
+			return false
+		}
+		b = b[k+len(usageKey):]
+		if objectAfter(b) {
+			return true
+		}
+	}
+}
+
+// usageBody is where the two APIs put usage: at the top (a JSON
+// response, OpenAI's chat chunks, Anthropic's message_delta), under
+// response (OpenAI's Responses API events) or under message (Anthropic's
+// message_start).
+type usageBody struct {
+	Model    string       `json:"model"`
+	Usage    *usageTokens `json:"usage"`
+	Response *usageBody   `json:"response"`
+	Message  *usageBody   `json:"message"`
+}
+
+type usageTokens struct {
+	PromptTokens     *int64 `json:"prompt_tokens"`
+	CompletionTokens *int64 `json:"completion_tokens"`
+	InputTokens      *int64 `json:"input_tokens"`
+	OutputTokens     *int64 `json:"output_tokens"`
+}
+
+// parse reads one JSON object's usage. A later figure replaces an
+// earlier one: Anthropic's stream counts input in message_start and
+// output, cumulative, in each message_delta.
+func (r *usageReader) parse(b []byte) {
+	var v usageBody
+	if json.Unmarshal(b, &v) != nil {
+		return
+	}
+	for _, o := range []*usageBody{&v, v.Response, v.Message} {
+		if o == nil {
+			continue
+		}
+		if o.Model != "" {
+			r.u.Model = o.Model
+		}
+		if o.Usage != nil {
+			r.tokens(o.Usage)
+		}
+	}
+}
+
+func (r *usageReader) tokens(t *usageTokens) {
+	in, out := t.InputTokens, t.OutputTokens
+	if r.meter == judge.MeterOpenAI {
+		// Chat completions name them prompt and completion; the
+		// Responses API input and output.
+		if t.PromptTokens != nil {
+			in = t.PromptTokens
+		}
+		if t.CompletionTokens != nil {
+			out = t.CompletionTokens
+		}
+	}
+	if in != nil && *in >= 0 {
+		r.u.InputTokens, r.seen = *in, true
+	}
+	if out != nil && *out >= 0 {
+		r.u.OutputTokens, r.seen = *out, true
+	}
+}
+
+// usage is what the body reported once it has been relayed.
+func (r *usageReader) usage() *Usage {
+	switch {
+	case r.sse && len(r.buf) > 0 && !r.over:
+		// A stream that ends without a newline after its last line.
+		r.event(r.buf)
+	case !r.sse && !r.over:
+		r.parse(r.buf)
+	}
+	r.buf = nil
+	u := r.u
+	u.Unknown = !r.seen
+	return &u
+}

@@ -1,0 +1,75 @@
+package gatewayd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/impyard/impyard/lib/gateway"
+	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/yard/yardtest"
+)
+
+// Model calls of proactive work are admitted while under budget, refused
+// past it and while org.toml does not load; owner work always passes.
+// Tokens are priced and classed as they are metered.
+func TestSpendAndAdmit(t *testing.T) {
+	y := yardtest.New(t)
+	var ids []string
+	for _, proactive := range []bool{false, true} {
+		id, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "work", Proactive: proactive})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	owner, pro := ids[0], ids[1]
+	writeOrg := func(s string) {
+		if err := os.WriteFile(y.Path("org.toml"), []byte(s), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeOrg("[budget.yuko]\ntokens_daily = 1000\n[prices.\"gpt-5\"]\ninput = 1.0\noutput = 2.0\n")
+	var logged []string
+	m := ledger.NewMeter(y, func(err error) { t.Error(err) })
+	meter := spend(y, m, func(f string, a ...any) { logged = append(logged, f) })
+	ok := admit(y, m)
+	if err := ok("yuko", pro); err != nil {
+		t.Fatalf("under budget: %v", err)
+	}
+	meter(gateway.Spend{Subject: "yuko", Task: owner, Bytes: 10, Usage: &gateway.Usage{Model: "gpt-5", InputTokens: 5000, OutputTokens: 5000}})
+	meter(gateway.Spend{Subject: "yuko", Task: pro, Usage: &gateway.Usage{Model: "gpt-5", InputTokens: 600, OutputTokens: 400}})
+	if err := ok("yuko", pro); !errors.Is(err, ledger.ErrOverBudget) {
+		t.Errorf("1000 proactive tokens of 1000: %v", err)
+	}
+	if err := ok("yuko", owner); err != nil {
+		t.Errorf("owner work refused: %v", err)
+	}
+	writeOrg("[budget.yuko]\ntokens_dialy = 1000\n")
+	if err := ok("yuko", pro); err == nil || !strings.Contains(err.Error(), "org.toml does not load") {
+		t.Errorf("proactive work with a broken org.toml: %v", err)
+	}
+	if err := ok("yuko", owner); err != nil {
+		t.Errorf("owner work refused for a broken org.toml: %v", err)
+	}
+	// A broken org.toml prices nothing, and loses no tokens.
+	meter(gateway.Spend{Subject: "yuko", Task: pro, Usage: &gateway.Usage{Model: "gpt-5", InputTokens: 1, OutputTokens: 1}})
+	m.Sync()
+	if len(logged) != 1 || !strings.Contains(logged[0], "pricing") {
+		t.Errorf("logged %q", logged)
+	}
+	var got []string
+	since, until := ledger.Day(time.Now())
+	if err := ledger.Read(y, "yuko", since, until, func(e ledger.Entry) {
+		got = append(got, fmt.Sprintf("%s/%s/%g", e.Kind, e.Class, e.Cost))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "bytes/owner/0 tokens/owner/0.015 tokens/proactive/0.0014 tokens/proactive/0"; strings.Join(got, " ") != want {
+		t.Errorf("ledger %s, want %s", strings.Join(got, " "), want)
+	}
+}
