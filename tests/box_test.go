@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -428,5 +429,66 @@ func TestBoxIdentity(t *testing.T) {
 	}
 	if !overlap {
 		t.Errorf("the two boxes did not run at once (%v-%v, %v-%v)", alphaRun.Started, alphaRun.Ended, betaRun.Started, betaRun.Ended)
+	}
+}
+
+// TestBoxRuntimes runs the demo imp under each runtime installed, through
+// the gateway, one box each at once: imp.toml's runtime, else org.toml's
+// [supervisor] runtime, picks it and run.json records it with its version.
+// A runtime missing from the host fails the task naming it.
+func TestBoxRuntimes(t *testing.T) {
+	b := newBoxYard(t)
+	org, _ := os.ReadFile(b.y.Path("org.toml"))
+	os.WriteFile(b.y.Path("org.toml"), []byte(strings.Replace(string(org), "[supervisor]\n", "[supervisor]\nruntime = \"crun\"\n", 1)), 0o640)
+	want := map[string]string{}
+	for _, rt := range []string{"runc", "crun", "runsc"} {
+		if _, err := exec.LookPath(rt); err != nil {
+			t.Logf("runtime %s is not installed on this host: not run", rt)
+			continue
+		}
+		keys := map[string]string{}
+		if rt != "crun" { // crun is the org's default
+			keys["runtime"] = fmt.Sprintf("%q", rt)
+		}
+		imp := "on-" + rt
+		b.imp(t, imp, keys)
+		want[b.add(t, imp, "read "+b.pages+"/allowed/"+rt)] = rt
+	}
+	b.once(t)
+	for taskID, rt := range want {
+		task := b.task(t, taskID)
+		if task.State != state.Done {
+			t.Errorf("%s: task %s is %s (%s)\n%s", rt, taskID, task.State, task.Reason, b.boxLog(t, task))
+			continue
+		}
+		if log := b.boxLog(t, task); !strings.Contains(log, "/allowed/"+rt+" -> 200 OK") {
+			t.Errorf("%s: box.log lacks the page:\n%s", rt, log)
+		}
+		r, err := runrec.Read(b.y, task.Runs[0])
+		if err != nil || r.Runtime != rt || r.RuntimeVersion == "" {
+			t.Errorf("%s: run.json %+v, %v; want runtime %s and its version", rt, r, err, rt)
+		}
+	}
+
+	// doctor starts a probe box under each runtime, and names the imps on it.
+	out, err := b.run(t, "impsup", "doctor")
+	if err != nil {
+		t.Errorf("doctor: %v\n%s", err, out)
+	}
+	for _, rt := range want {
+		re := regexp.MustCompile(`(?m)^ok    ` + rt + ` +\S+ at \S+.*used by [^;]*on-` + rt + `\b[^;]*; a probe box started in \d+ ms$`)
+		if !re.MatchString(out) {
+			t.Errorf("doctor has no probe box line for %s:\n%s", rt, out)
+		}
+	}
+
+	b.imp(t, "gvisor", map[string]string{"runtime": `"runsc"`})
+	taskID := b.add(t, "gvisor", "read "+b.pages+"/allowed/x")
+	env := b.env
+	b.env = append(b.env, "PATH="+t.TempDir())
+	b.once(t)
+	b.env = env
+	if task := b.task(t, taskID); task.State != state.Failed || !strings.Contains(task.Reason, "runsc: runtime not installed") {
+		t.Errorf("runsc missing: task is %s (%s), want failed naming runsc", task.State, task.Reason)
 	}
 }

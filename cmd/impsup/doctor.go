@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -26,7 +24,10 @@ const doctorUsage = `usage: impsup doctor [--json]
 
 Print the version impsup was built from, then check every prerequisite
 of running boxes and print one line per check: containerd reachable (and
-its version), runc, network namespaces, cgroups, the gateway CA, the
+its version); each runtime (runc, crun, runsc) installed, its version and
+a probe box started under it, with a warning when the runc lacks the 2025
+escape fixes (a runtime no imp uses may be missing, with a warning);
+network namespaces, cgroups, the gateway CA, the
 policy (its schema; impgw judge checks its rules), org.toml and every
 imp.toml, each imp's charter.md and memory.md (present, within the size
 cap a brief carries whole, and for memory.md well-formed entry markers), a
@@ -39,10 +40,11 @@ Examples:
 
 // doctorCheck is one check as doctor --json prints it.
 type doctorCheck struct {
-	Check  string `json:"check"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail,omitempty"`
-	Error  string `json:"error,omitempty"`
+	Check   string `json:"check"`
+	OK      bool   `json:"ok"`
+	Detail  string `json:"detail,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Warning string `json:"warning,omitempty"`
 }
 
 func doctor(ctx context.Context, e *cli.Env, args []string) error {
@@ -72,6 +74,16 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 		}
 		fmt.Fprintf(e.Stdout, "ok    %-10s %s\n", name, detail)
 	}
+	// warn is a check that passes with something the owner should know.
+	warn := func(name, warning string) {
+		if *asJSON {
+			if jerr := cli.JSONLine(e.Stdout, doctorCheck{Check: name, OK: true, Warning: warning}); jerr != nil {
+				e.Warn(jerr)
+			}
+			return
+		}
+		fmt.Fprintf(e.Stdout, "WARN  %-10s %s\n", name, warning)
+	}
 	y, err := yard.Open(*root)
 	if err != nil {
 		return err
@@ -91,17 +103,14 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 	if err == nil {
 		v, verr := r.Version(cctx)
 		check("containerd", fmt.Sprintf("%s at %s, namespace %s", v, org.Containerd.Address, org.Containerd.Namespace), verr)
-		r.Close()
+		defer r.Close()
 	} else {
 		check("containerd", "", err)
+		r = nil
 	}
 	cancel()
-	if p, err := exec.LookPath("runc"); err == nil {
-		out, _ := exec.Command(p, "--version").Output()
-		check("runc", strings.SplitN(string(out), "\n", 2)[0]+" at "+p, nil)
-	} else {
-		check("runc", "", errors.New("runc is not on PATH (apt-get install runc)"))
-	}
+	imps, _ := config.ImpNames(y)
+	runtimes(ctx, check, warn, r, org, usedRuntimes(y, org, imps))
 	name := "doctor-" + strings.TrimPrefix(id.New(id.Run), "r-")
 	if p, err := netns.New(name); err == nil {
 		check("netns", "can make a loopback-only network namespace", netns.Remove(p))
@@ -119,7 +128,6 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 		check("ca", "", fmt.Errorf("%w (impgw ca init)", err))
 	}
 	check("policy", y.PolicyPath(), policyReadable(y.PolicyPath()))
-	imps, _ := config.ImpNames(y)
 	for _, im := range imps {
 		_, err := config.LoadImp(y, im)
 		check("imp.toml", config.ImpPath(y, im), err)
@@ -144,6 +152,73 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 		return fmt.Errorf("%d check(s) failed", failed)
 	}
 	return nil
+}
+
+// usedRuntimes maps each runtime some imp's boxes run under (org.toml's
+// default counts, as the next imp takes it) to those imps.
+func usedRuntimes(y *yard.Yard, org *config.Org, imps []string) map[string][]string {
+	used := map[string][]string{org.RuntimeOf(&config.Imp{}): nil}
+	for _, name := range imps {
+		if im, err := config.LoadImp(y, name); err == nil {
+			rt := org.RuntimeOf(im)
+			used[rt] = append(used[rt], name)
+		}
+	}
+	return used
+}
+
+// runtimes checks each runtime: installed and its version, a probe box
+// started under it (when containerd answers, r not nil), and for runc the
+// 2025 escape fixes. A runtime no imp uses may be missing; one in use may
+// not.
+func runtimes(ctx context.Context, check func(string, string, error), warn func(string, string), r *box.Runner, org *config.Org, used map[string][]string) {
+	for _, name := range box.Runtimes {
+		imps, inUse := used[name]
+		rt, err := box.LookRuntime(name)
+		if err != nil {
+			if inUse {
+				check(name, "", fmt.Errorf("%w, and %s", err, usedBy(org, name, imps)))
+			} else {
+				warn(name, fmt.Sprintf("not installed (apt-get install %s); no imp uses it", name))
+			}
+			continue
+		}
+		detail := fmt.Sprintf("%s at %s", rt.Version, rt.Path)
+		if rt.Platform != "" {
+			detail += ", platform " + rt.Platform
+		}
+		if inUse {
+			detail += "; " + usedBy(org, name, imps)
+		}
+		if r == nil {
+			check(name, detail+"; no probe box, containerd does not answer", nil)
+		} else {
+			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			took, err := r.Probe(pctx, name)
+			cancel()
+			if err != nil {
+				check(name, "", fmt.Errorf("%s: a probe box does not start: %w", detail, err))
+			} else {
+				check(name, fmt.Sprintf("%s; a probe box started in %d ms", detail, took.Milliseconds()), nil)
+			}
+		}
+		if fixed, ok := box.EscapeFixed(rt.Version); name == box.RunC && ok && !fixed && inUse {
+			warn(name, fmt.Sprintf("runc %s lacks the fixes for the container escapes %s (fixed in 1.2.8 and 1.3.3): "+
+				"the hardening narrows them; for imps you do not fully trust set runtime = \"runsc\" (gVisor) in their imp.toml", rt.Version, box.EscapeCVEs))
+		}
+	}
+}
+
+// usedBy says which imps a runtime serves.
+func usedBy(org *config.Org, name string, imps []string) string {
+	var who []string
+	if org.RuntimeOf(&config.Imp{}) == name {
+		who = append(who, "the default")
+	}
+	if len(imps) > 0 {
+		who = append(who, "used by "+strings.Join(imps, ", "))
+	}
+	return strings.Join(who, ", ")
 }
 
 // keptFile is doctor's line for an imp's charter.md or memory.md.

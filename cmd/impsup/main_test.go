@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -18,10 +20,25 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
-	testscript.Run(t, scripttest.Params(map[string]func(ts *testscript.TestScript, neg bool, args []string){
+	p := scripttest.Params(map[string]func(ts *testscript.TestScript, neg bool, args []string){
 		"task": taskCmd,
 		"gate": gateCmd,
-	}))
+	})
+	// CMDBIN is where impsup is, for a script that narrows PATH to
+	// stand-ins of the runtimes.
+	self, err := exec.LookPath("impsup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setup := p.Setup
+	p.Setup = func(env *testscript.Env) error {
+		env.Setenv("CMDBIN", filepath.Dir(self))
+		if setup != nil {
+			return setup(env)
+		}
+		return nil
+	}
+	testscript.Run(t, p)
 }
 
 func scriptYard(ts *testscript.TestScript) *yard.Yard {

@@ -24,12 +24,24 @@
 //     restarts; a box started by one Runner can be Adopted by the next.
 //     The shim drains the last of it when the task is deleted: the log is
 //     complete once Delete returns, not yet when Wait does.
+//   - Runtime: runc, crun or runsc (gVisor), Spec.Runtime, each through
+//     containerd's io.containerd.runc.v2 shim with the runtime binary set
+//     per container. Under runsc the box's syscalls go to gVisor's
+//     user-space kernel, its network is the host's as seen from the box's
+//     own namespace (so the gateway stays its one peer) and the seccomp
+//     profile is applied inside the sandbox. What differs there: writing a
+//     read-only path the box may not write anyway fails with EACCES before
+//     EROFS, the 32-bit syscall ABI fails with EINVAL instead of killing
+//     the thread, PID 1 is not shielded from SIGTERM, and reaching the
+//     pids limit ends the whole box rather than failing one fork.
 //   - Cleanup is off the critical path: Start returns once the process is
 //     running; Delete removes the task, container, snapshot and namespace
 //     file, and may run in the background.
 //
 // Limits: needs root and a containerd (1.6 or later, runc v2 shim, the
-// overlayfs snapshotter for images) on this host. Written for cgroup v1
+// overlayfs snapshotter for images) on this host, and the runtime a box
+// asks for; crun on a hybrid cgroup host needs the unified hierarchy
+// empty of controllers (scripts/containerd-dev binds them to v1). Written for cgroup v1
 // and v2, tested on v1 (hybrid), which this project's machines run. Stdin
 // is fed by this process: if it dies before the box has read it all, the
 // box sees EOF early. There is no user namespace: the box's uid is the
@@ -47,6 +59,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containerd/containerd"
@@ -87,6 +100,9 @@ type Runner struct {
 	client  *containerd.Client
 	ns      string
 	address string
+
+	mu       sync.Mutex
+	runtimes map[string]Runtime // looked up once per runner
 }
 
 // ErrUnreachable means containerd does not answer at its socket: not
@@ -131,6 +147,28 @@ func (r *Runner) Version(ctx context.Context) (string, error) {
 
 func (r *Runner) ctx(ctx context.Context) context.Context {
 	return namespaces.WithNamespace(ctx, r.ns)
+}
+
+// Runtime looks up runtime name ("" is runc) once per Runner: see
+// LookRuntime. A missing one is looked up again the next time.
+func (r *Runner) Runtime(name string) (Runtime, error) {
+	if name == "" {
+		name = RunC
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rt, ok := r.runtimes[name]; ok {
+		return rt, nil
+	}
+	rt, err := LookRuntime(name)
+	if err != nil {
+		return Runtime{}, err
+	}
+	if r.runtimes == nil {
+		r.runtimes = map[string]Runtime{}
+	}
+	r.runtimes[name] = rt
+	return rt, nil
 }
 
 // Info describes a container of the runner's namespace.
@@ -212,7 +250,7 @@ func (r *Runner) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("box: delete %s: labels: %w", id, err)
 	}
 	if t, err := c.Task(ctx, nil); err == nil {
-		if _, err := t.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+		if err := r.deleteTask(ctx, t); err != nil {
 			return fmt.Errorf("box: delete %s: task: %w", id, err)
 		}
 	} else if !errdefs.IsNotFound(err) {
@@ -227,6 +265,41 @@ func (r *Runner) Delete(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// deleteTask kills t's processes unless they have exited or never
+// started, then deletes it. runsc refuses to signal a sandbox whose
+// process has exited, or a container only created, with an error the
+// shim does not read as "not found"; the runtimes' delete cleans up both
+// without the kill. A task that stopped during the kill is deleted again
+// without it.
+func (r *Runner) deleteTask(ctx context.Context, t containerd.Task) error {
+	// The client refuses to delete a created task; the task service does
+	// it, through the runtime's delete.
+	idle := func() bool {
+		st, err := t.Status(ctx)
+		if err == nil && st.Status == containerd.Created {
+			_, err = r.client.TaskService().Delete(ctx, &tasksapi.DeleteTaskRequest{ContainerID: t.ID()})
+			return err == nil
+		}
+		return err == nil && st.Status == containerd.Stopped
+	}
+	if idle() {
+		_, err := t.Delete(ctx)
+		return notFoundIsGone(err)
+	}
+	_, err := t.Delete(ctx, containerd.WithProcessKill)
+	if err != nil && !errdefs.IsNotFound(err) && idle() {
+		_, err = t.Delete(ctx)
+	}
+	return notFoundIsGone(err)
+}
+
+func notFoundIsGone(err error) error {
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 // ErrSpec marks a Spec that Start refuses before it touches containerd.

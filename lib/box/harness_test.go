@@ -2,6 +2,7 @@ package box
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -26,7 +27,10 @@ import (
 var (
 	harness = &boxtest.Env{Repo: "../..", Packages: []string{"./lib/box/testdata/probe"},
 		// Namespaces live under the harness, apart from a real yard's.
-		Prepare: func(dir string) { netns.Dir = filepath.Join(dir, "netns") },
+		Prepare: func(dir string) {
+			netns.Dir = filepath.Join(dir, "netns")
+			RuntimeDir = filepath.Join(dir, "runtime")
+		},
 		Release: func() {
 			unix.Unmount(netns.Dir, unix.MNT_DETACH)
 			// runc leaves the namespace's parent cgroups; empty ones can go
@@ -76,9 +80,26 @@ func runner(tb testing.TB) *Runner {
 
 var seq atomic.Int64
 
-// spec is a probe box spec with its own id, namespace and log, deleted
-// with everything it holds when the test ends.
-func spec(tb testing.TB, args ...string) Spec {
+// eachRuntime runs fn as a subtest per runtime, in parallel: every
+// isolation probe holds under each. A runtime not installed here is
+// skipped, saying which.
+func eachRuntime(t *testing.T, fn func(t *testing.T, rt string)) {
+	for _, rt := range Runtimes {
+		t.Run(rt, func(t *testing.T) {
+			t.Parallel()
+			if _, err := LookRuntime(rt); errors.Is(err, ErrRuntimeMissing) {
+				t.Skipf("runtime %s is not installed on this host: %v", rt, err)
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			fn(t, rt)
+		})
+	}
+}
+
+// spec is a probe box spec under runtime rt with its own id, namespace
+// and log, deleted with everything it holds when the test ends.
+func spec(tb testing.TB, rt string, args ...string) Spec {
 	tb.Helper()
 	// Unique across processes too: runc's state and the cgroups are per
 	// containerd namespace, shared by every containerd on the host.
@@ -103,6 +124,7 @@ func spec(tb testing.TB, args ...string) Spec {
 		Log:     filepath.Join(tb.TempDir(), "box.log"),
 		NetNS:   ns,
 		Ceiling: 20 * time.Second,
+		Runtime: rt,
 	}
 }
 
@@ -133,6 +155,19 @@ func deleted(tb testing.TB, s Spec) string {
 		tb.Fatal(err)
 	}
 	return string(log)
+}
+
+// ready waits until box s has logged "ready".
+func ready(t *testing.T, s Spec) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if log, _ := os.ReadFile(s.Log); strings.Contains(string(log), "ready") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the box never got ready")
+		}
+	}
 }
 
 // probed parses probe output into "op arg" -> "ok …" or "error: …".

@@ -23,7 +23,7 @@ func TestImageArchive(t *testing.T) {
 	r := runner(t)
 	archive, manifest := ociArchive(t, harness.Rootfs, []string{"/usr/local/bin/probe", "uid", "write=/x", "read=/etc/hosts"})
 
-	s := spec(t)
+	s := spec(t, RunC)
 	s.Rootfs, s.Archive = "", archive
 	ctx, cancel := context.WithTimeout(r.ctx(context.Background()), 30*time.Second)
 	defer cancel()
@@ -47,7 +47,7 @@ func TestImageArchive(t *testing.T) {
 		t.Errorf("snapshot %s after Delete: %v, want not found", s.ID, err)
 	}
 
-	s = spec(t, "/usr/local/bin/probe", "status=CapEff")
+	s = spec(t, RunC, "/usr/local/bin/probe", "status=CapEff")
 	s.Rootfs, s.Image = "", "impyard-import@"+manifest
 	_, log := run(t, r, s)
 	expect(t, log, map[string]string{"status CapEff": "ok 0000000000000000"})

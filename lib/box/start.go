@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/containerd/containerd"
+	"github.com/containerd/containerd/api/types/runc/options"
 	"github.com/containerd/containerd/cio"
 	"github.com/containerd/containerd/containers"
 	"github.com/containerd/containerd/contrib/seccomp"
 	"github.com/containerd/containerd/images/archive"
 	"github.com/containerd/containerd/oci"
+	"github.com/containerd/containerd/plugin"
 	"github.com/containerd/fifo"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -52,6 +54,9 @@ type Spec struct {
 
 	Log   string // absolute path; stdout and stderr are appended to it
 	NetNS string // netns.New path to join; "" gives a private one no one can serve
+
+	// Runtime is one of Runtimes; "" is runc.
+	Runtime string
 }
 
 // Start creates box s and starts its process; it returns once the process
@@ -62,8 +67,22 @@ func (r *Runner) Start(ctx context.Context, s Spec) (_ *Box, err error) {
 	}
 	ctx = r.ctx(ctx)
 	uid, gid, _ := parseUser(s.User)
+	rt, err := r.Runtime(s.Runtime)
+	if err != nil {
+		return nil, fmt.Errorf("box %s: %w", s.ID, err)
+	}
+	bin, err := rt.Binary()
+	if err != nil {
+		return nil, fmt.Errorf("box %s: %w", s.ID, err)
+	}
 
-	opts := []containerd.NewContainerOpts{containerd.WithContainerLabels(s.labels())}
+	opts := []containerd.NewContainerOpts{
+		containerd.WithContainerLabels(s.labels()),
+		// The runc shim runs whichever runtime binary it is given; the
+		// choice is kept with the container, so Adopt and Delete need not
+		// know it.
+		containerd.WithRuntime(plugin.RuntimeRuncV2, &options.Options{BinaryName: bin}),
+	}
 	var specOpts []oci.SpecOpts
 	if s.Rootfs != "" {
 		specOpts = append(specOpts, oci.WithRootFSPath(s.Rootfs))
@@ -139,7 +158,7 @@ func (r *Runner) Start(ctx context.Context, s Spec) (_ *Box, err error) {
 	}
 	defer func() {
 		if err != nil {
-			t.Delete(cleanup, containerd.WithProcessKill)
+			r.deleteTask(cleanup, t)
 		}
 	}()
 	// Wait before Start, so even an instant exit is seen.
@@ -180,6 +199,9 @@ func (s *Spec) check() error {
 	}
 	if !filepath.IsAbs(s.Log) {
 		return bad("log %q is not an absolute path", s.Log)
+	}
+	if err := CheckRuntime(s.Runtime); err != nil {
+		return fmt.Errorf("box %s: %w", s.ID, err)
 	}
 	if s.User == "" {
 		s.User = DefaultUser

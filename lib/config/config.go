@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,6 +68,9 @@ type Org struct {
 	} `toml:"containerd"`
 	Supervisor struct {
 		Concurrency int `toml:"concurrency"`
+		// Runtime is the OCI runtime of every imp whose imp.toml names
+		// none: runc (the default), crun or runsc.
+		Runtime string `toml:"runtime"`
 	} `toml:"supervisor"`
 	Imps      map[string]ImpEntry  `toml:"imps"`
 	Trust     []Trust              `toml:"trust"`
@@ -186,6 +190,9 @@ type Imp struct {
 	// Workspace is the size of the box's writable /work (default 256M).
 	Workspace string `toml:"workspace"`
 	Pids      int64  `toml:"pids"`
+	// Runtime is the OCI runtime of its boxes (runc, crun or runsc); ""
+	// takes org.toml's [supervisor] runtime.
+	Runtime string `toml:"runtime"`
 	// Schedule is the [[schedule]] entries (see Schedules).
 	Schedule Schedules `toml:"schedule"`
 	// ScheduleTask is the text of the old single schedule's tasks.
@@ -470,6 +477,9 @@ func (o *Org) check(b []byte) error {
 	if o.Supervisor.Concurrency < 0 {
 		return bad(p, b, "concurrency", "must not be negative")
 	}
+	if err := checkRuntime(p, b, o.Supervisor.Runtime); err != nil {
+		return err
+	}
 	if err := o.checkFields(b); err != nil {
 		return err
 	}
@@ -562,6 +572,9 @@ func (im *Imp) check(p string, b []byte) error {
 	if im.Pids < 0 || im.Concurrency < 0 {
 		return fmt.Errorf("%s: pids and concurrency must not be negative", p)
 	}
+	if err := checkRuntime(p, b, im.Runtime); err != nil {
+		return err
+	}
 	for _, t := range im.Trust {
 		if t.Imp != "" && t.Imp != im.Name {
 			return bad(p, b, "imp", "a trust entry in %s's imp.toml cannot name imp %q", im.Name, t.Imp)
@@ -576,6 +589,29 @@ func (im *Imp) check(p string, b []byte) error {
 		}
 	}
 	return im.checkSchedules(p, b)
+}
+
+// Runtimes are the OCI runtimes a box can run under (lib/box runs them),
+// the default first.
+var Runtimes = []string{"runc", "crun", "runsc"}
+
+func checkRuntime(p string, b []byte, rt string) error {
+	if rt == "" || slices.Contains(Runtimes, rt) {
+		return nil
+	}
+	return bad(p, b, "runtime", "unknown runtime %q (want %s)", rt, strings.Join(Runtimes, ", "))
+}
+
+// RuntimeOf is the runtime of im's boxes: its own, else the org's, else
+// runc.
+func (o *Org) RuntimeOf(im *Imp) string {
+	switch {
+	case im.Runtime != "":
+		return im.Runtime
+	case o.Supervisor.Runtime != "":
+		return o.Supervisor.Runtime
+	}
+	return Runtimes[0]
 }
 
 func compileGlob(g string) (*glob.Pattern, error) { return glob.Compile(g) }

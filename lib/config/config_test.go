@@ -120,6 +120,7 @@ func TestOrgErrors(t *testing.T) {
 		{"[gateway\nlisten = 1\n", `to end table name`},
 		{"[budget.Yuko]\ndaily = 1\n", `invalid imp name`},
 		{"[budget.yuko]\ndaily = -1\n", `must not be negative`},
+		{"[supervisor]\nconcurrency = 2\nruntime = \"kata\"\n", `org.toml:3: key "runtime": unknown runtime "kata" (want runc, crun, runsc)`},
 		{"[budget.yuko]\ntokens_daily = -1\n", `org.toml:2: key "tokens_daily": budget of yuko must not be negative`},
 		{"[prices.\"gpt-5\"]\ninput = -1.25\n", `price of gpt-5 must not be negative`},
 		{"[prices.\"gpt-5\"]\ninptu = 1.25\n", `unknown key "prices.gpt-5.inptu"`},
@@ -245,8 +246,31 @@ level = "auto"
 	if _, err := LoadImp(y, "yuko"); err == nil || !strings.Contains(err.Error(), "exactly one of") {
 		t.Errorf("two box sources: %v", err)
 	}
+	os.WriteFile(filepath.Join(dir, "imp.toml"), []byte("rootfs = \"a\"\nruntime = \"gvisor\"\n"), 0o640)
+	if _, err := LoadImp(y, "yuko"); err == nil || !strings.Contains(err.Error(), `imp.toml:2: key "runtime": unknown runtime "gvisor" (want runc, crun, runsc)`) {
+		t.Errorf("unknown runtime: %v", err)
+	}
 	if _, err := LoadImp(y, "../x"); err == nil {
 		t.Errorf("traversal accepted")
+	}
+}
+
+// An imp's runtime is its own, else org.toml's [supervisor] runtime, else
+// runc.
+func TestRuntimeOf(t *testing.T) {
+	y := yardWith(t, "[supervisor]\nruntime = \"runsc\"\n")
+	org, err := LoadOrg(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := org.RuntimeOf(&Imp{}); got != "runsc" {
+		t.Errorf("org default: %q", got)
+	}
+	if got := org.RuntimeOf(&Imp{Runtime: "crun"}); got != "crun" {
+		t.Errorf("imp's own: %q", got)
+	}
+	if got := Default().RuntimeOf(&Imp{}); got != "runc" {
+		t.Errorf("no default anywhere: %q", got)
 	}
 }
 

@@ -39,17 +39,22 @@ const (
 
 // Run is runs/<run-id>/run.json.
 type Run struct {
-	Schema  string     `json:"schema"`
-	ID      string     `json:"id"`
-	Imp     string     `json:"imp"`
-	Task    string     `json:"task"`
-	State   string     `json:"state"`
-	NetNS   string     `json:"netns,omitempty"`
-	Created time.Time  `json:"created"`
-	Started *time.Time `json:"started,omitempty"`
-	Ended   *time.Time `json:"ended,omitempty"`
-	Exit    *Exit      `json:"exit,omitempty"`
-	Error   string     `json:"error,omitempty"`
+	Schema string `json:"schema"`
+	ID     string `json:"id"`
+	Imp    string `json:"imp"`
+	Task   string `json:"task"`
+	State  string `json:"state"`
+	NetNS  string `json:"netns,omitempty"`
+	// Runtime is the OCI runtime the box runs under (runc, crun, runsc)
+	// and RuntimeVersion its version as it reports it; a run written
+	// before runs recorded them has neither, and ran under runc.
+	Runtime        string     `json:"runtime,omitempty"`
+	RuntimeVersion string     `json:"runtime_version,omitempty"`
+	Created        time.Time  `json:"created"`
+	Started        *time.Time `json:"started,omitempty"`
+	Ended          *time.Time `json:"ended,omitempty"`
+	Exit           *Exit      `json:"exit,omitempty"`
+	Error          string     `json:"error,omitempty"`
 	// History is every transition, in order; a run written before runs
 	// kept one has none.
 	History []state.Transition `json:"history,omitempty"`

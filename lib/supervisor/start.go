@@ -69,6 +69,16 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 	if _, err := os.Stat(caPath); err != nil {
 		return false, fmt.Errorf("no gateway CA at %s (impgw ca init): %w", caPath, err)
 	}
+	// A runtime this host lacks fails the task as a missing rootfs does:
+	// the owner installs it or names another.
+	rt, err := s.Runner.Runtime(org.RuntimeOf(cfg))
+	if errors.Is(err, box.ErrRuntimeMissing) {
+		s.failWaiting(t, fmt.Sprintf("%s/imp.toml: %v", cfg.Dir, err))
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
 	runID := id.New(id.Run)
 	task := t
 	var r *run.Run
@@ -84,7 +94,7 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 		if tok != "" {
 			token.Revoke(s.Home, tok)
 		}
-		s.failRun(runID, task, ns, r != nil, why)
+		s.failRun(runID, task, ns, rt, r != nil, why)
 	}
 	if tok, err = token.Issue(s.Home, t.Imp, runID, t.ID); err != nil {
 		return false, err
@@ -93,7 +103,7 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 		undo(err.Error())
 		return false, err
 	}
-	if r, err = s.newRun(runID, t, ns); err != nil {
+	if r, err = s.newRun(runID, t, ns, rt); err != nil {
 		undo(err.Error())
 		return false, err
 	}
@@ -113,6 +123,7 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 		return false, nil
 	}
 	spec, err := s.prepare(cfg, t, runID, tok, ns, caPath)
+	spec.Runtime = rt.Name
 	if err == nil {
 		var b *box.Box
 		if b, err = s.Runner.Start(ctx, spec); err == nil {

@@ -5,6 +5,9 @@
 //
 //	uid            the process's uid:gid
 //	status=FIELD   a field of /proc/self/status: CapEff, NoNewPrivs, Seccomp…
+//	prctl=nnp      the no-new-privileges bit, asked of the kernel (gVisor's
+//	               /proc/self/status has no NoNewPrivs line)
+//	prctl=seccomp  the seccomp mode, asked of the kernel: 2 is a filter
 //	write=PATH     create PATH and write a byte to it
 //	read=PATH      read PATH and print its size
 //	connect=ADDR   open a TCP connection to ADDR (2 s timeout)
@@ -26,6 +29,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -46,6 +51,16 @@ func run(op, arg string) (string, error) {
 		return fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()), nil
 	case "status":
 		return status(arg)
+	case "prctl":
+		opt := map[string]int{"nnp": unix.PR_GET_NO_NEW_PRIVS, "seccomp": unix.PR_GET_SECCOMP}[arg]
+		if opt == 0 {
+			return "", fmt.Errorf("unknown prctl %q", arg)
+		}
+		v, _, errno := unix.Syscall(unix.SYS_PRCTL, uintptr(opt), 0, 0)
+		if errno != 0 {
+			return "", errno
+		}
+		return strconv.Itoa(int(v)), nil
 	case "write":
 		return "", os.WriteFile(arg, []byte("x"), 0o644)
 	case "read":
