@@ -22,22 +22,10 @@ func benchYard(b *testing.B) *yard.Yard {
 	return y
 }
 
-// floor is the bare cost the store cannot beat: temp file, write, fsync,
-// rename, directory fsync of the same bytes, no lock, no read, no events.
-func floor(b *testing.B, dir string, data []byte, n int) time.Duration {
-	tmp := filepath.Join(dir, "floor.tmp")
-	dst := filepath.Join(dir, "floor.json")
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		if err := floorWrite(dir, tmp, dst, data); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return time.Since(start)
-}
-
-// floorWrite is one floor write; an error fails the benchmark, so a floor
-// that failed is never reported as a fast one.
+// floorWrite is one write of the floor, the bare cost the store cannot
+// beat: temp file, write, fsync, rename, directory fsync of the same
+// bytes, no lock, no read, no events. An error fails the benchmark, so a
+// floor that failed is never reported as a fast one.
 func floorWrite(dir, tmp, dst string, data []byte) error {
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
 	if err != nil {
