@@ -156,7 +156,7 @@ func (d *Dir) sweep() error {
 		return nil
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("sweep %s: %w", tmp, err)
 	}
 	f := os.NewFile(uintptr(fd), tmp)
 	names, err := f.Readdirnames(-1)
