@@ -25,7 +25,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -158,10 +157,7 @@ func create(home, name string) (*Key, error) {
 		return nil, err
 	}
 	k.Path = KeyPath(home, name)
-	pkcs8, err := x509.MarshalPKCS8PrivateKey(k.priv)
-	if err != nil {
-		return nil, err
-	}
+	pkcs8 := marshalPKCS8(k.priv)
 	// The private key goes first: a crash between the writes leaves a key
 	// nobody trusts yet, never a trusted public key without its private half.
 	if err := store.WriteMode(k.Path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8}), 0o600); err != nil {
@@ -192,10 +188,7 @@ func WritePublic(home string, k *Key) error {
 }
 
 func writePublic(home string, k *Key) error {
-	pkix, err := x509.MarshalPKIXPublicKey(k.priv.Public())
-	if err != nil {
-		return err
-	}
+	pkix := marshalPKIX(k.priv.Public().(ed25519.PublicKey))
 	return store.WriteMode(PubPath(home, k.Name), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkix}), 0o644)
 }
 
@@ -257,13 +250,9 @@ func Load(home, name string) (*Key, error) {
 	if blk == nil || blk.Type != "PRIVATE KEY" || len(bytes.TrimSpace(rest)) != 0 {
 		return nil, fmt.Errorf("%s: want exactly one PEM \"PRIVATE KEY\" block", p)
 	}
-	raw, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	priv, err := parsePKCS8(blk.Bytes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
-	}
-	priv, ok := raw.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("%s: not an Ed25519 key", p)
 	}
 	return &Key{Name: name, Path: p, priv: priv}, nil
 }
@@ -345,13 +334,9 @@ func loadPub(p string) (*Trusted, error) {
 	if blk == nil || blk.Type != "PUBLIC KEY" || len(bytes.TrimSpace(rest)) != 0 {
 		return nil, fmt.Errorf("%s: want exactly one PEM \"PUBLIC KEY\" block", p)
 	}
-	raw, err := x509.ParsePKIXPublicKey(blk.Bytes)
+	pub, err := parsePKIX(blk.Bytes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
-	}
-	pub, ok := raw.(ed25519.PublicKey)
-	if !ok {
-		return nil, fmt.Errorf("%s: not an Ed25519 public key", p)
 	}
 	return &Trusted{Path: p, Fingerprint: Fingerprint(pub), pub: pub}, nil
 }

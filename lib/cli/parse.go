@@ -5,6 +5,7 @@ import (
 	"flag"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // errDescribe ends a subcommand called to describe itself: Parse returns
@@ -67,13 +68,16 @@ func isBool(f *flag.Flag) bool {
 	return ok && b.IsBoolFlag()
 }
 
-// flagInMessage is a flag as the flag package names it in an error.
-var flagInMessage = regexp.MustCompile(`(^|[ :]|flag )-([A-Za-z0-9][A-Za-z0-9_-]+)\b`)
+// flagInMessage is a flag as the flag package names it in an error,
+// compiled when a flag error needs it, not at every command's start.
+var flagInMessage = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(^|[ :]|flag )-([A-Za-z0-9][A-Za-z0-9_-]+)\b`)
+})
 
 // flagError turns the flag package's error into the usage error the man
 // pages' spelling: --name, not -name.
 func flagError(fs *flag.FlagSet, err error) error {
-	msg := flagInMessage.ReplaceAllString(err.Error(), "$1--$2")
+	msg := flagInMessage().ReplaceAllString(err.Error(), "$1--$2")
 	return &UsageError{Msg: msg, Cmd: fs.Name()}
 }
 

@@ -9,11 +9,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
@@ -111,31 +114,77 @@ func fit(e *Event) ([]byte, error) {
 	}
 }
 
-// marker names the file a store keeps while a transition is between its
-// state write and its records: if it is there when the store's lock is next
-// taken, the process that wrote it died in between, and the transition it
-// names must be checked with Ensure. It is not fsynced: it guards against a
-// process dying, not a power loss, like the logs themselves.
+// marker names the file a store keeps to say a transition is between its
+// state write and its records: if it names an entity when the store's lock
+// is next taken, the process that wrote it died in between, and the
+// transition it names must be checked with Ensure. It is not fsynced: it
+// guards against a process dying, not a power loss, like the logs
+// themselves.
+//
+// The file stays once made, markerWidth bytes long, and is rewritten in
+// place: the entity's id padded with spaces while marked, spaces when
+// not. Creating and removing it around every transition cost more than
+// the transition's own durable write (the directory's fsync then had
+// the marker's create and unlink to commit), while rewriting bytes of an
+// existing file touches no directory. A marker of any other length (one
+// an older impyard left) is read the same way.
 const marker = ".recording"
+
+// markerWidth is the marker's length: room for any id (lib/id's are 18
+// bytes), so marking and unmarking never change the file's size.
+const markerWidth = 32
+
+var blank = bytes.Repeat([]byte{' '}, markerWidth)
 
 // Begin marks, in the store directory dir, that entity id is about to
 // change. Callers hold the store's lock.
 func Begin(dir, id string) error {
-	f, err := os.OpenFile(filepath.Join(dir, marker), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if len(id) > markerWidth {
+		return fmt.Errorf("mark %s: id %q is over %d bytes", dir, id, markerWidth)
+	}
+	p := filepath.Join(dir, marker)
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return err
+		return &os.PathError{Op: "open", Path: p, Err: err}
 	}
-	_, err = f.WriteString(id)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: p, Err: err}
 	}
-	return err
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return &os.PathError{Op: "open", Path: p, Err: errors.New("not a regular file")}
+	}
+	if st.Size != markerWidth {
+		if err := unix.Ftruncate(fd, markerWidth); err != nil {
+			return &os.PathError{Op: "truncate", Path: p, Err: err}
+		}
+	}
+	b := append([]byte(id), blank[len(id):]...)
+	return pwriteAll(p, fd, b)
 }
 
-// End removes the mark once the transition is recorded.
+// End clears the mark once the transition is recorded.
 func End(dir string) error {
-	if err := os.Remove(filepath.Join(dir, marker)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	p := filepath.Join(dir, marker)
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	return pwriteAll(p, fd, blank)
+}
+
+func pwriteAll(p string, fd int, b []byte) error {
+	n, err := unix.Pwrite(fd, b, 0)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return &os.PathError{Op: "write", Path: p, Err: err}
 	}
 	return nil
 }
@@ -147,7 +196,8 @@ func Interrupted(dir string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	return string(b), true
+	entity := string(bytes.TrimSpace(b))
+	return entity, entity != ""
 }
 
 // Recover finishes what a writer that died left in the store at dir: when

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,18 +39,62 @@ func TestMarker(t *testing.T) {
 	}
 	// A symlink planted as the marker is not followed.
 	target := filepath.Join(t.TempDir(), "target")
-	os.Symlink(target, filepath.Join(dir, marker))
+	os.Remove(filepath.Join(dir, marker))
+	if err := os.Symlink(target, filepath.Join(dir, marker)); err != nil {
+		t.Fatal(err)
+	}
 	if err := Begin(dir, "x"); err == nil {
 		t.Error("Begin wrote through a symlink")
 	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Errorf("the symlink was followed: %v", err)
 	}
-	// A marker that cannot be removed is an error.
+	// A marker that cannot be cleared is an error.
 	os.Remove(filepath.Join(dir, marker))
 	os.MkdirAll(filepath.Join(dir, marker, "x"), 0o700)
 	if err := End(dir); err == nil {
-		t.Error("End removed a non-empty directory, or said it did")
+		t.Error("End cleared a directory, or said it did")
+	}
+	if err := Begin(dir, "t-1"); err == nil {
+		t.Error("Begin marked in a directory, or said it did")
+	}
+}
+
+// Marking and clearing rewrite the one marker file in place: no file is
+// created or removed in the store directory, whose fsync would then have
+// to carry them, and the file keeps its size.
+func TestMarkerInPlace(t *testing.T) {
+	dir := t.TempDir()
+	if err := Begin(dir, "t-0000000000000001"); err != nil {
+		t.Fatal(err)
+	}
+	first, err := os.Stat(filepath.Join(dir, marker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"g-0000000000000002", "t-3"} {
+		if err := End(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := Begin(dir, id); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := Interrupted(dir); !ok || got != id {
+			t.Errorf("marked %q (%v), want %s", got, ok, id)
+		}
+		fi, err := os.Stat(filepath.Join(dir, marker))
+		if err != nil || !os.SameFile(fi, first) || fi.Size() != markerWidth {
+			t.Errorf("marker %v %v: want the same file, %d bytes", fi, err, markerWidth)
+		}
+	}
+	// A marker as an older impyard wrote it, the bare id, is read.
+	os.WriteFile(filepath.Join(dir, marker), []byte("t-0000000000000004"), 0o600)
+	if got, ok := Interrupted(dir); !ok || got != "t-0000000000000004" {
+		t.Errorf("bare marker read as %q (%v)", got, ok)
+	}
+	// One longer than the width cannot be written.
+	if err := Begin(dir, strings.Repeat("x", markerWidth+1)); err == nil {
+		t.Error("an id over the marker's width was accepted")
 	}
 }
 

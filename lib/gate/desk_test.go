@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -80,8 +79,8 @@ func TestFileRecordsAndStores(t *testing.T) {
 		e.Task != task || e.To != state.Filed || e.From != "" || e.Why != "digest" || e.SHA256 != g.SHA256 || e.Intent != "email-send" || !e.TS.Equal(now) {
 		t.Errorf("journal record %+v", e)
 	}
-	if _, err := os.Stat(y.Path("gates", ".recording")); !os.IsNotExist(err) {
-		t.Errorf("the recording marker was left: %v", err)
+	if id, ok := event.Interrupted(y.Path("gates")); ok {
+		t.Errorf("the recording marker was left naming %s", id)
 	}
 }
 
@@ -353,8 +352,8 @@ func TestRepairRecordsAnInterruptedTransition(t *testing.T) {
 	if len(journal) != 1 || journal[0].Event != "gate-approved" || journal[0].Seq != 2 || journal[0].ID != g.ID || len(audit) != 1 {
 		t.Errorf("after repair: journal %+v audit %+v", journal, audit)
 	}
-	if _, err := os.Stat(filepath.Join(y.Path("gates"), ".recording")); !os.IsNotExist(err) {
-		t.Errorf("marker left: %v", err)
+	if id, ok := event.Interrupted(y.Path("gates")); ok {
+		t.Errorf("marker left naming %s", id)
 	}
 	// A second repair finds nothing to do.
 	if err := Repair(y); err != nil {
@@ -382,8 +381,8 @@ func TestRepairRecordsAnInterruptedTransition(t *testing.T) {
 		if err := Repair(y); err != nil {
 			t.Errorf("marker %q: %v", marked, err)
 		}
-		if _, err := os.Stat(filepath.Join(y.Path("gates"), ".recording")); !os.IsNotExist(err) {
-			t.Errorf("marker %q left: %v", marked, err)
+		if id, ok := event.Interrupted(y.Path("gates")); ok {
+			t.Errorf("marker %q left naming %s", marked, id)
 		}
 	}
 	if journal, _ := events(t, y, "yuko"); len(journal) != 2 {
@@ -417,7 +416,7 @@ func TestLongRationaleDoesNotWedgeTheDesk(t *testing.T) {
 	if _, err := Move(y, g.ID, Change{To: state.Denied, By: "alice"}); err != nil {
 		t.Errorf("deciding the long gate: %v", err)
 	}
-	if _, err := os.Stat(y.Path("gates", ".recording")); !os.IsNotExist(err) {
-		t.Errorf("marker left: %v", err)
+	if id, ok := event.Interrupted(y.Path("gates")); ok {
+		t.Errorf("marker left naming %s", id)
 	}
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -529,5 +530,40 @@ func TestMeteredOnce(t *testing.T) {
 	defer mu.Unlock()
 	if metered["yuko"] != 10 {
 		t.Fatalf("metered %v, want 10 bytes for yuko", metered)
+	}
+}
+
+// The policy is read once per request, when its head arrives; a request
+// with a body is judged by the policy as it is once the body is in, so
+// an edit made while the body was still arriving decides it.
+func TestPolicyEditedDuringTheBody(t *testing.T) {
+	var up seen
+	_, port := newPlainUpstream(t, up.handler("ok"))
+	allow := policy(`{"name": "lo", "match": {"host": "127.0.0.1", "network": "127.0.0.0/8"}, "verdict": "allow"}`)
+	h := startGateway(t, allow, nil)
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST http://127.0.0.1:%d/ HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\n", port, port)
+	// The head is read and the body awaited before the policy changes.
+	time.Sleep(100 * time.Millisecond)
+	h.writePolicy(policy(`{"name": "none", "match": {"host": "nowhere.test"}, "verdict": "allow"}`))
+	io.WriteString(c, "hello")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 || up.n.Load() != 0 {
+		t.Fatalf("a body sent after the policy stopped allowing it: %d, upstream saw %d requests", resp.StatusCode, up.n.Load())
+	}
+	// Without a body the policy of the head's arrival judges: allowed again,
+	// a GET goes through at once.
+	h.writePolicy(allow)
+	if resp, _ := h.do(h.client(), "GET", fmt.Sprintf("http://127.0.0.1:%d/", port), "", nil); resp.StatusCode != 200 {
+		t.Fatalf("GET after the policy allowed again: %d", resp.StatusCode)
 	}
 }

@@ -19,9 +19,10 @@ import (
 	"github.com/impyard/impyard/lib/mcp"
 )
 
-// proxy judges a request for t and forwards it when allowed. It reports
-// whether the connection can carry another request.
-func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject string) bool {
+// proxy judges a request for t by pol, the policy in force when its head
+// arrived, and forwards it when allowed. It reports whether the
+// connection can carry another request.
+func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject string, pol *loaded) bool {
 	g := s.g
 	if h := req.Header["Host"]; len(h) == 1 {
 		if err := sameHost(h[0], t); err != nil {
@@ -51,7 +52,10 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	if reason != "" {
 		return s.deny(rec, req, http.StatusUnsupportedMediaType, reason, keep)
 	}
-	pol := g.policy.get()
+	if req.ContentLength != 0 {
+		// Reading the body took time: judge by the policy as it is now.
+		pol = g.policy.get()
+	}
 	d := pol.policy.Judge(jr)
 	rec.decided(d)
 	if d.Verdict != judge.Allow {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/http1"
+	"github.com/impyard/impyard/lib/judge"
 )
 
 // deadlineConn keeps a write deadline about the idle timeout ahead, so a
@@ -130,7 +131,7 @@ func (s *session) serve() {
 		s.conn.SetReadDeadline(headBy)
 		req, err := http1.ReadRequest(s.br, lim.MaxHeaderBytes)
 		if err != nil {
-			s.reject(s.newRecord(start, req), err)
+			s.reject(s.newRecord(start, req, s.g.Policy()), err)
 			return
 		}
 		if !s.handle(start, req) {
@@ -143,7 +144,10 @@ func (s *session) serve() {
 // handle answers one request and reports whether the connection can carry
 // another.
 func (s *session) handle(start time.Time, req *http1.Request) bool {
-	rec := s.newRecord(start, req)
+	// One stat per request finds the policy in force: the one that names
+	// the headers to redact also judges, unless a body is read first.
+	pol := s.g.policy.get()
+	rec := s.newRecord(start, req, pol.policy)
 	if req.Method == http.MethodConnect {
 		if s.tunnel != nil {
 			s.reject(rec, badRequest("CONNECT inside a CONNECT tunnel"))
@@ -175,7 +179,7 @@ func (s *session) handle(start time.Time, req *http1.Request) bool {
 	if !ok {
 		return !req.Close && req.ContentLength == 0
 	}
-	return s.proxy(rec, req, &t, subject)
+	return s.proxy(rec, req, &t, subject, pol)
 }
 
 // authenticate names the request's subject, and sets the record's task:
@@ -200,14 +204,14 @@ func (s *session) authenticate(rec *Record, req *http1.Request) (string, bool) {
 	return subject, true
 }
 
-func (s *session) newRecord(start time.Time, req *http1.Request) *Record {
+func (s *session) newRecord(start time.Time, req *http1.Request, pol *judge.Policy) *Record {
 	rec := &Record{ID: newID(), Time: start, Client: s.client}
 	rec.Request.Imp, rec.task = s.subject, s.task
 	if req != nil {
 		// Overwritten by setTarget once the target parses; a reject keeps
 		// the target as sent.
 		rec.Request.Method, rec.Request.Path = req.Method, clip(redactUserinfo(req.Target))
-		rec.Request.Headers = RecordHeaders(req.Header, s.g.Policy().Redact()...)
+		rec.Request.Headers = RecordHeaders(req.Header, pol.Redact()...)
 	}
 	if t := s.tunnel; t != nil {
 		rec.Request.Protocol, rec.Request.Host, rec.Request.Port = t.protocol, t.host, t.port

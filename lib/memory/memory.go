@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/impyard/impyard/lib/config"
@@ -76,9 +77,13 @@ const Provenance = "gate"
 
 const prefix = "<!-- impyard:"
 
+// The entry lines' patterns, compiled when first used rather than at
+// package init, which every impq command paid for at start.
 var (
-	beginLine = regexp.MustCompile(`^<!-- impyard:entry (\S+) gate (\S+) (\S+) -->$`)
-	endLine   = regexp.MustCompile(`^<!-- impyard:end (\S+) -->$`)
+	beginLine = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^<!-- impyard:entry (\S+) gate (\S+) (\S+) -->$`)
+	})
+	endLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^<!-- impyard:end (\S+) -->$`) })
 )
 
 // marker reports a line that is, or pretends to be, one of ours.
@@ -113,7 +118,7 @@ func Parse(path string, b []byte) ([]Entry, error) {
 			continue
 		}
 		t := strings.TrimSpace(line)
-		if m := beginLine.FindStringSubmatch(t); m != nil {
+		if m := beginLine().FindStringSubmatch(t); m != nil {
 			if open != nil {
 				return nil, bad(n, "entry %s begins inside entry %s (line %d)", m[1], open.ID, open.Line)
 			}
@@ -136,7 +141,7 @@ func Parse(path string, b []byte) ([]Entry, error) {
 			open = &Entry{ID: m[1], Gate: m[2], At: &at, By: Provenance, Line: n + 1, start: n}
 			continue
 		}
-		if m := endLine.FindStringSubmatch(t); m != nil {
+		if m := endLine().FindStringSubmatch(t); m != nil {
 			if open == nil || open.ID != m[1] {
 				return nil, bad(n, "end of entry %s, which is not the one open here", m[1])
 			}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/lib/yard/yardtest"
@@ -132,7 +133,7 @@ func TestRepairRecordsAnEndedRun(t *testing.T) {
 	if n := bytes.Count(after, []byte(`"event":"run-exited"`)); n != 1 {
 		t.Errorf("journal holds %d run-exited records, want 1:\n%s", n, after)
 	}
-	if _, err := os.Stat(y.Path("runs", testRun, ".recording")); !os.IsNotExist(err) {
-		t.Errorf("marker left: %v", err)
+	if id, ok := event.Interrupted(y.Path("runs", testRun)); ok {
+		t.Errorf("marker left naming %s", id)
 	}
 }

@@ -8,9 +8,10 @@ package sdnotify
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // The states a daemon sends.
@@ -36,15 +37,18 @@ func Send(state string) (bool, error) {
 	if name[0] != '/' && name[0] != '@' {
 		return true, fmt.Errorf("sdnotify: %s=%q is neither a path nor an abstract socket", Env, name)
 	}
-	// The Go runtime turns a leading '@' into the NUL byte that names an
-	// abstract socket.
-	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: name, Net: "unixgram"})
+	// A bare socket, not package net: every command links this package
+	// through lib/cli, and net would link the C resolver and the dynamic
+	// loader into all of them, a cost each short-lived process pays at
+	// start. unix.SockaddrUnix turns a leading '@' into the NUL byte that
+	// names an abstract socket.
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return true, fmt.Errorf("sdnotify: %w", err)
+		return true, fmt.Errorf("sdnotify: socket: %w", err)
 	}
-	defer c.Close()
-	if _, err := c.Write([]byte(state)); err != nil {
-		return true, fmt.Errorf("sdnotify: %w", err)
+	defer unix.Close(fd)
+	if err := unix.Sendto(fd, []byte(state), 0, &unix.SockaddrUnix{Name: name}); err != nil {
+		return true, fmt.Errorf("sdnotify: send to %s: %w", name, err)
 	}
 	return true, nil
 }

@@ -7,20 +7,26 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Log appends records to one JSONL file for a long-running writer, with
-// group commit:
-// a writer goroutine, running while there is anything to write, takes
-// every record that arrived during its last write and writes them
-// together, as one write(2) under the directory's flock. It keeps the lock
-// file and the log open between writes and checks with one lstat that the
-// path still names the file it holds. store.AppendLine's open, lock and
-// dozen system calls per line made the audit log the gateway's bottleneck
-// at thousands of requests a second; the discipline here is the same (the
-// directory's .lock, no symlink followed, a regular file with one link, a
-// torn last line closed off by a newline first), so readers and the
-// yard's other writers see no difference.
+// group commit: whoever writes takes every record that arrived during
+// the last write and writes them together, as one write(2) under the
+// directory's flock. It keeps the lock file and the log open between
+// writes and checks with one lstat each that the paths still name the
+// files it holds. store.AppendLine's open, lock and dozen system calls
+// per line made the audit log the gateway's bottleneck at thousands of
+// requests a second; the discipline here is the same (the directory's
+// .lock, no symlink followed, a regular file with one link, a torn last
+// line closed off by a newline first), so readers and the yard's other
+// writers see no difference.
+//
+// A caller that waits for its record and finds no write under way writes
+// itself, in its own goroutine: handing each record to a writer
+// goroutine and waking the caller again cost more than the write. A
+// record nobody waits for is written with the next one somebody does, or
+// after lag at the latest, so it does not cost a write of its own.
 type Log struct {
 	path string
 	// report hears the outcome of every write, for the callers that did
@@ -28,12 +34,17 @@ type Log struct {
 	report func(error)
 
 	mu      sync.Mutex
-	writing bool // a writer goroutine is running
+	writing bool // someone is writing: a caller, or a writer goroutine
 	pending []byte
 	waiters []chan error
+	spare   []byte
+	armed   bool        // flusher will write what is pending
+	flusher *time.Timer // writes records nobody waits for after lag
 
-	// Owned by the writer goroutine.
+	// Owned by whoever writes.
 	lock     *os.File
+	lockDev  uint64
+	lockIno  uint64
 	f        *os.File
 	dev, ino uint64
 	end      int64 // the log's size after our last write
@@ -45,12 +56,19 @@ func NewLog(path string, report func(error)) *Log {
 	if report == nil {
 		report = func(error) {}
 	}
-	return &Log{path: path, report: report}
+	a := &Log{path: path, report: report}
+	a.flusher = time.AfterFunc(time.Hour, a.flush)
+	a.flusher.Stop()
+	return a
 }
 
 // maxPending is how much may queue before even callers that do not wait
 // for their record do: backpressure when the disk is slow.
 const maxPending = 4 << 20
+
+// lag is how long a record nobody waits for may stay queued when no
+// other record comes to carry it.
+var lag = 10 * time.Millisecond
 
 // Append queues line (one JSON record ending in a newline). With wait, or
 // when too much is queued, it returns once the line is written, with the
@@ -62,46 +80,87 @@ func (a *Log) Append(line []byte, wait bool) error {
 	}
 	a.mu.Lock()
 	a.pending = append(a.pending, line...)
-	var done chan error
-	if wait || len(a.pending) > maxPending {
-		done = make(chan error, 1)
-		a.waiters = append(a.waiters, done)
-	}
-	if !a.writing {
-		a.writing = true
-		go a.run()
-	}
-	a.mu.Unlock()
-	if done == nil {
+	if !wait && len(a.pending) <= maxPending {
+		if !a.writing && !a.armed {
+			a.armed = true
+			a.flusher.Reset(lag)
+		}
+		a.mu.Unlock()
 		return nil
 	}
-	return <-done
+	if a.writing {
+		done := make(chan error, 1)
+		a.waiters = append(a.waiters, done)
+		a.mu.Unlock()
+		return <-done
+	}
+	a.writing = true
+	err := a.batch()
+	if len(a.waiters) > 0 {
+		// Those who came during the write wait for a writer; this caller
+		// has its answer and goes.
+		go a.run()
+	} else {
+		a.idle()
+	}
+	a.mu.Unlock()
+	return err
 }
 
 // Sync returns once everything queued so far is written.
 func (a *Log) Sync() error { return a.Append(nil, true) }
 
-// run writes until nothing is pending.
+// flush writes, after lag, records nobody waited for.
+func (a *Log) flush() {
+	a.mu.Lock()
+	a.armed = false
+	if a.writing || len(a.pending) == 0 && len(a.waiters) == 0 {
+		a.mu.Unlock()
+		return
+	}
+	a.writing = true
+	a.mu.Unlock()
+	a.run()
+}
+
+// run writes until nothing is pending; the caller set writing.
 func (a *Log) run() {
-	var spare []byte
 	a.mu.Lock()
 	for len(a.pending) > 0 || len(a.waiters) > 0 {
-		buf, ws := a.pending, a.waiters
-		a.pending, a.waiters = spare[:0], nil
-		a.mu.Unlock()
-		var err error
-		if len(buf) > 0 {
-			err = a.write(buf)
-			a.report(err)
-		}
-		for _, w := range ws {
-			w <- err
-		}
-		spare = buf
-		a.mu.Lock()
+		a.batch()
 	}
 	a.writing = false
 	a.mu.Unlock()
+}
+
+// batch writes what is pending, with a.mu held on entry and on return
+// but not during the write, answers the waiters it took, and returns the
+// write's error.
+func (a *Log) batch() error {
+	buf, ws := a.pending, a.waiters
+	a.pending, a.waiters = a.spare[:0], nil
+	a.mu.Unlock()
+	var err error
+	if len(buf) > 0 {
+		err = a.write(buf)
+		a.report(err)
+	}
+	for _, w := range ws {
+		w <- err
+	}
+	a.mu.Lock()
+	a.spare = buf
+	return err
+}
+
+// idle ends a write with a.mu held: records queued meanwhile that nobody
+// waits for are left to the flusher.
+func (a *Log) idle() {
+	a.writing = false
+	if len(a.pending) > 0 && !a.armed {
+		a.armed = true
+		a.flusher.Reset(lag)
+	}
 }
 
 // write appends whole lines in one write under the directory's lock.
@@ -111,15 +170,11 @@ func (a *Log) write(lines []byte) error {
 		return err
 	}
 	defer unlock()
-	if err := a.open(); err != nil {
-		return err
-	}
-	fi, err := a.f.Stat()
+	size, err := a.open()
 	if err != nil {
-		a.drop()
 		return err
 	}
-	if size := fi.Size(); size > 0 && size != a.end {
+	if size > 0 && size != a.end {
 		// Someone else wrote since; a writer that crashed mid-line left a
 		// torn line, which a newline first keeps one bad line.
 		var last [1]byte
@@ -151,7 +206,12 @@ func (a *Log) flock() (func(), error) {
 		if err != nil {
 			return nil, &os.PathError{Op: "lock", Path: lockPath, Err: err}
 		}
-		a.lock = f
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+			f.Close()
+			return nil, &os.PathError{Op: "lock", Path: lockPath, Err: err}
+		}
+		a.lock, a.lockDev, a.lockIno = f, uint64(st.Dev), st.Ino
 	}
 	fd := int(a.lock.Fd())
 	for {
@@ -160,7 +220,9 @@ func (a *Log) flock() (func(), error) {
 		case err == nil:
 			// The lock file may have been replaced since it was opened;
 			// then this flock excludes no one, so let Lock follow the path.
-			if same, err := names(lockPath, a.lock); err != nil || !same {
+			// The inode held open is the one fstat saw when it was opened.
+			var st syscall.Stat_t
+			if err := syscall.Lstat(lockPath, &st); err != nil || uint64(st.Dev) != a.lockDev || st.Ino != a.lockIno {
 				release(a.lock)
 				a.lock = nil
 				return Lock(lockPath)
@@ -176,33 +238,34 @@ func (a *Log) flock() (func(), error) {
 }
 
 // open makes sure a.f is the file the path names now, reopening it after
-// the log was replaced or moved away.
-func (a *Log) open() error {
+// the log was replaced or moved away, and returns its size: the lstat
+// that checks the path names a.f tells it too.
+func (a *Log) open() (int64, error) {
 	var st syscall.Stat_t
 	err := syscall.Lstat(a.path, &st)
 	if a.f != nil && err == nil && uint64(st.Dev) == a.dev && st.Ino == a.ino {
-		return nil
+		return st.Size, nil
 	}
 	a.drop()
 	f, err := os.OpenFile(a.path, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, FilePerm)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
-			return &os.PathError{Op: "open", Path: a.path, Err: errors.New("is a symlink; refusing to follow it")}
+			return 0, &os.PathError{Op: "open", Path: a.path, Err: errors.New("is a symlink; refusing to follow it")}
 		}
-		return err
+		return 0, err
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return err
+		return 0, err
 	}
 	sys, _ := fi.Sys().(*syscall.Stat_t)
 	if !fi.Mode().IsRegular() || sys == nil || sys.Nlink != 1 {
 		f.Close()
-		return &os.PathError{Op: "open", Path: a.path, Err: errors.New("is not a regular file with one link")}
+		return 0, &os.PathError{Op: "open", Path: a.path, Err: errors.New("is not a regular file with one link")}
 	}
 	a.f, a.dev, a.ino, a.end = f, uint64(sys.Dev), sys.Ino, -1
-	return nil
+	return fi.Size(), nil
 }
 
 func (a *Log) drop() {

@@ -413,3 +413,79 @@ func TestLogWriterEnds(t *testing.T) {
 		t.Errorf("log holds %d lines, want 4", len(good))
 	}
 }
+
+// Records nobody waits for ride with the next record somebody does: one
+// write for all of them, made by the caller that waits.
+func TestLogCarriesUnwaitedRecords(t *testing.T) {
+	old := lag
+	lag = time.Hour
+	defer func() { lag = old }()
+	p := filepath.Join(t.TempDir(), "a.jsonl")
+	var mu sync.Mutex
+	var writes int
+	l := NewLog(p, func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		writes++
+		mu.Unlock()
+	})
+	for i := range 3 {
+		if err := l.Append([]byte("{\"n\":"+strconv.Itoa(i)+"}\n"), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // time enough for a writer to have run
+	if good, _ := readLines(t, p); len(good) != 0 {
+		t.Fatalf("records nobody waits for were written at once: %q", good)
+	}
+	if err := l.Append([]byte("{\"n\":3}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	good, bad := readLines(t, p)
+	if len(good) != 4 || len(bad) != 0 || good[0] != `{"n":0}` || good[3] != `{"n":3}` {
+		t.Errorf("log holds %q, bad %v", good, bad)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if writes != 1 {
+		t.Errorf("%d writes for four records, want one", writes)
+	}
+}
+
+// A lock file replaced after the log opened it is followed: the log
+// waits for whoever holds the new one instead of locking the old inode
+// no one else uses any more.
+func TestLogFollowsAReplacedLockFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.jsonl")
+	l := NewLog(p, nil)
+	if err := l.Append([]byte("{}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	lockPath := filepath.Join(dir, lockName)
+	if err := os.WriteFile(lockPath+".new", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(lockPath+".new", lockPath); err != nil {
+		t.Fatal(err)
+	}
+	unlock, ok, err := TryLock(lockPath)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	old := LockTimeout
+	LockTimeout = 50 * time.Millisecond
+	defer func() { LockTimeout = old }()
+	if err := l.Append([]byte("{\"held\":1}\n"), true); !errors.Is(err, ErrBusy) {
+		t.Errorf("append while the new lock file is held: %v, want ErrBusy", err)
+	}
+	unlock()
+	if err := l.Append([]byte("{\"n\":2}\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "{}\n{\"n\":2}\n" {
+		t.Errorf("log holds %q", b)
+	}
+}

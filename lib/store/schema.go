@@ -5,13 +5,36 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/impyard/impyard/lib/strictjson"
 )
 
-var schemaPattern = regexp.MustCompile(`^impyard\.([a-z]+)/([0-9]+)$`)
+// parseSchema splits "impyard.KIND/MAJOR" (KIND of a-z, MAJOR of
+// digits) into its parts. Written out rather than as a regexp compiled
+// at package init, which every short-lived command paid for at start.
+func parseSchema(s string) (kind, major string, ok bool) {
+	rest, ok := strings.CutPrefix(s, "impyard.")
+	if !ok {
+		return "", "", false
+	}
+	kind, major, ok = strings.Cut(rest, "/")
+	if !ok || kind == "" || major == "" {
+		return "", "", false
+	}
+	for _, c := range []byte(kind) {
+		if c < 'a' || c > 'z' {
+			return "", "", false
+		}
+	}
+	for _, c := range []byte(major) {
+		if c < '0' || c > '9' {
+			return "", "", false
+		}
+	}
+	return kind, major, true
+}
 
 // ErrUnknownMajor is a file of the right kind at a major version this
 // impyard does not read: one written by a newer (or much older) impyard.
@@ -38,11 +61,11 @@ func CheckSchema(path string, data []byte, kind string, major int) error {
 	if h.Schema == nil {
 		return fmt.Errorf("%s: no \"schema\" member; want %q", path, Schema(kind, major))
 	}
-	m := schemaPattern.FindStringSubmatch(*h.Schema)
-	if m == nil || m[1] != kind {
+	k, m, ok := parseSchema(*h.Schema)
+	if !ok || k != kind {
 		return fmt.Errorf("%s: schema %q is not a %s file; want %q", path, *h.Schema, kind, Schema(kind, major))
 	}
-	if m[2] != strconv.Itoa(major) {
+	if m != strconv.Itoa(major) {
 		return fmt.Errorf("%s: schema %q %w (this impyard reads %q); refusing to read or change it", path, *h.Schema, ErrUnknownMajor, Schema(kind, major))
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/notify"
 	"github.com/impyard/impyard/lib/queue"
@@ -210,8 +211,8 @@ func TestCrashBetweenWriteAndRecord(t *testing.T) {
 				if h := r.Timeline().History; len(h) != want {
 					t.Fatalf("after the kill %q has %d transitions on disk, want %d", id, len(h), want)
 				}
-				if b, err := os.ReadFile(filepath.Join(c.dir(y, id), ".recording")); err != nil || string(b) != id {
-					t.Errorf("marker: %q %v, want %s", b, err, id)
+				if marked, ok := event.Interrupted(c.dir(y, id)); !ok || marked != id {
+					t.Errorf("marker names %q (%v), want %s", marked, ok, id)
 				}
 				if j, a := records(t, y, id); j[want] != 0 || a[want] != 0 {
 					t.Errorf("transition %d recorded before the kill point: journal %v audit %v", want, j, a)
@@ -219,8 +220,8 @@ func TestCrashBetweenWriteAndRecord(t *testing.T) {
 				if err := c.repair(y, id); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := os.Stat(filepath.Join(c.dir(y, id), ".recording")); !os.IsNotExist(err) {
-					t.Errorf("marker left after the repair: %v", err)
+				if marked, ok := event.Interrupted(c.dir(y, id)); ok {
+					t.Errorf("marker left after the repair naming %s", marked)
 				}
 				exactlyOnce(t, y, id, want+c.repairAdds)
 			})

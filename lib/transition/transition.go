@@ -51,7 +51,8 @@ type Store[R Record] struct {
 	// os.ErrNotExist. Under the lock tx is the transaction, and Read may
 	// tidy what a crash left beside the record; it is also called once
 	// before the lock, with tx nil, to refuse a record from a newer
-	// impyard without writing anything.
+	// impyard without writing anything: then only its error wrapping
+	// store.ErrUnknownMajor counts, and it may return no record.
 	Read func(tx *store.Tx, id string) (R, error)
 	// Write writes the record as it now is, under the lock.
 	Write func(tx *store.Tx, r R) error

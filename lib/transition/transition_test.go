@@ -240,8 +240,8 @@ func TestUnrecordedIsRepairedOnce(t *testing.T) {
 	if !errors.Is(err, transition.ErrUnrecorded) || got == nil || got.State != state.Running {
 		t.Fatalf("Move with the journal unwritable: %v %+v, want the note and ErrUnrecorded", got, err)
 	}
-	if _, err := os.Stat(filepath.Join(s.Dir.Path(), ".recording")); err != nil {
-		t.Errorf("marker: %v", err)
+	if id, ok := event.Interrupted(s.Dir.Path()); !ok || id != n.ID {
+		t.Errorf("marker names %q (%v), want %s", id, ok, n.ID)
 	}
 	os.Remove(jp)
 	os.WriteFile(jp, b, 0o640)
