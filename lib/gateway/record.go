@@ -199,8 +199,11 @@ func redactUserinfo(target string) string {
 	if strings.HasPrefix(target, "/") {
 		return target
 	}
+	// What precedes "://" is a scheme only if it is spelt as one
+	// (RFC 3986 3.1); otherwise "://" is inside the authority, as in
+	// "pw@://", and the user information starts at the beginning.
 	start := 0
-	if i := strings.Index(target, "://"); i >= 0 {
+	if i := strings.Index(target, "://"); i >= 0 && isScheme(target[:i]) {
 		start = i + 3
 	}
 	end := len(target)
@@ -212,6 +215,21 @@ func redactUserinfo(target string) string {
 		return target
 	}
 	return target[:start] + Redacted + target[start+at:]
+}
+
+// isScheme reports whether s is spelt as a URI scheme: a letter, then
+// letters, digits, '+', '-' and '.'.
+func isScheme(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 // MarshalJSON writes the record's fields in a fixed order under the Field
