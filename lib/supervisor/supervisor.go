@@ -144,11 +144,21 @@ func (s *Supervisor) Running() int {
 // start for a reason of its own frees its slot, so the plan is made again
 // over what is left until it has nothing more to start.
 func (s *Supervisor) dispatch(ctx context.Context, org *config.Org) (int, error) {
-	waiting, bad := queue.List(s.Yard, queue.Filter{State: state.Waiting})
+	// One read of the queue serves both states: a listing reads every
+	// task file whatever its filter.
+	all, bad := queue.List(s.Yard, queue.Filter{})
 	for _, err := range bad {
 		s.logf("%v", err)
 	}
-	running, _ := queue.List(s.Yard, queue.Filter{State: state.Running})
+	var waiting, running []*queue.Task
+	for _, t := range all {
+		switch t.State {
+		case state.Waiting:
+			waiting = append(waiting, t)
+		case state.Running:
+			running = append(running, t)
+		}
+	}
 	// Each imp's configuration is read once a pass.
 	cfgs := map[string]*config.Imp{}
 	lim := Limits{Global: org.Supervisor.Concurrency, PerImp: map[string]int{}, Broken: map[string]string{}, OverBudget: map[string]string{}}
