@@ -3,7 +3,6 @@ package mcp
 import (
 	"encoding/binary"
 	"encoding/json"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -49,13 +48,7 @@ func utf32LE(s string) string {
 
 func TestLift(t *testing.T) {
 	getIssue := rpc("tools/call", `{"name":"get_issue","arguments":{"n":1}}`)
-	tests := []struct {
-		name  string
-		ctype string
-		body  string
-		want  Lifted
-		err   string
-	}{
+	runLift(t, []liftCase{
 		// Plain requests.
 		{"tools/call", jsonType, getIssue, Lifted{Calls: []Call{{"tools/call", "get_issue"}}}, ""},
 		{"notification without id", jsonType, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, Lifted{Calls: []Call{{Method: "notifications/initialized"}}}, ""},
@@ -153,22 +146,7 @@ func TestLift(t *testing.T) {
 		{"batch element with odd case", jsonType, "[" + getIssue + `,{"jsonrpc":"2.0","Method":"tools/call"}]`, Lifted{}, `JSON-RPC batch element 1: JSON-RPC key "Method" must be spelled "method"`},
 		{"batch with a response", jsonType, "[" + getIssue + `,{"jsonrpc":"2.0","id":1,"result":{}}]`, Lifted{}, "JSON-RPC batch element 1: JSON-RPC response sent by the client"},
 		{"batch with duplicate name", jsonType, "[" + getIssue + "," + rpc("tools/call", `{"name":"a","name":"b"}`) + "]", Lifted{}, `JSON body refused: duplicate key "name" at $[1].params`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := Lift(tt.ctype, []byte(tt.body))
-			gotErr := ""
-			if err != nil {
-				gotErr = err.Error()
-			}
-			if gotErr != tt.err {
-				t.Errorf("error\n got: %s\nwant: %s", gotErr, tt.err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got %+v, want %+v", got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func FuzzLift(f *testing.F) {
