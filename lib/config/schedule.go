@@ -63,6 +63,10 @@ type Schedules struct {
 func (s *Schedules) UnmarshalTOML(v any) error {
 	switch v := v.(type) {
 	case string:
+		// schedule = "" has always meant no schedule.
+		if v == "" {
+			return nil
+		}
 		s.legacy = true
 		s.List = []Schedule{{Cron: v, Proactive: true}}
 		return nil
@@ -86,7 +90,9 @@ func (im *Imp) checkSchedules(p string, b []byte) error {
 		}
 		return nil
 	}
-	if im.ScheduleTask != "" {
+	// schedule_task without any schedule has always been ignored; beside
+	// [[schedule]] entries it would be a task text no entry takes.
+	if im.ScheduleTask != "" && len(s.raw) > 0 {
 		return bad(p, b, "schedule_task", "schedule_task goes with the old single schedule = \"CRON\"; with [[schedule]] entries give each its own task")
 	}
 	seen := map[string]int{}

@@ -55,6 +55,13 @@ cron = "@hourly"
 		t.Errorf("keys %q %q %q: want three, all different", l[0].Key, l[1].Key, l[2].Key)
 	}
 
+	// As before [[schedule]]: an empty schedule, or a task text with no
+	// schedule, is no schedule, not an imp that fails to load.
+	for _, text := range []string{"command = [\"x\"]\nschedule = \"\"\n", "command = [\"x\"]\nschedule_task = \"weekly digest\"\n"} {
+		if im, err := loadImpText(t, text); err != nil || len(im.Schedule.List) != 0 {
+			t.Errorf("%q: %+v %v, want no schedule", text, im, err)
+		}
+	}
 	im, err = loadImpText(t, "command = [\"x\"]\nschedule = \"*/10 * * * *\"\nschedule_task = \"weekly digest\"\n")
 	if err != nil {
 		t.Fatal(err)
