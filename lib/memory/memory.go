@@ -30,6 +30,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/id"
@@ -88,6 +89,19 @@ var (
 
 // marker reports a line that is, or pretends to be, one of ours.
 func marker(line string) bool { return strings.HasPrefix(strings.TrimSpace(line), prefix) }
+
+// forged reports a proposed line that could pass for a marker to a
+// reader of the brief: the prefix anywhere in it once invisible format
+// characters (a zero-width space, a byte-order mark) are taken out, so
+// that what the model sees as an entry's end cannot be smuggled in.
+func forged(line string) bool {
+	return strings.Contains(strings.Map(func(r rune) rune {
+		if unicode.Is(unicode.Cf, r) {
+			return -1
+		}
+		return r
+	}, line), prefix)
+}
 
 // Parse splits memory.md's content b into its entries, in file order. A
 // marker that does not parse, an entry inside another, an end without its
@@ -274,8 +288,8 @@ func decode(payload []byte) (intent.Memory, error) {
 		return m, fmt.Errorf("%w: text is %d bytes, %w of %d bytes for memory.md", ErrRefused, len(m.Text), ErrTooLarge, MaxBytes)
 	}
 	for n, line := range split(m.Text) {
-		if marker(line) {
-			return m, fmt.Errorf("%w: text line %d begins %q, which only impyard writes", ErrRefused, n+1, prefix)
+		if forged(line) {
+			return m, fmt.Errorf("%w: text line %d holds %q, which only impyard writes", ErrRefused, n+1, prefix)
 		}
 	}
 	if m.Replaces != "" {
