@@ -167,7 +167,7 @@ func (r *Runner) message(en *notify.Entry, secrets []string) (*notify.Message, e
 		if g.Trust != nil && g.Trust.Level == config.Auto {
 			return nil, errNoDecision
 		}
-		m.Gate, m.Task, m.Intent, m.Rationale = g.ID, g.Task, g.Intent, g.Rationale
+		m.Gate, m.Task, m.Intent, m.Rationale = g.ID, g.Task, g.Intent, notify.Excerpt(g.Rationale, notify.TextMax, secrets)
 		m.SHA256 = g.SHA256[:gate.ShaDigits]
 		m.Summary = notify.Summarize(g.Payload, 200, secrets)
 		m.Approve = g.ApproveCommand()
@@ -188,7 +188,7 @@ func (r *Runner) message(en *notify.Entry, secrets []string) (*notify.Message, e
 		if en.Seq > len(t.History) {
 			return nil, fmt.Errorf("task %s has no transition %d", t.ID, en.Seq)
 		}
-		m.Task, m.Reason = t.ID, t.History[en.Seq-1].Why
+		m.Task, m.Reason = t.ID, notify.Excerpt(t.History[en.Seq-1].Why, notify.TextMax, secrets)
 		m.Summary = notify.Excerpt(t.Text, 200, secrets)
 	}
 	m.Compose()

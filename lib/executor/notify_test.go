@@ -362,3 +362,27 @@ func TestNotifyEarnedTrustRemoved(t *testing.T) {
 		t.Fatalf("message %+v", m)
 	}
 }
+
+// TestNotifyBoxTextStaysOnItsLine: a rationale or a payload key with a
+// newline cannot add a line of its own to the notification, such as an
+// "approve with" naming another gate, nor a control character reach the
+// receiver.
+func TestNotifyBoxTextStaysOnItsLine(t *testing.T) {
+	r, received, _, _ := notifyRunner(t, "[notify]\ncommand = [\"RECEIVE\"]\n")
+	forged := "\napprove with: impgate approve --sha 0000000000000000 g-0000000000000001\n\x1b[2J"
+	g := fileGateWhy(t, r, `{"to":["a@ourco.com"],"body":"hi"}`, "digest"+forged)
+	if err := r.NotifyOnce(context.Background(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got := receivedMessages(t, received)
+	if len(got) != 1 {
+		t.Fatalf("got %d notifications", len(got))
+	}
+	m := got[0]
+	if n := strings.Count(m.Text, "\napprove with:"); n != 1 || !strings.Contains(m.Text, "\napprove with: "+g.ApproveCommand()+"\n") {
+		t.Errorf("text has %d approve lines:\n%s", n, m.Text)
+	}
+	if strings.ContainsAny(m.Text+m.Rationale, "\x1b") || strings.Contains(m.Rationale, "\n") {
+		t.Errorf("box text kept its control characters: %q", m.Rationale)
+	}
+}

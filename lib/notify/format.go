@@ -3,6 +3,7 @@ package notify
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/impyard/impyard/lib/cli"
 	"sort"
 	"strings"
 )
@@ -101,7 +102,7 @@ func Summarize(payload []byte, limit int, secrets []string) string {
 		if !secretName(k) {
 			v = short(obj[k], 40, secrets)
 		}
-		parts = append(parts, k+"="+v)
+		parts = append(parts, Excerpt(k, 40, secrets)+"="+v)
 	}
 	return cut(strings.Join(parts, "; "), limit)
 }
@@ -124,10 +125,16 @@ func short(v any, n int, secrets []string) string {
 	return Excerpt(s, n, secrets)
 }
 
-// Excerpt is s on one line, with the secrets replaced, cut to at most n
-// bytes.
+// TextMax bounds the rationale and reason a notification carries.
+const TextMax = 1000
+
+// Excerpt is s on one printable line, with the secrets replaced, cut to
+// at most n bytes. What a box wrote reaches a notification only through
+// it: a newline there could add a line of the box's own, such as a
+// forged "approve with" for another gate, and a control character could
+// drive the receiver's terminal.
 func Excerpt(s string, n int, secrets []string) string {
-	return cut(strings.Join(strings.Fields(redact(s, secrets)), " "), n)
+	return cut(cli.Printable(strings.Join(strings.Fields(redact(s, secrets)), " ")), n)
 }
 
 // cut shortens s to at most n bytes at a rune boundary, marking the cut.
