@@ -545,6 +545,11 @@ func (o *Org) checkEarn(b []byte) error {
 		if e.After < 1 {
 			return bad(p, b, "after", "[[earn]] #%d: after must be at least 1, not %d", i+1, e.After)
 		}
+		// Grants and memory change what the yard itself allows or tells
+		// every later box: only the owner writes trust for them.
+		if x := o.Executors[e.Intent]; e.Intent == EgressGrant || x != nil && (x.Kind == EgressGrant || x.Kind == Memory) {
+			return bad(p, b, "intent", "[[earn]] #%d: trust for %s (egress grants, memory) is never earned; write a [[trust]] entry if you want one", i+1, e.Intent)
+		}
 		k := [2]string{e.Imp, e.Intent}
 		if seen[k] {
 			return bad(p, b, "earn", "[[earn]] #%d: a second entry for imp %s, intent %s", i+1, e.Imp, e.Intent)

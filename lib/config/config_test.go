@@ -299,6 +299,8 @@ func TestEarn(t *testing.T) {
 		{"[[earn]]\nintent = \"email-send\"\nimp = \"yuko\"\nafter = 2\n" + emailExec, `[[earn]] #1: intent email-send declares no fields`},
 		{"[[earn]]\nintent = \"email-send\"\nimp = \"yuko\"\nafter = 2\nlevel = \"auto\"\n", `unknown key "earn.level"`},
 		{"[executors.trust-promote]\nkind = \"message-user\"\n", `trust-promote is built in`},
+		{"[[earn]]\nintent = \"egress-grant\"\nimp = \"yuko\"\nafter = 2\n", `[[earn]] #1: trust for egress-grant (egress grants, memory) is never earned`},
+		{"[[earn]]\nintent = \"memory-promote\"\nimp = \"yuko\"\nafter = 2\n[executors.memory-promote]\nkind = \"memory\"\n", `trust for memory-promote (egress grants, memory) is never earned`},
 		{"[[trust]]\nintent = \"email-send\"\nlevel = \"gate\"\nearned = true\n", `key "earned": [[trust]] #1: an earned entry is level auto, not "gate"`},
 		{"[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\ngates = [\"g-0000000000000001\"]\n", `key "gates": [[trust]] #1: gates is only for earned entries`},
 		{"[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\nearned = true\ngates = [\"../x\"]\n", `key "gates": [[trust]] #1:`},

@@ -244,6 +244,10 @@ func Narrowest(org *config.Org, in string, gates []*gate.Gate) (*Entry, error) {
 			e.Match[k] = g
 		case present == len(docs) && same && payload.Matchable(typ) && len(first) == 1:
 			e.Match[k] = quote(first[0])
+		case !payload.Matchable(typ) || typ == payload.URL:
+			// Free would mean any object, or any URL: wider than any
+			// of the payloads the owner approved.
+			return nil, fmt.Errorf("field %q (%s) varied or cannot be matched, and free would allow any value: %w", k, typ, ErrNoNarrowEntry)
 		default:
 			e.Free = append(e.Free, k)
 		}

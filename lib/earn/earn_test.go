@@ -27,7 +27,7 @@ after = 3
 [executors.email-send]
 kind = "http"
 url = "https://api.resend.com/emails"
-fields = { to = "addresses", cc = "addresses", subject = "text", body = "text", n = "number" }
+fields = { to = "addresses", cc = "addresses", subject = "text", body = "text", n = "number", link = "url", meta = "object" }
 `
 
 type fixture struct {
@@ -214,6 +214,8 @@ func TestNarrowest(t *testing.T) {
 		{"metacharacters", []string{`{"to":["a*b@x.com"]}`, `{"to":["c{d}?@x.com"]}`}, map[string]string{"to": `{a\*b@x.com,c\{d\}\?@x.com}`}, "", ""},
 		{"a domain", many, map[string]string{"to": "*@ourco.com"}, "", ""},
 		{"no one domain", spread, nil, "", "more than one domain"},
+		{"a URL that varied", []string{`{"to":["a@x.com"],"link":"https://x.com/a"}`, `{"to":["a@x.com"],"link":"https://y.com/b"}`}, nil, "", `field "link" (url) varied`},
+		{"an object", []string{`{"to":["a@x.com"],"meta":{"k":1}}`, `{"to":["a@x.com"],"meta":{"k":1}}`}, nil, "", `field "meta" (object)`},
 		{"address sometimes absent", []string{`{"to":["a@x.com"],"cc":["b@x.com"]}`, `{"to":["a@x.com"]}`}, nil, "", `address field "cc" is absent`},
 	} {
 		gs := gates(t, f, tc.bodies...)
