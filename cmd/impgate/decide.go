@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -132,8 +133,22 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 			return nil
 		}
 	}
+	// The deny stands whatever follows; an earned entry it disagrees with
+	// goes, or the owner is told it could not: with --json as without.
+	var removed string
+	var rerr error
+	if c.To == state.Denied {
+		if removed, rerr = earn.Denied(y, g); rerr != nil {
+			rerr = fmt.Errorf("%s denied, but the earned trust entries it disagrees with were not removed: %w", g.ID, rerr)
+		}
+	}
 	if asJSON {
-		return cli.JSONLine(e.Stdout, g)
+		// Standard output stays one JSON object; the removal is said
+		// beside it.
+		if removed != "" {
+			fmt.Fprintf(e.Stderr, "%s: note: %s\n", e.Name, removed)
+		}
+		return errors.Join(cli.JSONLine(e.Stdout, g), rerr)
 	}
 	again := ""
 	if h := g.History[len(g.History)-1]; h.From == state.Approved && h.To == state.Approved {
@@ -142,19 +157,12 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 	if _, err := fmt.Fprintf(e.Stdout, "%s %s by %s%s\n", g.ID, g.State, c.By, again); err != nil {
 		return err
 	}
-	if c.To != state.Denied {
-		return nil
-	}
-	// The deny stands whatever follows; an earned entry it disagrees with
-	// goes, or the owner is told it could not.
-	removed, err := earn.Denied(y, g)
-	if err != nil {
-		return fmt.Errorf("%s denied, but the earned trust entries it disagrees with were not removed: %w", g.ID, err)
-	}
 	if removed != "" {
-		_, err = fmt.Fprintln(e.Stdout, removed)
+		if _, err := fmt.Fprintln(e.Stdout, removed); err != nil {
+			return err
+		}
 	}
-	return err
+	return rerr
 }
 
 // gateJSONFlag adds --json to a command that prints the gate it changed.
