@@ -182,6 +182,10 @@ type usageTokens struct {
 	CompletionTokens *int64 `json:"completion_tokens"`
 	InputTokens      *int64 `json:"input_tokens"`
 	OutputTokens     *int64 `json:"output_tokens"`
+	// Anthropic counts cached prompt tokens apart from input_tokens: a
+	// box could otherwise mark its prompt cacheable and leave the meter.
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
 }
 
 // parse reads one JSON object's usage. A later figure replaces an
@@ -218,7 +222,15 @@ func (r *usageReader) tokens(t *usageTokens) {
 		}
 	}
 	if in != nil && *in >= 0 {
-		r.u.InputTokens, r.seen = *in, true
+		n := *in
+		if r.meter == judge.MeterAnthropic {
+			for _, c := range []*int64{t.CacheCreationInputTokens, t.CacheReadInputTokens} {
+				if c != nil && *c > 0 {
+					n += *c
+				}
+			}
+		}
+		r.u.InputTokens, r.seen = n, true
 	}
 	if out != nil && *out >= 0 {
 		r.u.OutputTokens, r.seen = *out, true

@@ -44,6 +44,8 @@ func TestUsageReader(t *testing.T) {
 		{"openai sse", judge.MeterOpenAI, "text/event-stream; charset=utf-8", openAISSE, Usage{Model: "gpt-5", InputTokens: 100, OutputTokens: 200}},
 		{"responses sse", judge.MeterOpenAI, "text/event-stream", responsesSSE, Usage{Model: "gpt-5", InputTokens: 9, OutputTokens: 3}},
 		{"anthropic sse", judge.MeterAnthropic, "text/event-stream", anthropicSSE, Usage{Model: "claude-x", InputTokens: 25, OutputTokens: 15}},
+		{"anthropic cached prompt", judge.MeterAnthropic, "application/json", `{"model":"claude-x","usage":{"input_tokens":3,"cache_creation_input_tokens":150000,"cache_read_input_tokens":20,"output_tokens":5}}`, Usage{Model: "claude-x", InputTokens: 150023, OutputTokens: 5}},
+		{"cache figures under the openai meter", judge.MeterOpenAI, "application/json", `{"model":"gpt-5","usage":{"prompt_tokens":3,"cache_creation_input_tokens":150000,"completion_tokens":5}}`, Usage{Model: "gpt-5", InputTokens: 3, OutputTokens: 5}},
 		{"sse without a final newline", judge.MeterOpenAI, "text/event-stream", strings.TrimRight(openAISSE[:strings.Index(openAISSE, "data: [DONE]")], "\n"), Usage{Model: "gpt-5", InputTokens: 100, OutputTokens: 200}},
 		{"crlf sse", judge.MeterAnthropic, "text/event-stream", strings.ReplaceAll(anthropicSSE, "\n", "\r\n"), Usage{Model: "claude-x", InputTokens: 25, OutputTokens: 15}},
 		{"no usage", judge.MeterOpenAI, "application/json", `{"model":"gpt-5","choices":[]}`, Usage{Model: "gpt-5", Unknown: true}},

@@ -270,6 +270,11 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 		if rl.meter, err = parseMeter(*f.Meter, rl.verdict); err != nil {
 			return rule{}, fmt.Errorf("meter: %w", err)
 		}
+		if rl.m.upgrade {
+			// After the switch of protocols the gateway reads no
+			// response, so a metered rule would let usage pass unseen.
+			return rule{}, errors.New("meter: a metering rule cannot allow a protocol upgrade: the gateway reads no usage after it")
+		}
 	}
 	rl.m.eitherPath = rl.verdict == Deny
 	if rl.inject != nil && rl.verdict != Tunnel && !httpsOnly(rl.m.protocols) {

@@ -34,6 +34,7 @@ func TestBrokenPolicies(t *testing.T) {
 	tests := map[string]string{
 		"bad-meter.json":                    `rules[0] "a": meter: "gemini" is not openai or anthropic`,
 		"tunnel-with-meter.json":            `rules[0] "a": meter: only an allow rule meters: the gateway reads no response of a deny or tunnel rule`,
+		"upgrade-with-meter.json":           `rules[0] "a": meter: a metering rule cannot allow a protocol upgrade: the gateway reads no usage after it`,
 		"bad-cidr.json":                     `rules[0] "a": match.network: "10.0.0.0/33" is not a CIDR prefix like 10.0.0.0/8`,
 		"bad-glob.json":                     `rules[0] "a": match.mcp.tool: bad glob "get_[": glob: syntax error at 5: unexpected end of input`,
 		"bad-inject-format.json":            `rules[0] "a": inject.format: "Bearer %s %s" must hold exactly one %s and no other %`,

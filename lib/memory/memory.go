@@ -289,7 +289,7 @@ func decode(payload []byte) (intent.Memory, error) {
 	}
 	for n, line := range split(m.Text) {
 		if forged(line) {
-			return m, fmt.Errorf("%w: text line %d holds %q, which only impyard writes", ErrRefused, n+1, prefix)
+			return m, fmt.Errorf("%w: text line %d begins %q, which only impyard writes", ErrRefused, n+1, prefix)
 		}
 	}
 	if m.Replaces != "" {
