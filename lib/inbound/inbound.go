@@ -43,9 +43,13 @@ const (
 	InFlight          = 16
 	readHeaderTimeout = 10 * time.Second
 	readTimeout       = 30 * time.Second
-	writeTimeout      = 30 * time.Second
-	idleTimeout       = 60 * time.Second
-	maxHeaderBytes    = 16 << 10
+	// bodyTimeout bounds the read of a body once it holds a slot: a
+	// sender that trickles bytes would otherwise keep the slot for all of
+	// readTimeout, and InFlight such senders would refuse every other.
+	bodyTimeout    = 10 * time.Second
+	writeTimeout   = 30 * time.Second
+	idleTimeout    = 60 * time.Second
+	maxHeaderBytes = 16 << 10
 )
 
 // Prefix is the path under which each source is served.
@@ -73,6 +77,8 @@ type Relay struct {
 	logf    func(format string, a ...any)
 	// now is the clock that stamps records and judges Discord's window.
 	now func() time.Time
+	// bodyTimeout is bodyTimeout, shorter in tests.
+	bodyTimeout time.Duration
 	// tls, when set, is the certificate the listener serves HTTPS with.
 	tls *certFiles
 
@@ -94,7 +100,7 @@ func New(y *yard.Yard, h string, in config.Inbound, logf func(format string, a .
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	r := &Relay{yard: y, sources: map[string]*source{}, slots: make(chan struct{}, InFlight), logf: logf, now: time.Now, pruned: map[string]time.Time{}}
+	r := &Relay{yard: y, sources: map[string]*source{}, slots: make(chan struct{}, InFlight), logf: logf, now: time.Now, bodyTimeout: bodyTimeout, pruned: map[string]time.Time{}}
 	if in.TLSCert != "" {
 		c, err := tlsFiles(h, in.TLSCert, in.TLSKey, logf)
 		if err != nil {
@@ -243,6 +249,8 @@ func (r *Relay) deliver(w http.ResponseWriter, req *http.Request, rec *Record) a
 	default:
 		return refuse(http.StatusServiceUnavailable, ErrBusy)
 	}
+	// A connection without deadlines (a test's recorder) reads as before.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(r.bodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, MaxBody))
 	rec.Bytes = int64(len(body))
 	var tooLarge *http.MaxBytesError

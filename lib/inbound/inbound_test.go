@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -465,5 +466,46 @@ func TestLimitsAtTheirEdges(t *testing.T) {
 		if code, out := r.github(t, tc.id, body); code != tc.code {
 			t.Errorf("delivery id of %s: %d %s, want %d", tc.name, code, out, tc.code)
 		}
+	}
+}
+
+// TestTrickledBodiesLoseTheirSlots: InFlight senders that trickle their
+// bodies hold every slot only until the body timeout, after which a
+// signed delivery is filed again.
+func TestTrickledBodiesLoseTheirSlots(t *testing.T) {
+	r := newRelay(t)
+	inbound.SetBodyTimeout(r.Relay, 300*time.Millisecond)
+	host := strings.TrimPrefix(r.url, "http://")
+	for range inbound.InFlight {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "POST %sgithub HTTP/1.1\r\nHost: relay\r\nContent-Length: 100\r\n\r\nx", inbound.Prefix)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if code, out := r.github(t, "held", []byte(`{"n":1}`)); code != http.StatusServiceUnavailable {
+		t.Fatalf("with every slot held: %d %s, want 503", code, out)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if code, out := r.github(t, "freed", []byte(`{"n":2}`)); code != http.StatusAccepted {
+		t.Fatalf("after the body timeout: %d %s, want 202", code, out)
+	}
+}
+
+// TestLongPathRecordedShort: a refusal that quotes what the sender sent
+// keeps its audit line short.
+func TestLongPathRecordedShort(t *testing.T) {
+	r := newRelay(t)
+	if code, _ := r.post(t, strings.Repeat("x", 15000), []byte("{}"), nil); code != http.StatusNotFound {
+		t.Fatalf("unknown source: %d", code)
+	}
+	b, err := os.ReadFile(r.y.Decisions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := r.lastRecord(t); len(b) > 1024 || len(rec.Reason) > 260 || !strings.HasPrefix(rec.Reason, inbound.ErrUnknownSource.Error()) {
+		t.Errorf("the refusal took %d bytes of the audit log, reason %q", len(b), rec.Reason)
 	}
 }

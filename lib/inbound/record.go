@@ -1,6 +1,7 @@
 package inbound
 
 import (
+	"strings"
 	"time"
 
 	"github.com/impyard/impyard/lib/store"
@@ -37,12 +38,21 @@ type Record struct {
 	Bytes    int64     `json:"bytes"`
 }
 
+// maxReason bounds a record's reason, in bytes.
+const maxReason = 256
+
 // record appends rec to the audit log.
 func (r *Relay) record(rec *Record) error {
 	now := r.now()
 	rec.Schema, rec.TS, rec.TSMS = RecordSchema, store.Second(now), store.Millis(now)
 	if len(rec.Source) > 64 {
 		rec.Source = rec.Source[:64]
+	}
+	// A refusal's reason may quote what the sender sent (a path): a
+	// line of the audit log stays short whatever anyone on the network
+	// sends.
+	if len(rec.Reason) > maxReason {
+		rec.Reason = strings.ToValidUTF8(rec.Reason[:maxReason], "") + "…"
 	}
 	line, err := store.Line(rec)
 	if err != nil {
