@@ -21,6 +21,9 @@ type certFiles struct {
 	certMod time.Time
 	keyMod  time.Time
 	current *tls.Certificate
+	// told is the last error logged, so that a pair that stays broken
+	// (a file removed mid-renewal) is logged once, not per handshake.
+	told string
 }
 
 // tlsFiles resolves p against IMPYARD_HOME: the key is a secret, and
@@ -75,10 +78,16 @@ func mtime(p string) (time.Time, error) {
 // get is the listener's GetCertificate.
 func (c *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	pair, err := c.load()
+	if err != nil && pair == nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	say := err != nil && err.Error() != c.told
 	if err != nil {
-		if pair == nil {
-			return nil, err
-		}
+		c.told = err.Error()
+	}
+	c.mu.Unlock()
+	if say {
 		c.logf("inbound relay: keeping the previous certificate: %v", err)
 	}
 	return pair, nil

@@ -149,12 +149,32 @@ func TestTLS(t *testing.T) {
 	if kept != 1 {
 		t.Errorf("the broken renewal was logged %d times, want once: %q", kept, logged)
 	}
+
+	// Files removed mid-renewal: the last good pair is served, and the
+	// missing file logged once however many handshakes follow.
+	os.Remove(certPath)
+	for _, n := range []string{`{"n":5}`, `{"n":6}`, `{"n":7}`} {
+		if got, code := served(n); !got.Equal(second) || code != http.StatusAccepted {
+			t.Fatalf("with the certificate file gone served %v with status %d", got.Subject, code)
+		}
+	}
+	mu.Lock()
+	gone := 0
+	for _, l := range logged {
+		if strings.Contains(l, "keeping the previous certificate") && strings.Contains(l, "no such file") {
+			gone++
+		}
+	}
+	mu.Unlock()
+	if gone != 1 {
+		t.Errorf("the missing certificate was logged %d times, want once: %q", gone, logged)
+	}
 	tasks, bad := queue.List(r.y, queue.Filter{Imp: "yuko"})
 	if len(bad) > 0 {
 		t.Fatal(bad)
 	}
-	if len(tasks) != 4 {
-		t.Errorf("%d tasks filed, want the 4 HTTPS deliveries", len(tasks))
+	if len(tasks) != 7 {
+		t.Errorf("%d tasks filed, want the 7 HTTPS deliveries", len(tasks))
 	}
 }
 
