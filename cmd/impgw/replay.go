@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
@@ -78,18 +80,21 @@ func replay(e *cli.Env, args []string) error {
 			return err
 		}
 		path = y.Decisions()
+	} else if path == cli.Stdin {
+		path = "standard input"
+		read = func(path string, fn func([]byte) error) ([]store.BadLine, error) {
+			return store.ScanJSONL(e.Stdin, path, fn)
+		}
 	} else {
 		// A file named on the command line must be there: a typo is not
-		// a week without traffic.
-		in, name, err := e.OpenInput(path)
+		// a week without traffic. Read, it is a log like the yard's own,
+		// so a symlink or a FIFO planted in its place is refused; the
+		// probe does not block on a FIFO.
+		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return err
 		}
-		defer in.Close()
-		path = name
-		read = func(path string, fn func([]byte) error) ([]store.BadLine, error) {
-			return store.ScanJSONL(in, path, fn)
-		}
+		f.Close()
 	}
 	var seen, judged, flips, skipped int
 	bad, err := read(path, func(line []byte) error {
