@@ -266,6 +266,7 @@ func WriteReady(y *yard.Yard, runID, listen string) error {
 func WaitReady(y *yard.Yard, runID string, timeout time.Duration) error {
 	p := y.Path("runs", runID, "gateway.json")
 	deadline := time.Now().Add(timeout)
+	wait := 2 * time.Millisecond
 	for {
 		if _, err := store.ReadFile(p); err == nil {
 			return nil
@@ -275,9 +276,11 @@ func WaitReady(y *yard.Yard, runID string, timeout time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("run %s: the gateway did not start serving the box within %v (is impgw serve running on this yard?)", runID, timeout)
 		}
-		// impgw attaches within milliseconds of seeing the run; a stat
-		// this often costs nothing beside the box start it delays.
-		time.Sleep(2 * time.Millisecond)
+		// impgw attaches within milliseconds of seeing the run: look
+		// often at first, then back off, so a gateway that is not
+		// running costs a few stats a second, not hundreds.
+		time.Sleep(wait)
+		wait = min(2*wait, 50*time.Millisecond)
 	}
 }
 
