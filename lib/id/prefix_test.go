@@ -63,3 +63,14 @@ func TestResolveManyCandidates(t *testing.T) {
 		t.Errorf("got %v; want ten candidates and 2 more", err)
 	}
 }
+
+// TestResolvePassesOverCraftedNames: names in the directory that only
+// look like ids (one short, one long, with a suffix, with a path, of
+// another kind) neither match a prefix nor make it ambiguous.
+func TestResolvePassesOverCraftedNames(t *testing.T) {
+	names := []string{"g-01m8qpf3kf64ff1", "g-01m8qpf3kf64ff15x", "g-01m8qpf3kf64ff15.json", "g-01m8qpf3kf/../x", "t-01m8qpf3kf64ff15", "g-01m8qpf3kf64ff15"}
+	got, err := Resolve(Gate, "g-01m8qpf3kf", "gates", func() ([]string, error) { return names, nil })
+	if err != nil || got != "g-01m8qpf3kf64ff15" {
+		t.Errorf("Resolve among crafted names = %q, %v; want the one real id", got, err)
+	}
+}
