@@ -489,3 +489,51 @@ func TestLogFollowsAReplacedLockFile(t *testing.T) {
 		t.Errorf("log holds %q", b)
 	}
 }
+
+// TestLogAnswersWhoCameDuringAWrite: a caller that writes its own record
+// hands those who came meanwhile to a writer before it goes: a Sync
+// arriving during the write, with nothing of its own to write, returns
+// without any later record to carry it.
+func TestLogAnswersWhoCameDuringAWrite(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.jsonl")
+	l := NewLog(p, nil)
+	unlock, ok, err := TryLock(filepath.Join(dir, lockName))
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- l.Append([]byte("{\"n\":1}\n"), true) }()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			l.mu.Lock()
+			ok := cond()
+			l.mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("never %s", what)
+			}
+		}
+	}
+	waitFor("writing", func() bool { return l.writing })
+	second := make(chan error, 1)
+	go func() { second <- l.Sync() }()
+	waitFor("waiting", func() bool { return len(l.waiters) == 1 })
+	unlock()
+	for i, ch := range []chan error{first, second} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatalf("append %d: %v", i+1, err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("append %d, made during another's write, was never answered", i+1)
+		}
+	}
+	if b, _ := os.ReadFile(p); string(b) != "{\"n\":1}\n" {
+		t.Errorf("log holds %q", b)
+	}
+}
