@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -59,6 +60,12 @@ func (n *Notify) check(p string, b []byte) error {
 	}
 	if n.Webhook != "" && !strings.HasPrefix(n.Webhook, "https://") {
 		return bad(p, b, "webhook", "[notify]: webhook must be https:// (it is sent through impgw, which injects credentials only over TLS)")
+	}
+	// Checked here, where the error names no part of it: a chat webhook's
+	// URL is its credential, and a parse error at delivery would quote it
+	// into the outbox, the log and impsup status.
+	if u, err := url.Parse(n.Webhook); n.Webhook != "" && (err != nil || u.Hostname() == "") {
+		return bad(p, b, "webhook", "[notify]: webhook is not a URL with a host (its text is not repeated here: it may be a credential)")
 	}
 	if n.Format != "" && !slices.Contains(notify.Formats, n.Format) {
 		return bad(p, b, "format", "[notify]: unknown format %q (want %s)", n.Format, strings.Join(notify.Formats, ", "))

@@ -41,6 +41,8 @@ func TestNotifyErrors(t *testing.T) {
 		{"[notify]\ncommand = []\n", `org.toml:2: key "command": [notify]: command names no program`},
 		{"[notify]\ncommand = [\"\"]\n", `command names no program`},
 		{"[notify]\nwebhook = \"http://ntfy.example/x\"\n", `org.toml:2: key "webhook": [notify]: webhook must be https://`},
+		{"[notify]\nwebhook = \"https://hooks.example:x/services/SECRETPATH\"\n", `org.toml:2: key "webhook": [notify]: webhook is not a URL with a host`},
+		{"[notify]\nwebhook = \"https:///SECRETPATH\"\n", `webhook is not a URL with a host`},
 		{"[notify]\nformat = \"teams\"\n", `org.toml:2: key "format": [notify]: unknown format "teams" (want json, discord, slack, ntfy)`},
 		{"[notify]\nbackoff = \"-1s\"\n", `org.toml:2`},
 		{"[notify]\nwebhok = \"https://x\"\n", `org.toml:2: unknown key "notify.webhok"`},
@@ -48,6 +50,9 @@ func TestNotifyErrors(t *testing.T) {
 		_, err := LoadOrg(yardWith(t, tc.toml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: got %v, want %q", tc.toml, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "SECRETPATH") {
+			t.Errorf("%q: the error repeats the webhook's secret: %v", tc.toml, err)
 		}
 	}
 }
