@@ -119,8 +119,13 @@ func short(v any, n int, secrets []string) string {
 		}
 		s = strings.Join(items, ", ")
 	default:
-		b, _ := json.Marshal(x)
-		s = string(b)
+		// Unescaped, so that a secret holding & < > (a webhook URL's
+		// query) is still found by redact in the value's text.
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		enc.Encode(x)
+		s = strings.TrimSuffix(b.String(), "\n")
 	}
 	return Excerpt(s, n, secrets)
 }

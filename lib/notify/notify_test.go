@@ -348,3 +348,13 @@ func TestRedactFromFourBytes(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// TestSummarizeFindsSecretsInNestedValues: a secret with & inside an
+// object is still replaced: the object is not written with & escaped.
+func TestSummarizeFindsSecretsInNestedValues(t *testing.T) {
+	hook := "https://hooks.example/T/B?k=ab&sig=cd"
+	got := Summarize([]byte(`{"target":{"url":"`+hook+`"}}`), 500, []string{hook})
+	if strings.Contains(got, "sig=cd") || !strings.Contains(got, Redacted) {
+		t.Errorf("summary %q carries the secret", got)
+	}
+}
