@@ -115,7 +115,7 @@ func (rt Runtime) Binary() (string, error) {
 		return "", fmt.Errorf("runtime dir: %w", err)
 	}
 	p := filepath.Join(RuntimeDir, "runsc-"+rt.Platform)
-	script := fmt.Sprintf("#!/bin/sh\n# Written by impyard's box package at each start: runsc with the flags its boxes need.\nexec %s --network=host --oci-seccomp --platform=%s \"$@\"\n", rt.Path, rt.Platform)
+	script := fmt.Sprintf("#!/bin/sh\n# Written by impyard's box package at each start: runsc with the flags its boxes need.\nexec %s --network=host --oci-seccomp --platform=%s \"$@\"\n", shellWord(rt.Path), rt.Platform)
 	if b, err := os.ReadFile(p); err == nil && string(b) == script {
 		return p, nil
 	}
@@ -123,6 +123,16 @@ func (rt Runtime) Binary() (string, error) {
 		return "", fmt.Errorf("runsc launcher %s: %w", p, err)
 	}
 	return p, nil
+}
+
+// shellWord is p as one word of a shell script: as it is when it holds
+// only characters no shell reads specially, else single-quoted, so a
+// runsc found under a directory with a space or a $ runs as itself.
+func shellWord(p string) string {
+	if p != "" && strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./+-") == "" {
+		return p
+	}
+	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
 }
 
 // EscapeFixed reports whether runc version v (as LookRuntime reports it)

@@ -84,6 +84,13 @@ func TestRunscLauncher(t *testing.T) {
 	if b, _ := os.ReadFile(p); !strings.Contains(string(b), "exec /opt/runsc ") {
 		t.Errorf("launcher not rewritten for a moved runsc: %q", b)
 	}
+	// A path the shell would split or expand is quoted.
+	if _, err := (Runtime{Name: RunSC, Path: "/opt/my runs/$x'y", Platform: "ptrace"}).Binary(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !strings.Contains(string(b), `exec '/opt/my runs/$x'\''y' --network=host`) {
+		t.Errorf("launcher of a path with a space, $ and ': %q", b)
+	}
 	if p, err := (Runtime{Name: CRun, Path: "/usr/bin/crun"}).Binary(); err != nil || p != "/usr/bin/crun" {
 		t.Errorf("crun binary = %q, %v; want the binary itself", p, err)
 	}
