@@ -44,6 +44,7 @@ import (
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/strictjson"
 	"github.com/impyard/impyard/lib/token"
 	"github.com/impyard/impyard/lib/yard"
@@ -253,8 +254,13 @@ func (a *API) mailbox(sub *token.Subject) (any, error) {
 		return nil, fail(http.StatusForbidden, "this token names no run: messages are delivered to a run's box (its brief, or GET /v1/mailbox while it runs)")
 	}
 	r, err := run.Read(a.Yard, sub.Run)
-	if err != nil {
+	if store.IsNotExist(err) {
 		return nil, fail(http.StatusForbidden, "run %s has no record: messages are delivered to a running box", sub.Run)
+	}
+	if err != nil {
+		// A record that cannot be read is the yard's trouble, not the
+		// caller's fault.
+		return nil, err
 	}
 	if r.Imp != sub.Imp() {
 		return nil, fail(http.StatusForbidden, "run %s is not imp %s's", sub.Run, sub.Imp())

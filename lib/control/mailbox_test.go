@@ -100,6 +100,13 @@ func TestMailboxRefused(t *testing.T) {
 	if code, out := f.do(t, f.token(t, "yuko", ""), "GET", "/v1/mailbox", ""); code != 403 || !contains(out, "not imp yuko's") {
 		t.Errorf("another imp's run: %d %v", code, out)
 	}
+	recPath := run.Path(f.y, "r-0000000000000001", "run.json")
+	rec, _ := os.ReadFile(recPath)
+	os.WriteFile(recPath, []byte("{torn"), 0o644)
+	if code, out := f.do(t, f.token(t, "rex", ""), "GET", "/v1/mailbox", ""); code != 500 || !contains(out, "run.json") {
+		t.Errorf("damaged run record: %d %v", code, out)
+	}
+	os.WriteFile(recPath, rec, 0o644)
 	os.WriteFile(run.Path(f.y, "r-0000000000000001", run.BriefFile), []byte("{torn"), 0o644)
 	if code, out := f.do(t, f.token(t, "rex", ""), "GET", "/v1/mailbox", ""); code != 500 || !contains(out, run.BriefFile) {
 		t.Errorf("damaged brief: %d %v", code, out)
