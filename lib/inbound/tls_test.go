@@ -137,16 +137,21 @@ func TestTLS(t *testing.T) {
 			t.Fatalf("after a broken renewal served %v with status %d, want the second certificate and 202", got.Subject, code)
 		}
 	}
-	// The broken renewal is told once, not at every handshake.
-	mu.Lock()
-	kept := 0
-	for _, l := range logged {
-		if strings.Contains(l, "keeping the previous certificate") && strings.Contains(l, "relay.key") {
-			kept++
+	// keptLogged counts the lines that kept the previous pair for a
+	// cause naming what.
+	keptLogged := func(what string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, l := range logged {
+			if strings.Contains(l, "keeping the previous certificate") && strings.Contains(l, what) {
+				n++
+			}
 		}
+		return n
 	}
-	mu.Unlock()
-	if kept != 1 {
+	// The broken renewal is told once, not at every handshake.
+	if kept := keptLogged("relay.key"); kept != 1 {
 		t.Errorf("the broken renewal was logged %d times, want once: %q", kept, logged)
 	}
 
@@ -158,15 +163,7 @@ func TestTLS(t *testing.T) {
 			t.Fatalf("with the certificate file gone served %v with status %d", got.Subject, code)
 		}
 	}
-	mu.Lock()
-	gone := 0
-	for _, l := range logged {
-		if strings.Contains(l, "keeping the previous certificate") && strings.Contains(l, "no such file") {
-			gone++
-		}
-	}
-	mu.Unlock()
-	if gone != 1 {
+	if gone := keptLogged("no such file"); gone != 1 {
 		t.Errorf("the missing certificate was logged %d times, want once: %q", gone, logged)
 	}
 	tasks, bad := queue.List(r.y, queue.Filter{Imp: "yuko"})
