@@ -35,20 +35,31 @@ func TryLock(path string) (unlock func(), ok bool, err error) {
 	return acquire(path, path, func() (*os.File, error) { return openLock(unix.AT_FDCWD, path, path) }, false)
 }
 
-// lock takes the directory's lock. The lock file is opened relative to
-// the directory as walked from the root, so a store directory replaced by
-// a symlink is refused before any lock file is created through it.
-func (d *Dir) lock() (func(), error) {
+// lock takes the directory's lock and returns the directory it opened to
+// take it. The lock file is opened relative to the directory as walked
+// from the root, so a store directory replaced by a symlink is refused
+// before any lock file is created through it; the transaction then works
+// in the directory it locked.
+func (d *Dir) lock() (*os.File, func(), error) {
 	p := filepath.Join(d.path, lockName)
+	var dir *os.File
 	unlock, _, err := acquire(p, filepath.Join(d.rel, lockName), func() (*os.File, error) {
-		dir, err := openBelow(d.root, d.rel, false)
-		if err != nil {
+		if dir != nil {
+			dir.Close()
+		}
+		var err error
+		if dir, err = openBelow(d.root, d.rel, false); err != nil {
 			return nil, err
 		}
-		defer dir.Close()
 		return openLock(int(dir.Fd()), lockName, p)
 	}, true)
-	return unlock, err
+	if err != nil {
+		if dir != nil {
+			dir.Close()
+		}
+		return nil, nil, err
+	}
+	return dir, unlock, nil
 }
 
 // openLock opens (creating) the lock file name relative to dirfd without

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -293,5 +294,135 @@ func TestTxCheck(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(d.Path(), n)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("Check wrote %s: %v", n, err)
 		}
+	}
+}
+
+// A write that cannot be renamed into place (a directory is there) fails
+// naming the file and leaves no temp file behind; the directory is kept.
+func TestTxWriteFailureLeavesNoTemp(t *testing.T) {
+	d := mustDir(t)
+	os.MkdirAll(filepath.Join(d.Path(), "busy", "x"), 0o750)
+	err := d.Update(func(tx *Tx) error { return tx.Write("busy", []byte("data")) })
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(d.Path(), "busy")) {
+		t.Fatalf("write over a directory: %v", err)
+	}
+	if left, _ := os.ReadDir(filepath.Join(d.Path(), tmpName)); len(left) != 0 {
+		t.Errorf("temp files left: %v", left)
+	}
+	if fi, err := os.Stat(filepath.Join(d.Path(), "busy", "x")); err != nil || !fi.IsDir() {
+		t.Errorf("the directory written over is gone: %v", err)
+	}
+	// A .tmp replaced by a symlink is refused, and nothing is written
+	// through it.
+	other := t.TempDir()
+	os.RemoveAll(filepath.Join(d.Path(), tmpName))
+	os.Symlink(other, filepath.Join(d.Path(), tmpName))
+	err = d.Update(func(tx *Tx) error { return tx.Write("a.json", []byte("1")) })
+	if err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("write through a symlinked .tmp: %v", err)
+	}
+	if left, _ := os.ReadDir(other); len(left) != 0 {
+		t.Errorf("written through the symlink: %v", left)
+	}
+}
+
+// Scratch opens a file once per transaction, created only when asked,
+// never through a symlink and never anything but a regular file with one
+// link; what is written through it stays.
+func TestTxScratch(t *testing.T) {
+	d := mustDir(t)
+	p := filepath.Join(d.Path(), "mark")
+	err := d.Update(func(tx *Tx) error {
+		if f, err := tx.Scratch("mark", false); f != nil || err != nil {
+			t.Errorf("missing, not created: %v %v", f, err)
+		}
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("created without create: %v", err)
+		}
+		f, err := tx.Scratch("mark", true)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteAt([]byte("t-1"), 0); err != nil {
+			return err
+		}
+		if again, err := tx.Scratch("mark", false); again != f || err != nil {
+			t.Errorf("opened twice in one transaction: %v", err)
+		}
+		_, err = tx.Scratch("../mark", true)
+		if err == nil || !strings.Contains(err.Error(), "not a plain name") {
+			t.Errorf("a path for a name: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p); string(b) != "t-1" {
+		t.Errorf("written through it: %q %v", b, err)
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
+	}
+	target := filepath.Join(t.TempDir(), "target")
+	for name, plant := range map[string]func() error{
+		"a symlink":    func() error { return os.Symlink(target, p) },
+		"a hard link":  func() error { os.WriteFile(target, nil, 0o600); return os.Link(target, p) },
+		"a directory":  func() error { return os.Mkdir(p, 0o700) },
+		"a named pipe": func() error { return syscall.Mkfifo(p, 0o600) },
+	} {
+		os.RemoveAll(p)
+		os.Remove(target)
+		if err := plant(); err != nil {
+			t.Fatal(err)
+		}
+		err := d.Update(func(tx *Tx) error {
+			_, err := tx.Scratch("mark", true)
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s as the file: %v", name, err)
+		}
+	}
+	if _, err := os.Lstat(target); err == nil {
+		if b, _ := os.ReadFile(target); len(b) != 0 {
+			t.Errorf("written through a link: %q", b)
+		}
+	}
+}
+
+// Open lists and reads a sub-directory of the transaction, or the
+// directory itself, refusing a symlinked one.
+func TestTxOpen(t *testing.T) {
+	d := mustDir(t)
+	err := d.Update(func(tx *Tx) error {
+		if err := tx.Write("sub/a.json", []byte("1")); err != nil {
+			return err
+		}
+		for _, rel := range []string{"sub", ""} {
+			o, err := tx.Open(rel)
+			if err != nil {
+				return err
+			}
+			entries, err := o.ReadDir()
+			o.Close()
+			if err != nil || len(entries) == 0 {
+				t.Errorf("Open(%q): %v %v", rel, entries, err)
+			}
+		}
+		if b, err := tx.Read("sub/a.json"); string(b) != "1" || err != nil {
+			t.Errorf("read back %q %v", b, err)
+		}
+		os.Symlink(t.TempDir(), filepath.Join(d.Path(), "link"))
+		if _, err := tx.Open("link"); err == nil || !strings.Contains(err.Error(), "symlink") {
+			t.Errorf("opened a symlinked directory: %v", err)
+		}
+		if _, err := tx.Read("link/a.json"); err == nil || !strings.Contains(err.Error(), "symlink") {
+			t.Errorf("read through a symlinked directory: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

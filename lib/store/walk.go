@@ -31,21 +31,39 @@ func openBelow(root, rel string, create bool) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
 	if rel != "" && rel != "." {
-		for _, c := range strings.Split(filepath.ToSlash(filepath.Clean(rel)), "/") {
-			if err := checkComponent(c); err != nil {
-				unix.Close(fd)
-				return nil, fmt.Errorf("%s: %w", filepath.Join(p, c), err)
-			}
-			p = filepath.Join(p, c)
-			next, err := openDirAt(fd, c, p, create)
-			unix.Close(fd)
-			if err != nil {
-				return nil, err
-			}
-			fd = next
+		next, np, err := walk(fd, p, rel, create)
+		unix.Close(fd)
+		if err != nil {
+			return nil, err
 		}
+		fd, p = next, np
 	}
 	return os.NewFile(uintptr(fd), p), nil
+}
+
+// walk opens rel below the open directory fd (whose path is p) as
+// openBelow does, leaving fd open, and returns the new descriptor with
+// its path.
+func walk(fd int, p, rel string, create bool) (int, string, error) {
+	cur := fd
+	for _, c := range strings.Split(filepath.ToSlash(filepath.Clean(rel)), "/") {
+		if err := checkComponent(c); err != nil {
+			if cur != fd {
+				unix.Close(cur)
+			}
+			return -1, "", fmt.Errorf("%s: %w", filepath.Join(p, c), err)
+		}
+		p = filepath.Join(p, c)
+		next, err := openDirAt(cur, c, p, create)
+		if cur != fd {
+			unix.Close(cur)
+		}
+		if err != nil {
+			return -1, "", err
+		}
+		cur = next
+	}
+	return cur, p, nil
 }
 
 // openDirAt opens the directory name inside dirfd without following a

@@ -203,7 +203,7 @@ func (s Store[R]) checkHistory(id string, history []state.Transition) error {
 // ErrUnrecorded.
 func (s Store[R]) commit(tx *store.Tx, r R, n int) error {
 	tl := r.Timeline()
-	if err := event.Begin(s.Dir.Path(), tl.ID); err != nil {
+	if err := event.BeginTx(tx, tl.ID); err != nil {
 		return err
 	}
 	if err := s.Write(tx, r); err != nil {
@@ -220,7 +220,7 @@ func (s Store[R]) commit(tx *store.Tx, r R, n int) error {
 			return s.unrecorded(tl.ID, err)
 		}
 	}
-	if err := event.End(s.Dir.Path()); err != nil {
+	if err := event.EndTx(tx); err != nil {
 		return s.unrecorded(tl.ID, err)
 	}
 	return nil
@@ -255,7 +255,7 @@ func Repair[R Record](s Store[R]) error {
 // record named by the store's marker, if a dead writer left one. Callers
 // hold the store's lock.
 func (s Store[R]) recoverInterrupted(tx *store.Tx) error {
-	return event.Recover(s.Yard, s.Dir.Path(), func(id string) (event.Event, bool, error) {
+	return event.Recover(s.Yard, tx, func(id string) (event.Event, bool, error) {
 		if idpkg.Check(s.IDKind, id) != nil {
 			return event.Event{}, false, nil
 		}
