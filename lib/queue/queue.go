@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/notify"
@@ -96,7 +97,7 @@ func tasks(y *yard.Yard, imp string) (transition.Store[*Task], error) {
 				e.Why = summary(t.Text)
 			}
 		},
-		Outbox: func(e event.Event) error { return notify.Enqueue(y, e) },
+		Outbox: func(e event.Event) error { return notify.Enqueue(y, e, config.Notifies) },
 	}, nil
 }
 
