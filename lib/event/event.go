@@ -52,17 +52,22 @@ type Event struct {
 // appended in the order its transitions happened. The order matters to
 // Ensure: an event in the journal is in the audit log too.
 func Record(y *yard.Yard, e Event) error {
-	line, jp, ap, err := prepare(y, &e)
+	line, err := prepare(&e)
 	if err != nil {
 		return err
 	}
-	if err := store.AppendLineAt(ap, line, "mid-audit-append"); err != nil {
+	jdir, jname, err := yard.JournalIn(e.Imp)
+	if err != nil {
 		return err
 	}
-	return store.AppendLine(jp, line)
+	if err := store.AppendLineIn(y.Root, yard.DecisionsDir, yard.DecisionsName, line, "mid-audit-append"); err != nil {
+		return err
+	}
+	return store.AppendLineIn(y.Root, jdir, jname, line, "mid-append")
 }
 
-func prepare(y *yard.Yard, e *Event) (line []byte, journal, audit string, err error) {
+// prepare stamps e and renders it as its line.
+func prepare(e *Event) ([]byte, error) {
 	e.Schema = store.Schema(Kind, Major)
 	if e.TS.IsZero() {
 		now := time.Now()
@@ -71,14 +76,7 @@ func prepare(y *yard.Yard, e *Event) (line []byte, journal, audit string, err er
 		e.TSMS = store.Millis(e.TS)
 	}
 	e.TS = store.Second(e.TS)
-	if line, err = fit(e); err != nil {
-		return nil, "", "", err
-	}
-	if journal, err = y.JournalPath(e.Imp); err != nil {
-		return nil, "", "", err
-	}
-	audit, err = y.DecisionsPath()
-	return line, journal, audit, err
+	return fit(e)
 }
 
 // fit renders e as one line, cutting its Why (free text from a human or a
@@ -280,7 +278,15 @@ const window = 10 * time.Minute
 // the entity's store lock before the next transition, it leaves exactly one
 // whole record of every transition in the audit log and the journal.
 func Ensure(y *yard.Yard, e Event) error {
-	line, jp, ap, err := prepare(y, &e)
+	line, err := prepare(&e)
+	if err != nil {
+		return err
+	}
+	jp, err := y.JournalPath(e.Imp)
+	if err != nil {
+		return err
+	}
+	ap, err := y.DecisionsPath()
 	if err != nil {
 		return err
 	}

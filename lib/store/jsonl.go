@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/impyard/impyard/lib/crash"
 )
 
@@ -35,11 +37,8 @@ func AppendLine(path string, line []byte) error { return AppendLineAt(path, line
 // intact. point names the crash point between the two halves of a record
 // in crash-enabled test builds, so a test can tear one log and not another.
 func AppendLineAt(path string, line []byte, point string) error {
-	if len(line) == 0 || line[len(line)-1] != '\n' || bytes.IndexByte(line[:len(line)-1], '\n') >= 0 {
-		return fmt.Errorf("append %s: a record must be exactly one line", path)
-	}
-	if len(line) > MaxLine {
-		return fmt.Errorf("append %s: record of %d bytes is over the %d limit", path, len(line), MaxLine)
+	if err := checkLine(path, line); err != nil {
+		return err
 	}
 	unlock, err := Lock(filepath.Join(filepath.Dir(path), lockName))
 	if err != nil {
@@ -51,6 +50,88 @@ func AppendLineAt(path string, line []byte, point string) error {
 		return err
 	}
 	defer f.Close()
+	return appendOpen(f, line, point)
+}
+
+// AppendLineIn is AppendLineAt for the file name in the directory rel
+// below root, which is created when missing: the directory is walked from
+// the root once, without following a symlink, and its lock file and the
+// file are opened relative to it.
+func AppendLineIn(root, rel, name string, line []byte, point string) error {
+	var dir *os.File
+	defer func() {
+		if dir != nil {
+			dir.Close()
+		}
+	}()
+	lockPath := filepath.Join(root, rel, lockName)
+	unlock, _, err := acquire(lockPath, filepath.Join(rel, lockName), func() (*os.File, error) {
+		if dir != nil {
+			dir.Close()
+		}
+		var err error
+		if dir, err = openBelow(root, rel, true); err != nil {
+			return nil, err
+		}
+		return openLock(int(dir.Fd()), lockName, lockPath, unix.O_CREAT)
+	}, true)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	p := filepath.Join(dir.Name(), name)
+	if err := checkComponent(name); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if err := checkLine(p, line); err != nil {
+		return err
+	}
+	f, err := openAppendAt(int(dir.Fd()), name, p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return appendOpen(f, line, point)
+}
+
+func checkLine(path string, line []byte) error {
+	if len(line) == 0 || line[len(line)-1] != '\n' || bytes.IndexByte(line[:len(line)-1], '\n') >= 0 {
+		return fmt.Errorf("append %s: a record must be exactly one line", path)
+	}
+	if len(line) > MaxLine {
+		return fmt.Errorf("append %s: record of %d bytes is over the %d limit", path, len(line), MaxLine)
+	}
+	return nil
+}
+
+// openAppendAt opens (creating) the file name in dirfd for appending,
+// without following a symlink, and refuses anything but a regular file
+// with one link; p is its path, for errors. O_NONBLOCK keeps a planted
+// FIFO from blocking the open and changes nothing for a regular file.
+func openAppendAt(dirfd int, name, p string) (*os.File, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, FilePerm)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ELOOP):
+			return nil, &os.PathError{Op: "open", Path: p, Err: errSymlink}
+		case err != nil:
+			return nil, &os.PathError{Op: "open", Path: p, Err: err}
+		}
+		f := os.NewFile(uintptr(fd), p)
+		if err := checkRegular(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return f, nil
+	}
+}
+
+// appendOpen appends line to f, opened for appending under its
+// directory's lock.
+func appendOpen(f *os.File, line []byte, point string) error {
+	path := f.Name()
 	fi, err := f.Stat()
 	if err != nil {
 		return err

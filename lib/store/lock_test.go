@@ -183,7 +183,7 @@ func TestTryLockGivesUpOnAChurningFile(t *testing.T) {
 		if opens > 2*tryLockAttempts {
 			return nil, errors.New("still trying")
 		}
-		f, err := openLock(unix.AT_FDCWD, p, p)
+		f, err := openLock(unix.AT_FDCWD, p, p, unix.O_CREAT)
 		if err != nil {
 			return nil, err
 		}

@@ -87,6 +87,20 @@ func OpenDir(root, rel string) (*Dir, error) {
 	return &Dir{root: root, rel: rel, path: p}, nil
 }
 
+// Existing returns the store directory rel below root without creating
+// or opening it, for a caller that has just found a file in it: its
+// transactions walk it from the root, refusing a symlink as OpenDir does,
+// and fail, naming it, if it is no longer there.
+func Existing(root, rel string) (*Dir, error) {
+	rel = filepath.Clean(rel)
+	for _, c := range strings.Split(filepath.ToSlash(rel), "/") {
+		if err := checkComponent(c); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(root, rel), err)
+		}
+	}
+	return &Dir{root: root, rel: rel, path: filepath.Join(filepath.Clean(root), rel)}, nil
+}
+
 // Path is the directory's path.
 func (d *Dir) Path() string { return d.path }
 
@@ -146,7 +160,17 @@ type Tx struct {
 // rely on until it returns; everything it writes is atomic and durable when
 // Write returns.
 func (d *Dir) Update(fn func(tx *Tx) error) error {
-	dir, unlock, err := d.lock()
+	return d.UpdateChecked(nil, fn)
+}
+
+// UpdateChecked is Update for a transaction that may refuse what it
+// finds without writing anything: when the directory has no lock file
+// yet, check runs before one is created, and its error is returned with
+// the directory as it was. With a lock file there, fn must refuse the
+// same under the lock before it writes; checking before the lock every
+// time would read what fn reads twice.
+func (d *Dir) UpdateChecked(check func() error, fn func(tx *Tx) error) error {
+	dir, unlock, err := d.lock(check)
 	if err != nil {
 		return err
 	}

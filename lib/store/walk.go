@@ -201,7 +201,7 @@ func ExistsIn(root, rel string) (bool, error) {
 	if err := checkComponent(base); err != nil {
 		return false, fmt.Errorf("%s: %w", filepath.Join(root, rel), err)
 	}
-	d, err := openBelow(root, dir, false)
+	d, err := OpenIn(root, dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
@@ -209,13 +209,37 @@ func ExistsIn(root, rel string) (bool, error) {
 		return false, err
 	}
 	defer d.Close()
+	return d.Exists(base)
+}
+
+// Exists reports whether rel, one or more plain components, names
+// anything inside the directory (a symlink included, which is not
+// followed), refusing a symlinked directory on the way; a missing
+// directory on the way is a missing file.
+func (o *Opened) Exists(rel string) (bool, error) {
+	dir, base := filepath.Split(filepath.Clean(rel))
+	if err := checkComponent(base); err != nil {
+		return false, fmt.Errorf("%s: %w", filepath.Join(o.f.Name(), rel), err)
+	}
+	fd, p := int(o.f.Fd()), o.f.Name()
+	if dir != "" {
+		sub, sp, err := walk(fd, p, dir, false)
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		defer unix.Close(sub)
+		fd, p = sub, sp
+	}
 	var st unix.Stat_t
-	err = unix.Fstatat(int(d.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW)
+	err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
 	if errors.Is(err, unix.ENOENT) {
 		return false, nil
 	}
 	if err != nil {
-		return false, &os.PathError{Op: "stat", Path: filepath.Join(d.Name(), base), Err: err}
+		return false, &os.PathError{Op: "stat", Path: filepath.Join(p, base), Err: err}
 	}
 	return true, nil
 }
