@@ -45,12 +45,15 @@ func AppendLineAt(path string, line []byte, point string) error {
 		return err
 	}
 	defer unlock()
-	f, err := openRegularCreate(path)
+	fd, size, err := openAt(unix.AT_FDCWD, path, path, unix.O_RDWR|unix.O_APPEND)
+	if errors.Is(err, os.ErrNotExist) {
+		fd, size, err = openAt(unix.AT_FDCWD, path, path, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT)
+	}
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	return appendOpen(f, line, point)
+	defer unix.Close(fd)
+	return appendFd(fd, path, size, line, point)
 }
 
 // AppendLineIn is AppendLineAt for the file name in the directory rel
@@ -86,12 +89,12 @@ func AppendLineIn(root, rel, name string, line []byte, point string) error {
 	if err := checkLine(p, line); err != nil {
 		return err
 	}
-	f, err := openAppendAt(int(dir.Fd()), name, p)
+	fd, size, err := openAt(int(dir.Fd()), name, p, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	return appendOpen(f, line, point)
+	defer unix.Close(fd)
+	return appendFd(fd, p, size, line, point)
 }
 
 func checkLine(path string, line []byte) error {
@@ -104,41 +107,12 @@ func checkLine(path string, line []byte) error {
 	return nil
 }
 
-// openAppendAt opens (creating) the file name in dirfd for appending,
-// without following a symlink, and refuses anything but a regular file
-// with one link; p is its path, for errors. O_NONBLOCK keeps a planted
-// FIFO from blocking the open and changes nothing for a regular file.
-func openAppendAt(dirfd int, name, p string) (*os.File, error) {
-	for {
-		fd, err := unix.Openat(dirfd, name, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, FilePerm)
-		switch {
-		case errors.Is(err, unix.EINTR):
-			continue
-		case errors.Is(err, unix.ELOOP):
-			return nil, &os.PathError{Op: "open", Path: p, Err: errSymlink}
-		case err != nil:
-			return nil, &os.PathError{Op: "open", Path: p, Err: err}
-		}
-		f := os.NewFile(uintptr(fd), p)
-		if err := checkRegular(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-		return f, nil
-	}
-}
-
-// appendOpen appends line to f, opened for appending under its
-// directory's lock.
-func appendOpen(f *os.File, line []byte, point string) error {
-	path := f.Name()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if fi.Size() > 0 {
+// appendFd appends line to fd, a file of size bytes opened for appending
+// under its directory's lock; path names it in errors.
+func appendFd(fd int, path string, size int64, line []byte, point string) error {
+	if size > 0 {
 		var last [1]byte
-		if _, err := f.ReadAt(last[:], fi.Size()-1); err != nil {
+		if _, err := unix.Pread(fd, last[:], size-1); err != nil {
 			return fmt.Errorf("append %s: %w", path, err)
 		}
 		if last[0] != '\n' {
@@ -148,30 +122,18 @@ func appendOpen(f *os.File, line []byte, point string) error {
 	if crash.Enabled {
 		// A crash here leaves half a record: the torn line readers must skip.
 		half := len(line) / 2
-		if _, err := f.Write(line[:half]); err != nil {
+		if err := writeAll(fd, line[:half]); err != nil {
 			return fmt.Errorf("append %s: %w", path, err)
 		}
 		crash.Point(point)
 		line = line[half:]
 	}
-	n, err := f.Write(line)
-	if err == nil && n != len(line) {
-		err = io.ErrShortWrite
-	}
-	if err != nil {
+	if err := writeAll(fd, line); err != nil {
 		// Leave no partial record behind: cut the file back to where it was.
-		_ = f.Truncate(fi.Size())
+		_ = unix.Ftruncate(fd, size)
 		return fmt.Errorf("append %s: %w", path, err)
 	}
 	return nil
-}
-
-func openRegularCreate(path string) (*os.File, error) {
-	f, err := openRegular(path, os.O_RDWR|os.O_APPEND)
-	if errors.Is(err, os.ErrNotExist) {
-		f, err = openRegular(path, os.O_RDWR|os.O_APPEND|os.O_CREATE)
-	}
-	return f, err
 }
 
 // BadLine is a JSONL line a reader skipped.

@@ -235,12 +235,13 @@ func (tx *Tx) Read(name string) ([]byte, error) {
 	if fd != int(tx.dir.Fd()) {
 		defer unix.Close(fd)
 	}
-	f, err := openFileAt(fd, base, filepath.Join(p, base))
+	p = filepath.Join(p, base)
+	ffd, size, err := openAt(fd, base, p, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return readOpen(f)
+	defer unix.Close(ffd)
+	return readFd(ffd, p, size)
 }
 
 // Open opens the sub-directory rel of the transaction's directory, for
@@ -341,8 +342,8 @@ func writeAt(tmpfd, dirfd int, base string, data []byte) error {
 	return err
 }
 
-// writeSync writes all of data to fd and fsyncs it.
-func writeSync(fd int, data []byte) error {
+// writeAll writes all of data to fd.
+func writeAll(fd int, data []byte) error {
 	for len(data) > 0 {
 		n, err := unix.Write(fd, data)
 		if errors.Is(err, unix.EINTR) {
@@ -355,6 +356,14 @@ func writeSync(fd int, data []byte) error {
 			return io.ErrShortWrite
 		}
 		data = data[n:]
+	}
+	return nil
+}
+
+// writeSync writes all of data to fd and fsyncs it.
+func writeSync(fd int, data []byte) error {
+	if err := writeAll(fd, data); err != nil {
+		return err
 	}
 	crash.Point("after-temp-write")
 	for {
@@ -381,7 +390,9 @@ func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 	if err := checkComponent(name); err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
-	flag := unix.O_RDWR | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+	// O_RDWR opens a FIFO without blocking, so no O_NONBLOCK, which would
+	// have os.NewFile try the runtime's poller.
+	flag := unix.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	if create {
 		flag |= unix.O_CREAT
 	}
@@ -534,29 +545,43 @@ func openDir(dir string) (int, error) {
 // anything but a regular file with exactly one link, and files larger than
 // MaxFile. O_NONBLOCK keeps a planted FIFO from blocking the reader.
 func ReadFile(path string) ([]byte, error) {
-	f, err := openRegular(path, os.O_RDONLY)
+	fd, size, err := openAt(unix.AT_FDCWD, path, path, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return readOpen(f)
+	defer unix.Close(fd)
+	return readFd(fd, path, size)
 }
 
-func readOpen(f *os.File) ([]byte, error) {
-	path := f.Name()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
+// readFd reads the regular file fd, of size bytes when it was opened;
+// path names it in errors.
+func readFd(fd int, path string, size int64) ([]byte, error) {
+	if size > MaxFile {
+		return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("file is %d bytes, over the %d limit", size, MaxFile)}
 	}
-	if fi.Size() > MaxFile {
-		return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("file is %d bytes, over the %d limit", fi.Size(), MaxFile)}
-	}
-	buf := make([]byte, 0, fi.Size()+1)
-	buf, err = readAll(f, buf)
+	buf, err := readAll(fdReader(fd), make([]byte, 0, size+1))
 	if err != nil {
 		return nil, &os.PathError{Op: "read", Path: path, Err: err}
 	}
 	return buf, nil
+}
+
+// fdReader reads a raw descriptor.
+type fdReader int
+
+func (r fdReader) Read(b []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(r), b)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(b) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
 }
 
 func readAll(r io.Reader, buf []byte) ([]byte, error) {
@@ -575,6 +600,36 @@ func readAll(r io.Reader, buf []byte) ([]byte, error) {
 		if len(buf) > MaxFile {
 			return nil, fmt.Errorf("file grew over the %d limit", MaxFile)
 		}
+	}
+}
+
+// openAt opens name relative to dirfd (unix.AT_FDCWD with a path: by
+// path) with flag, O_NOFOLLOW, O_NONBLOCK (a planted FIFO does not block
+// the open) and O_CLOEXEC, and refuses anything but a regular file with
+// one link. It returns the raw descriptor, sparing the two system calls
+// an *os.File costs to try the runtime's poller, and the file's size; p
+// is its path, for errors.
+func openAt(dirfd int, name, p string, flag int) (int, int64, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, FilePerm)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ELOOP):
+			return -1, 0, &os.PathError{Op: "open", Path: p, Err: errSymlink}
+		case err != nil:
+			return -1, 0, &os.PathError{Op: "open", Path: p, Err: err}
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, 0, &os.PathError{Op: "stat", Path: p, Err: err}
+		}
+		if err := regular(p, &st); err != nil {
+			unix.Close(fd)
+			return -1, 0, err
+		}
+		return fd, st.Size, nil
 	}
 }
 
@@ -603,17 +658,42 @@ func openRegular(path string, flag int) (*os.File, error) {
 // checkRegular refuses an open file that is not a regular file with one
 // link.
 func checkRegular(f *os.File) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return err
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return &os.PathError{Op: "stat", Path: f.Name(), Err: err}
 	}
-	if !fi.Mode().IsRegular() {
-		return &os.PathError{Op: "open", Path: f.Name(), Err: fmt.Errorf("is not a regular file (%s)", fi.Mode().Type())}
+	return regular(f.Name(), &st)
+}
+
+// regular refuses what st describes unless it is a regular file with one
+// link; p is its path.
+func regular(p string, st *unix.Stat_t) error {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return &os.PathError{Op: "open", Path: p, Err: fmt.Errorf("is not a regular file (%s)", modeType(st.Mode))}
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
-		return &os.PathError{Op: "open", Path: f.Name(), Err: fmt.Errorf("has %d hard links; refusing a file that may be shared with another place", st.Nlink)}
+	if st.Nlink != 1 {
+		return &os.PathError{Op: "open", Path: p, Err: fmt.Errorf("has %d hard links; refusing a file that may be shared with another place", st.Nlink)}
 	}
 	return nil
+}
+
+// modeType is the type of a file, as os.FileMode shows it.
+func modeType(m uint32) os.FileMode {
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return os.ModeDir
+	case unix.S_IFLNK:
+		return os.ModeSymlink
+	case unix.S_IFIFO:
+		return os.ModeNamedPipe
+	case unix.S_IFSOCK:
+		return os.ModeSocket
+	case unix.S_IFCHR:
+		return os.ModeDevice | os.ModeCharDevice
+	case unix.S_IFBLK:
+		return os.ModeDevice
+	}
+	return os.ModeIrregular
 }
 
 // IsNotExist reports whether err means the file is not there.

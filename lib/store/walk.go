@@ -147,35 +147,13 @@ func (o *Opened) ReadFile(name string) ([]byte, error) {
 	if err := checkComponent(name); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(o.f.Name(), name), err)
 	}
-	f, err := openFileAt(int(o.f.Fd()), name, filepath.Join(o.f.Name(), name))
+	p := filepath.Join(o.f.Name(), name)
+	fd, size, err := openAt(int(o.f.Fd()), name, p, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return readOpen(f)
-}
-
-// openFileAt opens the regular file name in dirfd without following a
-// symlink; p is its path, for errors.
-func openFileAt(dirfd int, base, p string) (*os.File, error) {
-	for {
-		fd, err := unix.Openat(dirfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if errors.Is(err, unix.ELOOP) {
-			return nil, &os.PathError{Op: "open", Path: p, Err: errSymlink}
-		}
-		if err != nil {
-			return nil, &os.PathError{Op: "open", Path: p, Err: err}
-		}
-		f := os.NewFile(uintptr(fd), p)
-		if err := checkRegular(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-		return f, nil
-	}
+	defer unix.Close(fd)
+	return readFd(fd, p, size)
 }
 
 // ReadDirIn lists the directory rel below root, refusing it when it or
