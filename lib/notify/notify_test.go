@@ -404,8 +404,8 @@ func TestEnqueueWithoutReceiver(t *testing.T) {
 // and leaves younger ones and names that are not entries.
 func TestDeliveredPrunesSent(t *testing.T) {
 	y := yardtest.New(t)
-	old, young, now := id.New(id.Gate), id.New(id.Gate), id.New(id.Gate)
-	for _, g := range []string{old, young} {
+	old, older, young, now := id.New(id.Gate), id.New(id.Gate), id.New(id.Gate), id.New(id.Gate)
+	for _, g := range []string{old, older, young} {
 		if err := Enqueue(y, filed(g), always); err != nil {
 			t.Fatal(err)
 		}
@@ -417,7 +417,7 @@ func TestDeliveredPrunesSent(t *testing.T) {
 	stranger := filepath.Join(sentDir, "notes.txt")
 	os.WriteFile(stranger, []byte("mine"), 0o640)
 	long := time.Now().Add(-SentKeep - time.Hour)
-	for _, p := range []string{filepath.Join(sentDir, old+".1.json"), stranger} {
+	for _, p := range []string{filepath.Join(sentDir, old+".1.json"), filepath.Join(sentDir, older+".1.json"), stranger} {
 		if err := os.Chtimes(p, long, long); err != nil {
 			t.Fatal(err)
 		}
@@ -436,7 +436,7 @@ func TestDeliveredPrunesSent(t *testing.T) {
 		ids = append(ids, en.ID)
 	}
 	if len(ids) != 2 || !slices.Contains(ids, young+".1") || !slices.Contains(ids, now+".1") {
-		t.Errorf("sent %v (%v), want %s.1 and %s.1 kept and %s.1 pruned", ids, bad, young, now, old)
+		t.Errorf("sent %v (%v), want %s.1 and %s.1 kept and %s.1 and %s.1 pruned", ids, bad, young, now, old, older)
 	}
 	if _, err := os.Stat(stranger); err != nil {
 		t.Errorf("a file that is not an entry was pruned: %v", err)
