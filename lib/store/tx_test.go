@@ -426,3 +426,96 @@ func TestTxOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// UpdateChecked runs its check only where there is no lock file yet: a
+// refusal there creates nothing, not even the lock file; with the check
+// passed, or a lock file there, the transaction runs.
+func TestUpdateChecked(t *testing.T) {
+	d := mustDir(t)
+	lock := filepath.Join(d.Path(), lockName)
+	refused := errors.New("newer")
+	checked, ran := 0, 0
+	check := func(err error) func() error { return func() error { checked++; return err } }
+	fn := func(tx *Tx) error { ran++; return tx.Write("a.json", []byte("1")) }
+	if err := d.UpdateChecked(check(refused), fn); err != refused || checked != 1 || ran != 0 {
+		t.Fatalf("refused: %v, checked %d, ran %d", err, checked, ran)
+	}
+	if entries, _ := os.ReadDir(d.Path()); len(entries) != 0 {
+		t.Fatalf("a refusal created %v", entries)
+	}
+	if err := d.UpdateChecked(check(nil), fn); err != nil || checked != 2 || ran != 1 {
+		t.Fatalf("passed: %v, checked %d, ran %d", err, checked, ran)
+	}
+	if _, err := os.Stat(lock); err != nil {
+		t.Fatalf("no lock file after a transaction: %v", err)
+	}
+	if err := d.UpdateChecked(check(refused), fn); err != nil || checked != 2 || ran != 2 {
+		t.Fatalf("with a lock file: %v, checked %d, ran %d", err, checked, ran)
+	}
+}
+
+// Existing names a store directory without touching it; its transactions
+// walk it as OpenDir's do, and fail naming it once it is gone or a
+// symlink. A rel that is not plain names is refused.
+func TestExisting(t *testing.T) {
+	root := t.TempDir()
+	if _, err := OpenDir(root, "queue/yuko"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Existing(root, "queue/yuko")
+	if err != nil || d.Path() != filepath.Join(root, "queue", "yuko") {
+		t.Fatalf("Existing: %v %v", d, err)
+	}
+	if err := d.Update(func(tx *Tx) error { return tx.Write("a.json", []byte("1")) }); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "queue", "yuko", "a.json")); string(b) != "1" {
+		t.Errorf("written: %q", b)
+	}
+	for _, rel := range []string{"queue/..", "..", "/queue", "", "queue/a\\b"} {
+		if _, err := Existing(root, rel); err == nil || !strings.Contains(err.Error(), "not a plain name") {
+			t.Errorf("Existing(%q): %v", rel, err)
+		}
+	}
+	gone, _ := Existing(root, "queue/kit")
+	if err := gone.Update(func(*Tx) error { return nil }); err == nil || !strings.Contains(err.Error(), filepath.Join(root, "queue", "kit")) {
+		t.Errorf("a store that is not there: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "queue", "kit")); err == nil {
+		t.Error("a missing store was created")
+	}
+	os.Symlink(t.TempDir(), filepath.Join(root, "queue", "rex"))
+	link, _ := Existing(root, "queue/rex")
+	if err := link.Update(func(*Tx) error { return nil }); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("a symlinked store: %v", err)
+	}
+}
+
+// Opened.Exists looks below an open directory, through sub-directories
+// walked without following a symlink.
+func TestOpenedExists(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "queue", "yuko"), 0o750)
+	os.WriteFile(filepath.Join(root, "queue", "yuko", "t-1.json"), nil, 0o640)
+	os.Symlink(filepath.Join(root, "queue", "yuko"), filepath.Join(root, "queue", "alias"))
+	o, err := OpenIn(root, "queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	for rel, want := range map[string]bool{"yuko/t-1.json": true, "yuko/t-2.json": false, "kit/t-1.json": false, "yuko": true, "alias": true} {
+		if got, err := o.Exists(rel); got != want || err != nil {
+			t.Errorf("Exists(%s) = %v %v, want %v", rel, got, err, want)
+		}
+	}
+	if got, err := o.Exists("alias/t-1.json"); got || err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("through a symlink: %v %v", got, err)
+	}
+	if _, err := o.Exists("yuko/.."); err == nil {
+		t.Error("Exists(yuko/..) accepted")
+	}
+	// The directory stays usable: nothing it was given was closed.
+	if got, err := o.Exists("yuko/t-1.json"); !got || err != nil {
+		t.Errorf("after the walks: %v %v", got, err)
+	}
+}
