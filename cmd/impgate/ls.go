@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -44,37 +45,41 @@ func ls(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	gates, bad := gate.List(y, f)
+	// Rows go out as gates are read, never all held at once; the table
+	// holds only its text until it knows its column widths.
+	out := bufio.NewWriterSize(e.Stdout, 64<<10)
+	var row func(g *gate.Listed) error
+	var tw *tabwriter.Writer
+	if *asJSON {
+		row = func(g *gate.Listed) error { return cli.JSONLine(out, g) }
+	} else {
+		// Every cell of the STATE column, the header's too, is painted, so
+		// the codes add the same width to each and tabwriter keeps it
+		// aligned.
+		p := cli.Painter(cli.Colour(*color, e.Stdout))
+		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "ID\tIMP\tINTENT\t%s\tAGE\tSHA256\tPAYLOAD\tRATIONALE\n", p.Paint(cli.Plain, "STATE"))
+		now := time.Now()
+		row = func(g *gate.Listed) error {
+			match := "ok"
+			if !g.PayloadMatches {
+				match = p.Paint(cli.Red, "EDITED")
+			}
+			_, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), g.SHA256[:12], match, cli.OneLine(g.Rationale, 50))
+			return err
+		}
+	}
+	bad, err := gate.EachListed(y, f, row)
 	for _, err := range bad {
 		e.Warn(err)
 	}
-	if *asJSON {
-		for _, g := range gates {
-			if err := cli.JSONLine(e.Stdout, listed{g, g.Matches()}); err != nil {
-				return err
-			}
-		}
-		return nil
+	if err != nil {
+		return err
 	}
-	// Every cell of the STATE column, the header's too, is painted, so
-	// the codes add the same width to each and tabwriter keeps it aligned.
-	p := cli.Painter(cli.Colour(*color, e.Stdout))
-	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "ID\tIMP\tINTENT\t%s\tAGE\tSHA256\tPAYLOAD\tRATIONALE\n", p.Paint(cli.Plain, "STATE"))
-	now := time.Now()
-	for _, g := range gates {
-		match := "ok"
-		if !g.Matches() {
-			match = p.Paint(cli.Red, "EDITED")
+	if tw != nil {
+		if err := tw.Flush(); err != nil {
+			return err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), g.SHA256[:12], match, cli.OneLine(g.Rationale, 50))
 	}
-	return tw.Flush()
-}
-
-// listed is a gate as ls --json prints it: the gate file and whether its
-// payload still matches its sha256.
-type listed struct {
-	*gate.Gate
-	PayloadMatches bool `json:"payload_matches"`
+	return out.Flush()
 }

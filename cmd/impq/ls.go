@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -42,25 +43,35 @@ func ls(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	tasks, bad := queue.List(y, f)
+	// Rows go out as tasks are read, never all held at once; the table
+	// holds only its text until it knows its column widths.
+	out := bufio.NewWriterSize(e.Stdout, 64<<10)
+	var row func(t *queue.Task) error
+	var tw *tabwriter.Writer
+	if *asJSON {
+		row = func(t *queue.Task) error { return cli.JSONLine(out, t) }
+	} else {
+		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tIMP\tSTATE\tKIND\tSOURCE\tAGE\tTEXT")
+		now := time.Now()
+		row = func(t *queue.Task) error {
+			_, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Imp, t.State, t.Kind, sourceOf(t), cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
+			return err
+		}
+	}
+	bad, err := queue.Each(y, f, row)
 	for _, err := range bad {
 		e.Warn(err)
 	}
-	if *asJSON {
-		for _, t := range tasks {
-			if err := cli.JSONLine(e.Stdout, t); err != nil {
-				return err
-			}
+	if err != nil {
+		return err
+	}
+	if tw != nil {
+		if err := tw.Flush(); err != nil {
+			return err
 		}
-		return nil
 	}
-	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tIMP\tSTATE\tKIND\tSOURCE\tAGE\tTEXT")
-	now := time.Now()
-	for _, t := range tasks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Imp, t.State, t.Kind, sourceOf(t), cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
-	}
-	return tw.Flush()
+	return out.Flush()
 }
 
 // sourceOf is a task's SOURCE column.
