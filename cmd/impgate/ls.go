@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
@@ -45,41 +43,16 @@ func ls(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Rows go out as gates are read, never all held at once; the table
-	// holds only its text until it knows its column widths.
-	out := bufio.NewWriterSize(e.Stdout, 64<<10)
-	var row func(g *gate.Listed) error
-	var tw *tabwriter.Writer
-	if *asJSON {
-		row = func(g *gate.Listed) error { return cli.JSONLine(out, g) }
-	} else {
-		// Every cell of the STATE column, the header's too, is painted, so
-		// the codes add the same width to each and tabwriter keeps it
-		// aligned.
-		p := cli.Painter(cli.Colour(*color, e.Stdout))
-		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "ID\tIMP\tINTENT\t%s\tAGE\tSHA256\tPAYLOAD\tRATIONALE\n", p.Paint(cli.Plain, "STATE"))
-		now := time.Now()
-		row = func(g *gate.Listed) error {
-			match := "ok"
-			if !g.PayloadMatches {
-				match = p.Paint(cli.Red, "EDITED")
-			}
-			_, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), g.SHA256[:12], match, cli.OneLine(g.Rationale, 50))
-			return err
+	// Every cell of the STATE column, the header's too, is painted, so the
+	// codes add the same width to each and the table stays aligned.
+	p := cli.Painter(cli.Colour(*color, e.Stdout))
+	now := time.Now()
+	header := "ID\tIMP\tINTENT\t" + p.Paint(cli.Plain, "STATE") + "\tAGE\tSHA256\tPAYLOAD\tRATIONALE"
+	return cli.List(e, *asJSON, header, func(g *gate.Listed) string {
+		match := "ok"
+		if !g.PayloadMatches {
+			match = p.Paint(cli.Red, "EDITED")
 		}
-	}
-	bad, err := gate.EachListed(y, f, row)
-	for _, err := range bad {
-		e.Warn(err)
-	}
-	if err != nil {
-		return err
-	}
-	if tw != nil {
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-	}
-	return out.Flush()
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), g.SHA256[:12], match, cli.OneLine(g.Rationale, 50))
+	}, func(fn func(*gate.Listed) error) ([]error, error) { return gate.EachListed(y, f, fn) })
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
@@ -43,35 +41,10 @@ func ls(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Rows go out as tasks are read, never all held at once; the table
-	// holds only its text until it knows its column widths.
-	out := bufio.NewWriterSize(e.Stdout, 64<<10)
-	var row func(t *queue.Task) error
-	var tw *tabwriter.Writer
-	if *asJSON {
-		row = func(t *queue.Task) error { return cli.JSONLine(out, t) }
-	} else {
-		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tIMP\tSTATE\tKIND\tSOURCE\tAGE\tTEXT")
-		now := time.Now()
-		row = func(t *queue.Task) error {
-			_, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Imp, t.State, t.Kind, sourceOf(t), cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
-			return err
-		}
-	}
-	bad, err := queue.Each(y, f, row)
-	for _, err := range bad {
-		e.Warn(err)
-	}
-	if err != nil {
-		return err
-	}
-	if tw != nil {
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-	}
-	return out.Flush()
+	now := time.Now()
+	return cli.List(e, *asJSON, "ID\tIMP\tSTATE\tKIND\tSOURCE\tAGE\tTEXT", func(t *queue.Task) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", t.ID, t.Imp, t.State, t.Kind, sourceOf(t), cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
+	}, func(fn func(*queue.Task) error) ([]error, error) { return queue.Each(y, f, fn) })
 }
 
 // sourceOf is a task's SOURCE column.
