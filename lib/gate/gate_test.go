@@ -113,12 +113,7 @@ func TestEditedPayloadRefused(t *testing.T) {
 // were still open.
 func TestListDamagedResolvedCopy(t *testing.T) {
 	y := newYard(t)
-	g := file(t, y, `{"n":1}`)
-	pendingBytes, _ := os.ReadFile(y.Path("gates", "pending", g.ID+".json"))
-	if _, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice"}); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(y.Path("gates", "pending", g.ID+".json"), pendingBytes, 0o640)
+	g := leftoverPendingCopy(t, y)
 	os.WriteFile(y.Path("gates", "resolved", g.ID+".json"), []byte("{"), 0o640)
 	for _, f := range []Filter{{}, {All: true}} {
 		gates, bad := List(y, f)
@@ -131,16 +126,23 @@ func TestListDamagedResolvedCopy(t *testing.T) {
 	}
 }
 
-func TestCrashLeftoverPendingCopy(t *testing.T) {
-	y := newYard(t)
+// leftoverPendingCopy files a gate, approves it and puts its pending copy
+// back, as if the approver died after writing the decision but before
+// removing the pending file.
+func leftoverPendingCopy(t *testing.T, y *yard.Yard) *Gate {
+	t.Helper()
 	g := file(t, y, `{"n":1}`)
 	pendingBytes, _ := os.ReadFile(y.Path("gates", "pending", g.ID+".json"))
 	if _, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	// As if the approver died after writing the decision but before
-	// removing the pending file.
 	os.WriteFile(y.Path("gates", "pending", g.ID+".json"), pendingBytes, 0o640)
+	return g
+}
+
+func TestCrashLeftoverPendingCopy(t *testing.T) {
+	y := newYard(t)
+	g := leftoverPendingCopy(t, y)
 	if got, _ := Get(y, g.ID); got.State != state.Approved {
 		t.Errorf("Get = %s, want approved", got.State)
 	}
