@@ -197,29 +197,6 @@ func (o *Opened) ReadFile(name string) ([]byte, error) {
 	}
 }
 
-// openFileAt opens the regular file name in dirfd without following a
-// symlink; p is its path, for errors.
-func openFileAt(dirfd int, base, p string) (*os.File, error) {
-	for {
-		fd, err := unix.Openat(dirfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if errors.Is(err, unix.ELOOP) {
-			return nil, &os.PathError{Op: "open", Path: p, Err: errSymlink}
-		}
-		if err != nil {
-			return nil, &os.PathError{Op: "open", Path: p, Err: err}
-		}
-		f := os.NewFile(uintptr(fd), p)
-		if err := checkRegular(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-		return f, nil
-	}
-}
-
 // ReadDirIn lists the directory rel below root, refusing it when it or
 // any directory on the way is a symlink. A missing directory has no
 // entries.
