@@ -38,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -559,46 +560,29 @@ func readFd(fd int, path string, size int64) ([]byte, error) {
 	if size > MaxFile {
 		return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("file is %d bytes, over the %d limit", size, MaxFile)}
 	}
-	buf, err := readAll(fdReader(fd), make([]byte, 0, size+1))
-	if err != nil {
-		return nil, &os.PathError{Op: "read", Path: path, Err: err}
-	}
-	return buf, nil
-}
-
-// fdReader reads a raw descriptor.
-type fdReader int
-
-func (r fdReader) Read(b []byte) (int, error) {
-	for {
-		n, err := unix.Read(int(r), b)
-		switch {
-		case errors.Is(err, unix.EINTR):
-			continue
-		case err != nil:
-			return 0, err
-		case n == 0 && len(b) > 0:
-			return 0, io.EOF
-		}
-		return n, nil
-	}
-}
-
-func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	buf := make([]byte, 0, size+1)
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if errors.Is(err, unix.EINTR) {
+			continue
 		}
 		if err != nil {
-			return buf, err
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+		// A regular file reads short only at its end: one read of a
+		// file no longer than fstat said is the whole of it.
+		if len(buf) < cap(buf) {
+			return buf, nil
 		}
 		if len(buf) > MaxFile {
-			return nil, fmt.Errorf("file grew over the %d limit", MaxFile)
+			return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("file grew past the %d limit while read", MaxFile)}
 		}
 	}
 }
@@ -625,7 +609,7 @@ func openAt(dirfd int, name, p string, flag int) (int, int64, error) {
 			unix.Close(fd)
 			return -1, 0, &os.PathError{Op: "stat", Path: p, Err: err}
 		}
-		if err := regular(p, &st); err != nil {
+		if err := checkStat(p, &st); err != nil {
 			unix.Close(fd)
 			return -1, 0, err
 		}
@@ -662,38 +646,37 @@ func checkRegular(f *os.File) error {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return &os.PathError{Op: "stat", Path: f.Name(), Err: err}
 	}
-	return regular(f.Name(), &st)
+	return checkStat(f.Name(), &st)
 }
 
-// regular refuses what st describes unless it is a regular file with one
-// link; p is its path.
-func regular(p string, st *unix.Stat_t) error {
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return &os.PathError{Op: "open", Path: p, Err: fmt.Errorf("is not a regular file (%s)", modeType(st.Mode))}
+// checkStat is checkRegular for a file known by its stat(2) result.
+func checkStat(path string, st *unix.Stat_t) error {
+	var t fs.FileMode
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		t = fs.ModeDir
+	case unix.S_IFLNK:
+		t = fs.ModeSymlink
+	case unix.S_IFIFO:
+		t = fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		t = fs.ModeSocket
+	case unix.S_IFCHR:
+		t = fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		t = fs.ModeDevice
 	}
-	if st.Nlink != 1 {
-		return &os.PathError{Op: "open", Path: p, Err: fmt.Errorf("has %d hard links; refusing a file that may be shared with another place", st.Nlink)}
+	return checkKind(path, t, uint64(st.Nlink))
+}
+
+func checkKind(path string, t fs.FileMode, nlink uint64) error {
+	if t != 0 {
+		return &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("is not a regular file (%s)", t)}
+	}
+	if nlink != 1 {
+		return &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("has %d hard links; refusing a file that may be shared with another place", nlink)}
 	}
 	return nil
-}
-
-// modeType is the type of a file, as os.FileMode shows it.
-func modeType(m uint32) os.FileMode {
-	switch m & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return os.ModeDir
-	case unix.S_IFLNK:
-		return os.ModeSymlink
-	case unix.S_IFIFO:
-		return os.ModeNamedPipe
-	case unix.S_IFSOCK:
-		return os.ModeSocket
-	case unix.S_IFCHR:
-		return os.ModeDevice | os.ModeCharDevice
-	case unix.S_IFBLK:
-		return os.ModeDevice
-	}
-	return os.ModeIrregular
 }
 
 // IsNotExist reports whether err means the file is not there.

@@ -2,14 +2,11 @@ package store
 
 import (
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"testing/iotest"
-	"time"
 )
 
 func TestTxReadWriteRemove(t *testing.T) {
@@ -225,39 +222,6 @@ func TestEncodeDecode(t *testing.T) {
 		if err := CheckSchema("a", []byte(`{"schema":"`+s+`"}`), "note", 1); err == nil {
 			t.Errorf("schema %q accepted as impyard.note/1", s)
 		}
-	}
-}
-
-// readAll grows its buffer as the file turns out longer than its size
-// said, reads through short reads, and returns a read error.
-func TestReadAll(t *testing.T) {
-	type result struct {
-		b   []byte
-		err error
-	}
-	run := func(r io.Reader, buf []byte) result {
-		done := make(chan result, 1)
-		go func() { b, err := readAll(r, buf); done <- result{b, err} }()
-		select {
-		case res := <-done:
-			return res
-		case <-time.After(30 * time.Second):
-			t.Fatal("readAll did not return")
-			return result{}
-		}
-	}
-	text := "a file that grew after it was measured"
-	for _, c := range []int{0, 1, 5, len(text), len(text) + 1} {
-		if res := run(strings.NewReader(text), make([]byte, 0, c)); res.err != nil || string(res.b) != text {
-			t.Errorf("capacity %d: %q %v", c, res.b, res.err)
-		}
-	}
-	if res := run(iotest.OneByteReader(strings.NewReader(text)), make([]byte, 0, 4)); res.err != nil || string(res.b) != text {
-		t.Errorf("one byte at a time: %q %v", res.b, res.err)
-	}
-	boom := errors.New("device gone")
-	if res := run(io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(boom)), make([]byte, 0, 8)); res.err != boom {
-		t.Errorf("read error: %q %v", res.b, res.err)
 	}
 }
 
