@@ -401,8 +401,12 @@ func TestUpdateChecked(t *testing.T) {
 	checked, ran := 0, 0
 	check := func(err error) func() error { return func() error { checked++; return err } }
 	fn := func(tx *Tx) error { ran++; return tx.Write("a.json", []byte("1")) }
+	before := openFDs(t)
 	if err := d.UpdateChecked(check(refused), fn); err != refused || checked != 1 || ran != 0 {
 		t.Fatalf("refused: %v, checked %d, ran %d", err, checked, ran)
+	}
+	if n := openFDs(t); n != before {
+		t.Errorf("%d descriptors open after a refusal, %d before", n, before)
 	}
 	if entries, _ := os.ReadDir(d.Path()); len(entries) != 0 {
 		t.Fatalf("a refusal created %v", entries)
