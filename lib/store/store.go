@@ -462,11 +462,11 @@ func (tx *Tx) resolve(name string) (dirfd int, base, p string, err error) {
 	dir, base := filepath.Split(name)
 	p = filepath.Join(tx.d.path, name)
 	if err := checkComponent(base); err != nil {
-		return -1, "", "", fmt.Errorf("%s: %w", p, err)
+		return noFD, "", "", fmt.Errorf("%s: %w", p, err)
 	}
 	fd, _, err := tx.sub(dir, true)
 	if err != nil {
-		return -1, "", "", err
+		return noFD, "", "", err
 	}
 	return fd, base, p, nil
 }
@@ -536,7 +536,7 @@ func openDir(dir string) (int, error) {
 			continue
 		}
 		if err != nil {
-			return -1, &os.PathError{Op: "open", Path: dir, Err: err}
+			return noFD, &os.PathError{Op: "open", Path: dir, Err: err}
 		}
 		return fd, nil
 	}
@@ -600,18 +600,18 @@ func openAt(dirfd int, name, p string, flag int) (int, int64, error) {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case errors.Is(err, unix.ELOOP):
-			return -1, 0, &os.PathError{Op: "open", Path: p, Err: errSymlink}
+			return noFD, 0, &os.PathError{Op: "open", Path: p, Err: errSymlink}
 		case err != nil:
-			return -1, 0, &os.PathError{Op: "open", Path: p, Err: err}
+			return noFD, 0, &os.PathError{Op: "open", Path: p, Err: err}
 		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			unix.Close(fd)
-			return -1, 0, &os.PathError{Op: "stat", Path: p, Err: err}
+			return noFD, 0, &os.PathError{Op: "stat", Path: p, Err: err}
 		}
 		if err := checkStat(p, &st); err != nil {
 			unix.Close(fd)
-			return -1, 0, err
+			return noFD, 0, err
 		}
 		return fd, st.Size, nil
 	}

@@ -487,3 +487,52 @@ func TestOpenedExists(t *testing.T) {
 		t.Errorf("after the walks: %v %v", got, err)
 	}
 }
+
+// A file longer than fstat says (a /proc file says 0) is read whole by
+// every reader: the buffer grows and a full read is followed by another.
+func TestReadLongerThanStat(t *testing.T) {
+	want, err := os.ReadFile("/proc/self/cmdline")
+	if err != nil || len(want) < 16 {
+		t.Skipf("no /proc/self/cmdline to read: %v", err)
+	}
+	if got, err := ReadFile("/proc/self/cmdline"); err != nil || string(got) != string(want) {
+		t.Errorf("ReadFile: %q %v, want %q", got, err, want)
+	}
+	o, err := OpenIn("/proc/self", ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if got, err := o.ReadFile("cmdline"); err != nil || string(got) != string(want) {
+		t.Errorf("Opened.ReadFile: %q %v, want %q", got, err, want)
+	}
+}
+
+// A name with a component that is not plain is refused by a transaction's
+// walk, first or later, and the transaction's own directory and the
+// sub-directories the walk opened are left as they were: open, and
+// closed.
+func TestTxWalkRefusesBadComponent(t *testing.T) {
+	d := mustDir(t)
+	err := d.Update(func(tx *Tx) error {
+		if err := tx.Write("sub/a.json", []byte("1")); err != nil {
+			return err
+		}
+		before := openFDs(t)
+		for _, name := range []string{"a\\b/x", "sub/a\\b/x"} {
+			if _, err := tx.Read(name); err == nil || !strings.Contains(err.Error(), "not a plain name") {
+				t.Errorf("Read(%q): %v", name, err)
+			}
+			if _, err := tx.Open(filepath.Dir(name)); err == nil {
+				t.Errorf("Open(%q) accepted", filepath.Dir(name))
+			}
+		}
+		if n := openFDs(t); n != before {
+			t.Errorf("%d descriptors open after the refusals, %d before", n, before)
+		}
+		return tx.Write("a.json", []byte("2"))
+	})
+	if err != nil {
+		t.Fatalf("the transaction's directory did not survive the refusals: %v", err)
+	}
+}

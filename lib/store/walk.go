@@ -11,6 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// noFD is the descriptor returned beside an error: never one that could
+// be open.
+const noFD = -1
+
 // errSymlink and errNotDir say why a path below the root was refused.
 var (
 	errSymlink = errors.New("is a symlink; refusing to follow it")
@@ -51,7 +55,7 @@ func walk(fd int, p, rel string, create bool) (int, string, error) {
 			if cur != fd {
 				unix.Close(cur)
 			}
-			return -1, "", fmt.Errorf("%s: %w", filepath.Join(p, c), err)
+			return noFD, "", fmt.Errorf("%s: %w", filepath.Join(p, c), err)
 		}
 		p = filepath.Join(p, c)
 		next, err := openDirAt(cur, c, p, create)
@@ -59,7 +63,7 @@ func walk(fd int, p, rel string, create bool) (int, string, error) {
 			unix.Close(cur)
 		}
 		if err != nil {
-			return -1, "", err
+			return noFD, "", err
 		}
 		cur = next
 	}
@@ -78,14 +82,14 @@ func openDirAt(dirfd int, name, p string, create bool) (int, error) {
 			continue
 		case errors.Is(err, unix.ENOENT) && create:
 			if err := unix.Mkdirat(dirfd, name, dirPerm); err != nil && !errors.Is(err, unix.EEXIST) {
-				return -1, &os.PathError{Op: "mkdir", Path: p, Err: err}
+				return noFD, &os.PathError{Op: "mkdir", Path: p, Err: err}
 			}
 			create = false
 			continue
 		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
-			return -1, &os.PathError{Op: "open", Path: p, Err: whyNotDir(dirfd, name)}
+			return noFD, &os.PathError{Op: "open", Path: p, Err: whyNotDir(dirfd, name)}
 		}
-		return -1, &os.PathError{Op: "open", Path: p, Err: err}
+		return noFD, &os.PathError{Op: "open", Path: p, Err: err}
 	}
 }
 
