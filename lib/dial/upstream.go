@@ -112,7 +112,11 @@ var errStale = errors.New("kept-alive connection closed by the server")
 func (u *Upstream) send(c *upConn, req *http.Request) (*http.Response, error) {
 	c.idle = 0
 	c.SetDeadline(time.Now().Add(u.opts.ResponseHeaderTimeout))
-	if err := req.Write(c.bw); err != nil {
+	err := writeRequest(c.bw, req)
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	if err != nil {
 		return nil, staleIf(err)
 	}
 	if err := c.bw.Flush(); err != nil {
