@@ -111,3 +111,16 @@ func TestWriteRequestRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestSamePort(t *testing.T) {
+	for _, c := range []struct {
+		p    string
+		port uint16
+		ok   bool
+	}{{"443", 443, true}, {"8443", 443, false}, {"0443", 443, false}, {"", 443, false}, {"0", 0, true},
+		{"65535", 65535, true}, {"65536", 0, false}, {"+443", 443, false}, {"4_43", 443, false}, {"44", 443, false}} {
+		if got := samePort(c.p, c.port); got != c.ok {
+			t.Errorf("samePort(%q, %d) = %v, want %v", c.p, c.port, got, c.ok)
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -182,7 +181,7 @@ func RecordHeaders(h http.Header, extra ...string) map[string]string {
 	}
 	out := make(map[string]string, len(h))
 	for k, vs := range h {
-		k = strings.ToLower(k)
+		k = lowerName(k)
 		if sensitive[k] || slices.ContainsFunc(extra, func(e string) bool { return strings.EqualFold(e, k) }) {
 			out[k] = Redacted
 			continue
@@ -191,6 +190,26 @@ func RecordHeaders(h http.Header, extra ...string) map[string]string {
 	}
 	return out
 }
+
+// lowerName is strings.ToLower for a header name, without a copy for the
+// names most requests carry.
+func lowerName(k string) string {
+	if l, ok := lowerNames[k]; ok {
+		return l
+	}
+	return strings.ToLower(k)
+}
+
+var lowerNames = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"Accept", "Accept-Encoding", "Accept-Language", "Anthropic-Version", "Authorization",
+		"Cache-Control", "Connection", "Content-Encoding", "Content-Length", "Content-Type", "Cookie", "Host",
+		"If-Modified-Since", "If-None-Match", "Openai-Organization", "Origin", "Pragma", "Proxy-Authorization",
+		"Range", "Referer", "Transfer-Encoding", "Upgrade", "User-Agent", "X-Api-Key", "X-Forwarded-For"} {
+		m[k] = strings.ToLower(k)
+	}
+	return m
+}()
 
 // redactUserinfo replaces the user information of a request target as
 // sent (absolute URL or CONNECT authority), which may hold a password,
@@ -459,7 +478,13 @@ func (q *RequestInfo) appendJSON(b []byte) []byte {
 	b = appendString(b, q.Query)
 	b = field(b, FieldHeaders, false)
 	b = append(b, '{')
-	for i, k := range slices.Sorted(maps.Keys(q.Headers)) {
+	var stack [32]string
+	keys := stack[:0]
+	for k := range q.Headers {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
 		if i > 0 {
 			b = append(b, ',')
 		}
