@@ -553,43 +553,51 @@ func field(b []byte, name string, first bool) []byte {
 const hexDigits = "0123456789abcdef"
 
 // appendString appends s as a JSON string. Invalid UTF-8 (header values
-// may carry any byte) becomes U+FFFD, as encoding/json does.
+// may carry any byte) becomes U+FFFD, as encoding/json does. Runs of
+// bytes that need no escape are copied whole.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
+	done := 0 // s[:done] is in b
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[done:i]...)
+			switch c {
+			case '"', '\\':
 				b = append(b, '\\', c)
-			case c < 0x20:
-				switch c {
-				case '\n':
-					b = append(b, '\\', 'n')
-				case '\r':
-					b = append(b, '\\', 'r')
-				case '\t':
-					b = append(b, '\\', 't')
-				default:
-					b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-				}
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
 			default:
-				b = append(b, c)
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}
 			i++
+			done = i
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
+			b = append(b, s[done:i]...)
 			b = append(b, `\ufffd`...)
 		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[done:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
 		default:
-			b = append(b, s[i:i+size]...)
+			i += size
+			continue
 		}
 		i += size
+		done = i
 	}
+	b = append(b, s[done:]...)
 	return append(b, '"')
 }
 
