@@ -418,3 +418,23 @@ func TestHeaderAsNetHTTPReadsIt(t *testing.T) {
 		}
 	}
 }
+
+// TestReadRequestAllocations bounds what reading a usual head costs: the
+// Request, its header map, the target and one string per value, no copy
+// of a line, a common name or method, and no slice per field.
+func TestReadRequestAllocations(t *testing.T) {
+	const raw = "GET http://a.example/x HTTP/1.1\r\nHost: a.example\r\nUser-Agent: Go-http-client/1.1\r\nAccept-Encoding: gzip\r\n\r\n"
+	sr := strings.NewReader(raw)
+	br := bufio.NewReader(sr)
+	n := testing.AllocsPerRun(100, func() {
+		sr.Reset(raw)
+		br.Reset(sr)
+		if r, err := ReadRequest(br, 4096); err != nil || len(r.Header) != 3 {
+			t.Fatal(r, err)
+		}
+	})
+	t.Logf("%.0f allocations", n)
+	if n > 7 {
+		t.Errorf("%.0f allocations to read a three-field GET, want at most 7", n)
+	}
+}
