@@ -127,25 +127,15 @@ func validHost(h string) bool {
 	}
 	for i := 0; i < len(h); i++ {
 		c := h[i]
-		if c >= 0x80 || !hostByte[c] {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(hostPunct, c) >= 0) {
 			return false
 		}
 	}
 	return true
 }
 
-var hostByte = func() (t [128]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-32] = true, true
-	}
-	for _, c := range "!$&()*+,-.:;=[]'_~" {
-		t[c] = true
-	}
-	return t
-}()
+// hostPunct is what a Host value may hold besides letters and digits.
+const hostPunct = "!$&()*+,-.:;=[]'_~"
 
 // hasToken reports whether a comma-separated field names token.
 func hasToken(values []string, token string) bool {
