@@ -17,7 +17,9 @@ import (
 // Field names are written as given, values with CR and LF turned into
 // spaces and trimmed, in the order of the names; Host, User-Agent (the
 // first value, none if empty), Content-Length, Transfer-Encoding and
-// Trailer come from req, never from its header.
+// Trailer come from req, never from its header. A target holding a
+// space or a control byte is refused (net/http refuses only the control
+// byte): either would end the request line early.
 func writeRequest(w *bufio.Writer, req *http.Request) error {
 	if req.ContentLength < 0 || req.ContentLength > 0 && req.Body == nil {
 		return fmt.Errorf("dial: request body of unknown or missing length (Content-Length %d)", req.ContentLength)
@@ -29,9 +31,13 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 	if !validHost(host) {
 		return errors.New("dial: invalid Host header")
 	}
+	uri := requestURI(req)
+	if strings.IndexFunc(uri, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return errors.New("dial: control byte or space in the request target")
+	}
 	w.WriteString(req.Method)
 	w.WriteByte(' ')
-	w.WriteString(requestURI(req))
+	w.WriteString(uri)
 	w.WriteString(" HTTP/1.1\r\nHost: ")
 	w.WriteString(host)
 	w.WriteString("\r\n")

@@ -94,14 +94,16 @@ func TestWriteRequestMatchesNetHTTP(t *testing.T) {
 func TestWriteRequestRefuses(t *testing.T) {
 	u := &url.URL{Scheme: "https", Host: "api.test", Opaque: "/"}
 	for name, r := range map[string]*http.Request{
-		"host with a space": {Method: "GET", URL: u, Host: "api.test evil"},
-		"host with CRLF":    {Method: "GET", URL: u, Host: "api.test\r\nX-Evil: 1"},
-		"host with a zone":  {Method: "GET", URL: u, Host: "[fe80::1%25eth0]"},
-		"host with a slash": {Method: "GET", URL: u, Host: "api.test/x"},
-		"no host":           {Method: "GET", URL: &url.URL{Opaque: "/"}},
-		"chunked body":      {Method: "POST", URL: u, Host: "api.test", ContentLength: -1, Body: io.NopCloser(strings.NewReader("x"))},
-		"body missing":      {Method: "POST", URL: u, Host: "api.test", ContentLength: 3},
-		"body short":        {Method: "POST", URL: u, Host: "api.test", ContentLength: 3, Body: io.NopCloser(strings.NewReader("x"))},
+		"host with a space":  {Method: "GET", URL: u, Host: "api.test evil"},
+		"host with CRLF":     {Method: "GET", URL: u, Host: "api.test\r\nX-Evil: 1"},
+		"host with a zone":   {Method: "GET", URL: u, Host: "[fe80::1%25eth0]"},
+		"host with a slash":  {Method: "GET", URL: u, Host: "api.test/x"},
+		"no host":            {Method: "GET", URL: &url.URL{Opaque: "/"}},
+		"CRLF in the path":   {Method: "GET", URL: &url.URL{Opaque: "/a\r\nX-Evil: 1"}, Host: "api.test"},
+		"space in the query": {Method: "GET", URL: &url.URL{Opaque: "/a", RawQuery: "q=a b"}, Host: "api.test"},
+		"chunked body":       {Method: "POST", URL: u, Host: "api.test", ContentLength: -1, Body: io.NopCloser(strings.NewReader("x"))},
+		"body missing":       {Method: "POST", URL: u, Host: "api.test", ContentLength: 3},
+		"body short":         {Method: "POST", URL: u, Host: "api.test", ContentLength: 3, Body: io.NopCloser(strings.NewReader("x"))},
 	} {
 		var out bytes.Buffer
 		w := bufio.NewWriter(&out)
