@@ -8,18 +8,21 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // writeRequest writes req's head and body to w as http.Request.Write
 // would for the requests a proxy forwards (origin-form target, a body
 // held in memory or none), byte for byte, without its allocations: the
 // transfer writer, the URL's rendering, a sorted copy of the header.
-// Field names are written as given, values with CR and LF turned into
-// spaces and trimmed, in the order of the names; Host, User-Agent (the
-// first value, none if empty), Content-Length, Transfer-Encoding and
-// Trailer come from req, never from its header. A target holding a
-// space or a control byte is refused (net/http refuses only the control
-// byte): either would end the request line early.
+// Field names that are tokens are written as given (others are dropped),
+// values with CR and LF turned into spaces and trimmed, in the order of
+// the names; Host, User-Agent (the first value, none if empty),
+// Content-Length, Transfer-Encoding and Trailer come from req, never from
+// its header. A target holding a space or a control byte is refused
+// (net/http refuses only the control byte): either would end the request
+// line early.
 func writeRequest(w *bufio.Writer, req *http.Request) error {
 	if req.ContentLength < 0 || req.ContentLength > 0 && req.Body == nil {
 		return fmt.Errorf("dial: request body of unknown or missing length (Content-Length %d)", req.ContentLength)
@@ -59,6 +62,11 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 	for k := range req.Header {
 		switch k {
 		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
+			continue
+		}
+		// As net/http drops them: a name that is not a token could
+		// end its line and start a field the request never judged had.
+		if !httpguts.ValidHeaderFieldName(k) {
 			continue
 		}
 		keys = append(keys, k)

@@ -36,6 +36,8 @@ func TestWriteRequestMatchesNetHTTP(t *testing.T) {
 		{"framing fields from the request only", &http.Request{Method: "POST", Header: http.Header{
 			"Host": {"evil.test"}, "Content-Length": {"99"}, "Transfer-Encoding": {"chunked"}, "Trailer": {"X"}}}},
 		{"upgrade", &http.Request{Header: http.Header{"Upgrade": {"websocket"}, "Connection": {"Upgrade"}}}},
+		{"field names that are not tokens are dropped", &http.Request{Header: http.Header{
+			"X-Ok": {"1"}, "Bad Name": {"2"}, "X:Y": {"3"}, "X-A\r\nInjected": {"4"}, "": {"5"}, "X-\u00e9": {"6"}, "X-Nul\x00": {"7"}}}},
 		{"close", &http.Request{Close: true}},
 		{"close already said", &http.Request{Close: true, Header: http.Header{"Connection": {"keep-alive, Close"}}}},
 		{"port and ipv6", &http.Request{Host: "[2001:db8::1]:8443", URL: &url.URL{Scheme: "https", Host: "[2001:db8::1]:8443", Opaque: "/"}}},
