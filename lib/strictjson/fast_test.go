@@ -2,10 +2,22 @@ package strictjson
 
 import (
 	"encoding/json"
+	"os"
 	"reflect"
 	"testing"
 	"time"
 )
+
+// TestMain runs every test twice: through Unmarshal as callers see it,
+// then with the fast pass off, so the checked path alone must give every
+// answer too.
+func TestMain(m *testing.M) {
+	if code := m.Run(); code != 0 {
+		os.Exit(code)
+	}
+	fast = false
+	os.Exit(m.Run())
+}
 
 // wide has a field of every kind the yard's records and the gateway's
 // bodies decode into, for FuzzFastAgrees.
