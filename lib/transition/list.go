@@ -15,11 +15,30 @@ import (
 
 // Source is one directory of record files for Each: rel below the yard
 // root, which of its ids to read (nil: all), and how to parse one.
+//
+// A daemon that lists the same directory pass after pass may give Known
+// and Settled: a record Settled says the daemon is done with is remembered
+// in Known by its file's identity, and later listings pass over that file,
+// without reading it, for as long as it is the same file (see
+// store.FileID). Settled runs on the reading goroutines.
 type Source[R any] struct {
-	Rel   string
-	Want  func(id string) bool
-	Parse func(path string, b []byte) (R, error)
+	Rel     string
+	Want    func(id string) bool
+	Parse   func(path string, b []byte) (R, error)
+	Known   *Known
+	Settled func(R) bool
 }
+
+// Known remembers record files a daemon is done with, by directory and
+// name, with the identity each had when its record was read. Each keeps
+// it: a name gone from its directory is forgotten at the next listing of
+// that directory. One Known is used by one listing at a time.
+type Known struct {
+	dirs map[string]map[string]store.FileID
+}
+
+// NewKnown returns an empty Known.
+func NewKnown() *Known { return &Known{dirs: map[string]map[string]store.FileID{}} }
 
 // batchSize is how many records one worker reads at a time: large enough
 // that handing batches over costs nothing next to reading them, small
@@ -44,6 +63,9 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 		id  string
 		src int
 	}
+	// The files of each Known directory found unchanged this time, and
+	// those settled in it now: what the listing leaves it with.
+	kept := make([]map[string]store.FileID, len(srcs))
 	dirs := make([]*store.Opened, len(srcs))
 	defer func() {
 		for _, d := range dirs {
@@ -65,6 +87,9 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 			continue
 		}
 		dirs[i] = d
+		if src.Known != nil {
+			kept[i] = map[string]store.FileID{}
+		}
 		names, err := d.Names()
 		if err != nil {
 			bad = append(bad, err)
@@ -79,9 +104,18 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 				bad = append(bad, fmt.Errorf("%s: not a %s file name; skipped", filepath.Join(y.Root, src.Rel, n), kind))
 				continue
 			}
-			if src.Want == nil || src.Want(rid) {
-				entries = append(entries, entry{rid, i})
+			if src.Want != nil && !src.Want(rid) {
+				continue
 			}
+			if src.Known != nil {
+				if was, ok := src.Known.dirs[src.Rel][n]; ok {
+					if now, err := d.ID(n); err == nil && now == was {
+						kept[i][n] = was
+						continue
+					}
+				}
+			}
+			entries = append(entries, entry{rid, i})
 		}
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].id < entries[j].id })
@@ -90,20 +124,26 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 		from, to int
 		recs     []R
 		errs     []error
+		settled  []*store.FileID // the identity of each record Settled took
 		done     chan struct{}
 	}
 	read := func(b *batch) {
 		defer close(b.done)
 		b.recs = make([]R, b.to-b.from)
 		b.errs = make([]error, b.to-b.from)
+		b.settled = make([]*store.FileID, b.to-b.from)
 		for k := range b.recs {
 			e := entries[b.from+k]
+			src := srcs[e.src]
 			name := e.id + ".json"
-			data, err := dirs[e.src].ReadFile(name)
+			data, fid, err := dirs[e.src].ReadFileID(name)
 			if err == nil {
-				b.recs[k], err = srcs[e.src].Parse(paths[e.src]+name, data)
+				b.recs[k], err = src.Parse(paths[e.src]+name, data)
 			}
 			b.errs[k] = err
+			if err == nil && src.Known != nil && src.Settled != nil && src.Settled(b.recs[k]) {
+				b.settled[k] = &fid
+			}
 		}
 	}
 	work := make(chan *batch)
@@ -148,6 +188,17 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 			if err := fn(r); err != nil {
 				return bad, err
 			}
+			// Remembered only once fn has had the record: a listing fn
+			// stopped reads the rest again next time.
+			if fid := b.settled[k]; fid != nil {
+				e := entries[b.from+k]
+				kept[e.src][e.id+".json"] = *fid
+			}
+		}
+	}
+	for i, src := range srcs {
+		if kept[i] != nil {
+			src.Known.dirs[src.Rel] = kept[i]
 		}
 	}
 	return bad, nil
