@@ -34,11 +34,19 @@ type Source[R any] struct {
 // it: a name gone from its directory is forgotten at the next listing of
 // that directory. One Known is used by one listing at a time.
 type Known struct {
-	dirs map[string]map[string]store.FileID
+	dirs map[string]map[string]*knownFile
+	gen  uint64 // the listing under way
+}
+
+// knownFile is a file Known remembers, and the last listing that found it
+// the same file.
+type knownFile struct {
+	id  store.FileID
+	gen uint64
 }
 
 // NewKnown returns an empty Known.
-func NewKnown() *Known { return &Known{dirs: map[string]map[string]store.FileID{}} }
+func NewKnown() *Known { return &Known{dirs: map[string]map[string]*knownFile{}} }
 
 // batchSize is how many records one worker reads at a time: large enough
 // that handing batches over costs nothing next to reading them, small
@@ -60,12 +68,26 @@ const batchSize = 256
 // passed to fn. An error from fn stops Each and is returned.
 func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R) error) (bad []error, err error) {
 	type entry struct {
-		id  string
-		src int
+		name  string // <id>.json
+		src   int
+		known *knownFile // what the source's Known has of it, if anything
 	}
-	// The files of each Known directory found unchanged this time, and
-	// those settled in it now: what the listing leaves it with.
-	kept := make([]map[string]store.FileID, len(srcs))
+	idOf := func(e entry) string { return e.name[:len(e.name)-len(".json")] }
+	// Known entries this listing finds the same or settles get its
+	// generation; those it does not, when it lists their whole directory,
+	// are forgotten at its end.
+	gens := make([]uint64, len(srcs))
+	seen := make([]int, len(srcs)) // how many entries of each Known directory got its gen
+	begun := map[*Known]bool{}
+	for i, src := range srcs {
+		if src.Known != nil {
+			if !begun[src.Known] {
+				begun[src.Known] = true
+				src.Known.gen++
+			}
+			gens[i] = src.Known.gen
+		}
+	}
 	dirs := make([]*store.Opened, len(srcs))
 	defer func() {
 		for _, d := range dirs {
@@ -87,8 +109,8 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 			continue
 		}
 		dirs[i] = d
-		if src.Known != nil {
-			kept[i] = map[string]store.FileID{}
+		if src.Known != nil && src.Known.dirs[src.Rel] == nil {
+			src.Known.dirs[src.Rel] = map[string]*knownFile{}
 		}
 		names, err := d.Names()
 		if err != nil {
@@ -107,24 +129,21 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 			if src.Want != nil && !src.Want(rid) {
 				continue
 			}
+			e := entry{name: n, src: i}
 			if src.Known != nil {
-				if was, ok := src.Known.dirs[src.Rel][n]; ok {
-					if now, err := d.ID(n); err == nil && now == was {
-						kept[i][n] = was
-						continue
-					}
-				}
+				e.known = src.Known.dirs[src.Rel][rid]
 			}
-			entries = append(entries, entry{rid, i})
+			entries = append(entries, e)
 		}
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].id < entries[j].id })
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 
 	type batch struct {
 		from, to int
 		recs     []R
 		errs     []error
 		settled  []*store.FileID // the identity of each record Settled took
+		same     []bool          // files Known has that are still the same file: not read
 		done     chan struct{}
 	}
 	read := func(b *batch) {
@@ -132,13 +151,19 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 		b.recs = make([]R, b.to-b.from)
 		b.errs = make([]error, b.to-b.from)
 		b.settled = make([]*store.FileID, b.to-b.from)
+		b.same = make([]bool, b.to-b.from)
 		for k := range b.recs {
 			e := entries[b.from+k]
 			src := srcs[e.src]
-			name := e.id + ".json"
-			data, fid, err := dirs[e.src].ReadFileID(name)
+			if e.known != nil {
+				if now, err := dirs[e.src].ID(e.name); err == nil && now == e.known.id {
+					b.same[k] = true
+					continue
+				}
+			}
+			data, fid, err := dirs[e.src].ReadFileID(e.name)
 			if err == nil {
-				b.recs[k], err = src.Parse(paths[e.src]+name, data)
+				b.recs[k], err = src.Parse(paths[e.src]+e.name, data)
 			}
 			b.errs[k] = err
 			if err == nil && src.Known != nil && src.Settled != nil && src.Settled(b.recs[k]) {
@@ -181,6 +206,12 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 	for b := range order {
 		<-b.done
 		for k, r := range b.recs {
+			e := entries[b.from+k]
+			if b.same[k] {
+				e.known.gen = gens[e.src]
+				seen[e.src]++
+				continue
+			}
 			if b.errs[k] != nil {
 				bad = append(bad, b.errs[k])
 				continue
@@ -191,14 +222,22 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 			// Remembered only once fn has had the record: a listing fn
 			// stopped reads the rest again next time.
 			if fid := b.settled[k]; fid != nil {
-				e := entries[b.from+k]
-				kept[e.src][e.id+".json"] = *fid
+				src := srcs[e.src]
+				src.Known.dirs[src.Rel][idOf(e)] = &knownFile{id: *fid, gen: gens[e.src]}
+				seen[e.src]++
 			}
 		}
 	}
 	for i, src := range srcs {
-		if kept[i] != nil {
-			src.Known.dirs[src.Rel] = kept[i]
+		if dirs[i] == nil || src.Known == nil {
+			continue
+		}
+		if m := src.Known.dirs[src.Rel]; len(m) != seen[i] {
+			for rid, kf := range m {
+				if kf.gen != gens[i] {
+					delete(m, rid)
+				}
+			}
 		}
 	}
 	return bad, nil
