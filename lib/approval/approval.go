@@ -60,9 +60,8 @@ var ErrInvalid = errors.New("approval signature does not verify")
 
 // ErrUnsigned is a gate approved without a signature: approved before
 // approvals were signed, or written into the yard by hand. It wraps
-// ErrInvalid without fmt.Errorf: made at package init, that was fmt's
-// first use in every process linking this package (impq, for each short
-// add), and the costliest init of its own.
+// ErrInvalid without fmt.Errorf, which at package init was fmt's first
+// use in every process linking this package, each impq add among them.
 var ErrUnsigned error = &wrapped{msg: ErrInvalid.Error() + ": no signed approval", err: ErrInvalid}
 
 // wrapped is an error with its own text that wraps err.
