@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -105,17 +104,7 @@ func BenchmarkWatchLatency(b *testing.B) {
 		}
 		taskIDs[i] = id
 	}
-	cmd := exec.Command(filepath.Join(bin, "impq"), "watch", "--imp", "yuko")
-	cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+y.Root)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
+	cmd, out, stderr := startWatch(b, y.Root)
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	lines := bufio.NewScanner(out)
 	// waitFor reads lines until one holds s; the watcher ending first fails

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -403,17 +404,7 @@ func TestWatchEndsOnSignal(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			y := newYard(t)
-			cmd := exec.Command(filepath.Join(bin, "impq"), "watch", "--imp", "yuko")
-			cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+y.Root, "USER=tester")
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			cmd, out, stderr := startWatch(t, y.Root)
 			defer cmd.Process.Kill()
 			// The watcher shows nothing from before its first scan, so
 			// add until a line shows it is watching.
@@ -457,4 +448,22 @@ func TestWatchEndsOnSignal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startWatch starts impq watch --imp yuko on the yard at root with its
+// standard output a pipe; the caller waits for it or kills it.
+func startWatch(t testing.TB, root string) (cmd *exec.Cmd, stdout io.Reader, stderr *bytes.Buffer) {
+	t.Helper()
+	cmd = exec.Command(filepath.Join(bin, "impq"), "watch", "--imp", "yuko")
+	cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+root)
+	stderr = new(bytes.Buffer)
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdout, stderr
 }
