@@ -441,10 +441,19 @@ func TestWatchEndsOnSignal(t *testing.T) {
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
-			for range lines {
-			}
-			if err := cmd.Wait(); err != nil {
-				t.Fatalf("impq watch after %v: %v, want exit 0; stderr: %s", sig, err, stderr.String())
+			done := make(chan error, 1)
+			go func() {
+				for range lines {
+				}
+				done <- cmd.Wait()
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("impq watch after %v: %v, want exit 0; stderr: %s", sig, err, stderr.String())
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("impq watch still runs 10s after %v", sig)
 			}
 		})
 	}
