@@ -8,6 +8,7 @@ require (
 	github.com/containerd/containerd/api v1.8.0
 	github.com/containerd/fifo v1.1.0
 	github.com/fsnotify/fsnotify v1.10.1
+	github.com/go-json-experiment/json v1.27.2
 	github.com/gobwas/glob v1.1.0
 	github.com/google/renameio/v2 v2.0.2
 	github.com/opencontainers/runtime-spec v1.1.0

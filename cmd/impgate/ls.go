@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
@@ -44,37 +43,16 @@ func ls(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	gates, bad := gate.List(y, f)
-	for _, err := range bad {
-		e.Warn(err)
-	}
-	if *asJSON {
-		for _, g := range gates {
-			if err := cli.JSONLine(e.Stdout, listed{g, g.Matches()}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	// Every cell of the STATE column, the header's too, is painted, so
-	// the codes add the same width to each and tabwriter keeps it aligned.
+	// Every cell of the STATE column, the header's too, is painted, so the
+	// codes add the same width to each and the table stays aligned.
 	p := cli.Painter(cli.Colour(*color, e.Stdout))
-	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "ID\tIMP\tINTENT\t%s\tAGE\tSHA256\tPAYLOAD\tRATIONALE\n", p.Paint(cli.Plain, "STATE"))
 	now := time.Now()
-	for _, g := range gates {
+	header := "ID\tIMP\tINTENT\t" + p.Paint(cli.Plain, "STATE") + "\tAGE\tSHA256\tPAYLOAD\tRATIONALE"
+	return cli.List(e, *asJSON, header, func(g *gate.Listed) string {
 		match := "ok"
-		if !g.Matches() {
+		if !g.PayloadMatches {
 			match = p.Paint(cli.Red, "EDITED")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), g.SHA256[:12], match, cli.OneLine(g.Rationale, 50))
-	}
-	return tw.Flush()
-}
-
-// listed is a gate as ls --json prints it: the gate file and whether its
-// payload still matches its sha256.
-type listed struct {
-	*gate.Gate
-	PayloadMatches bool `json:"payload_matches"`
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), g.SHA256[:12], match, cli.OneLine(g.Rationale, 50))
+	}, func(fn func(*gate.Listed) error) ([]error, error) { return gate.EachListed(y, f, fn) })
 }

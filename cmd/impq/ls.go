@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
@@ -42,25 +41,10 @@ func ls(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	tasks, bad := queue.List(y, f)
-	for _, err := range bad {
-		e.Warn(err)
-	}
-	if *asJSON {
-		for _, t := range tasks {
-			if err := cli.JSONLine(e.Stdout, t); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tIMP\tSTATE\tKIND\tSOURCE\tAGE\tTEXT")
 	now := time.Now()
-	for _, t := range tasks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Imp, t.State, t.Kind, sourceOf(t), cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
-	}
-	return tw.Flush()
+	return cli.List(e, *asJSON, "ID\tIMP\tSTATE\tKIND\tSOURCE\tAGE\tTEXT", func(t *queue.Task) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", t.ID, t.Imp, t.State, t.Kind, sourceOf(t), cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
+	}, func(fn func(*queue.Task) error) ([]error, error) { return queue.Each(y, f, fn) })
 }
 
 // sourceOf is a task's SOURCE column.

@@ -564,30 +564,65 @@ type Filter struct {
 // List reads the gates matching f, sorted by id. Unreadable files are
 // returned in bad, by name; the rest are still listed.
 func List(y *yard.Yard, f Filter) (gates []*Gate, bad []error) {
+	bad, _ = Each(y, f, func(g *Gate) error {
+		gates = append(gates, g)
+		return nil
+	})
+	return gates, bad
+}
+
+// Each calls fn with every gate matching f in id order, holding only a
+// few hundred at a time (see transition.Each). Unreadable files are
+// returned in bad, by name, and the rest are still passed to fn; an error
+// from fn stops Each and is returned.
+func Each(y *yard.Yard, f Filter, fn func(*Gate) error) (bad []error, err error) {
+	return each(y, f, func(g *Gate) *Gate { return g }, fn)
+}
+
+// Listed is a gate as a listing shows it: the gate file and whether its
+// payload still matches its sha256 (see Matches).
+type Listed struct {
+	*Gate
+	PayloadMatches bool `json:"payload_matches"`
+}
+
+// EachListed is Each for a listing: it works out each gate's
+// PayloadMatches, which re-encodes and hashes the payload, on the
+// goroutines that read the files rather than in fn.
+func EachListed(y *yard.Yard, f Filter, fn func(*Listed) error) (bad []error, err error) {
+	return each(y, f, func(g *Gate) *Listed { return &Listed{g, g.Matches()} }, fn)
+}
+
+// each reads the gates matching f and passes prep's value of each to fn;
+// prep runs on the reading goroutines, for the gates f selects only.
+func each[R any](y *yard.Yard, f Filter, prep func(*Gate) *R, fn func(*R) error) (bad []error, err error) {
 	if f.Imp != "" {
 		if err := id.CheckName(f.Imp); err != nil {
-			return nil, []error{err}
+			return []error{err}, nil
 		}
 	}
-	// A resolved copy wins over a pending one (see Get).
-	seen := map[string]bool{}
-	for _, where := range []string{resolved, pending} {
-		want := func(gid string) bool {
-			if seen[gid] || (where == resolved && !f.All) {
-				seen[gid] = true
-				return false
-			}
-			return true
+	parse := func(path string, b []byte) (*R, error) {
+		g, err := parseGate(path, b)
+		if err != nil || (f.Imp != "" && g.Imp != f.Imp) {
+			return nil, err // nil, nil: not selected
 		}
-		gs, errs := transition.Scan(y, filepath.Join("gates", where), Kind, id.Gate, want, parseGate)
-		bad = append(bad, errs...)
-		for _, g := range gs {
-			seen[g.ID] = true
-			if f.Imp == "" || g.Imp == f.Imp {
-				gates = append(gates, g)
-			}
-		}
+		return prep(g), nil
 	}
-	transition.Sort(gates)
-	return gates, bad
+	// A resolved copy wins over a pending one (see Get), even one that
+	// cannot be read: it is reported, and the pending copy is not listed
+	// as if the gate were still open.
+	resolvedIDs := map[string]bool{}
+	srcs := []transition.Source[*R]{
+		{Rel: filepath.Join("gates", resolved), Parse: parse, Want: func(gid string) bool {
+			resolvedIDs[gid] = true
+			return f.All
+		}},
+		{Rel: filepath.Join("gates", pending), Parse: parse, Want: func(gid string) bool { return !resolvedIDs[gid] }},
+	}
+	return transition.Each(y, Kind, id.Gate, srcs, func(r *R) error {
+		if r == nil {
+			return nil
+		}
+		return fn(r)
+	})
 }

@@ -108,16 +108,41 @@ func TestEditedPayloadRefused(t *testing.T) {
 	}
 }
 
-func TestCrashLeftoverPendingCopy(t *testing.T) {
+// TestListDamagedResolvedCopy: a resolved copy that cannot be read is
+// reported by name, and its pending twin is not listed as if the gate
+// were still open.
+func TestListDamagedResolvedCopy(t *testing.T) {
 	y := newYard(t)
+	g := leftoverPendingCopy(t, y)
+	os.WriteFile(y.Path("gates", "resolved", g.ID+".json"), []byte("{"), 0o640)
+	for _, f := range []Filter{{}, {All: true}} {
+		gates, bad := List(y, f)
+		if len(gates) != 0 {
+			t.Errorf("%+v: listed %+v, want nothing: the resolved copy wins even damaged", f, gates)
+		}
+		if f.All && (len(bad) != 1 || !strings.Contains(bad[0].Error(), y.Path("gates", "resolved", g.ID+".json"))) {
+			t.Errorf("%+v: bad %v, want the damaged resolved copy by name", f, bad)
+		}
+	}
+}
+
+// leftoverPendingCopy files a gate, approves it and puts its pending copy
+// back, as if the approver died after writing the decision but before
+// removing the pending file.
+func leftoverPendingCopy(t *testing.T, y *yard.Yard) *Gate {
+	t.Helper()
 	g := file(t, y, `{"n":1}`)
 	pendingBytes, _ := os.ReadFile(y.Path("gates", "pending", g.ID+".json"))
 	if _, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	// As if the approver died after writing the decision but before
-	// removing the pending file.
 	os.WriteFile(y.Path("gates", "pending", g.ID+".json"), pendingBytes, 0o640)
+	return g
+}
+
+func TestCrashLeftoverPendingCopy(t *testing.T) {
+	y := newYard(t)
+	g := leftoverPendingCopy(t, y)
 	if got, _ := Get(y, g.ID); got.State != state.Approved {
 		t.Errorf("Get = %s, want approved", got.State)
 	}

@@ -118,12 +118,12 @@ func Watch(ctx context.Context, y *yard.Yard, rescan time.Duration, h Handler) e
 				if h.Rescan != nil {
 					h.Rescan()
 				}
-				list, bad := List(y, Filter{All: true})
+				bad, _ := Each(y, Filter{All: true}, func(g *Gate) error {
+					h.Gate(g)
+					return nil
+				})
 				for _, err := range bad {
 					warn(err)
-				}
-				for _, g := range list {
-					h.Gate(g)
 				}
 				if h.Scanned != nil {
 					h.Scanned()

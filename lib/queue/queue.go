@@ -263,24 +263,36 @@ type Filter struct {
 // that cannot be read or parsed is returned in bad, by name, and the rest
 // are still listed.
 func List(y *yard.Yard, f Filter) (tasks []*Task, bad []error) {
+	bad, _ = Each(y, f, func(t *Task) error {
+		tasks = append(tasks, t)
+		return nil
+	})
+	return tasks, bad
+}
+
+// Each calls fn with every task matching f in id order (creation time),
+// holding only a few hundred at a time (see transition.Each). A file that
+// cannot be read or parsed is returned in bad, by name, and the rest are
+// still passed to fn; an error from fn stops Each and is returned.
+func Each(y *yard.Yard, f Filter, fn func(*Task) error) (bad []error, err error) {
 	imps := []string{f.Imp}
 	if f.Imp == "" {
 		imps, bad = y.Imps("queue")
 	} else if err := id.CheckName(f.Imp); err != nil {
-		return nil, []error{err}
+		return []error{err}, nil
 	}
-	for _, imp := range imps {
-		ts, errs := transition.Scan(y, filepath.Join("queue", imp), Kind, id.Task, nil,
-			func(path string, b []byte) (*Task, error) { return parseTask(path, imp, b) })
-		bad = append(bad, errs...)
-		for _, t := range ts {
-			if f.State == "" || t.State == f.State {
-				tasks = append(tasks, t)
-			}
+	srcs := make([]transition.Source[*Task], len(imps))
+	for i, imp := range imps {
+		srcs[i] = transition.Source[*Task]{Rel: filepath.Join("queue", imp),
+			Parse: func(path string, b []byte) (*Task, error) { return parseTask(path, imp, b) }}
+	}
+	more, err := transition.Each(y, Kind, id.Task, srcs, func(t *Task) error {
+		if f.State != "" && t.State != f.State {
+			return nil
 		}
-	}
-	transition.Sort(tasks)
-	return tasks, bad
+		return fn(t)
+	})
+	return append(bad, more...), err
 }
 
 // Resolve returns the task id that s names, whole or by a unique prefix

@@ -72,14 +72,14 @@ func Watch(ctx context.Context, y *yard.Yard, imp string, rescan time.Duration, 
 			look(t)
 		},
 		Rescan: func() {
-			tasks, bad := List(y, Filter{Imp: imp})
+			bad, _ := Each(y, Filter{Imp: imp}, func(t *Task) error {
+				look(t)
+				return nil
+			})
 			if started {
 				for _, err := range bad {
 					warn(err)
 				}
-			}
-			for _, t := range tasks {
-				look(t)
 			}
 			started = true
 		},

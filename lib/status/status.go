@@ -170,16 +170,12 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 	}
 	s.Daemons = append(s.Daemons, gw)
 
-	tasks, bad := queue.List(y, queue.Filter{})
-	for _, err := range bad {
-		warn(err)
-	}
 	byImp := map[string]map[string]int{}
 	for imp := range org.Imps {
 		byImp[imp] = map[string]int{}
 	}
 	var fails []Failure
-	for _, t := range tasks {
+	bad, _ := queue.Each(y, queue.Filter{}, func(t *queue.Task) error {
 		if byImp[t.Imp] == nil {
 			byImp[t.Imp] = map[string]int{}
 		}
@@ -191,6 +187,10 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 			}
 			fails = append(fails, Failure{Kind: "task", ID: t.ID, Imp: t.Imp, At: Time{t.Updated}, Reason: why})
 		}
+		return nil
+	})
+	for _, err := range bad {
+		warn(err)
 	}
 	for _, imp := range slices.Sorted(maps.Keys(byImp)) {
 		counts := byImp[imp]
@@ -200,11 +200,7 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 		s.Tasks = append(s.Tasks, ImpTasks{Imp: imp, States: counts})
 	}
 
-	gates, bad := gate.List(y, gate.Filter{All: true})
-	for _, err := range bad {
-		warn(err)
-	}
-	for _, g := range gates {
+	bad, _ = gate.Each(y, gate.Filter{All: true}, func(g *gate.Gate) error {
 		switch g.State {
 		case state.Filed, state.Approved, state.Executing:
 			s.Gates = append(s.Gates, Pending{ID: g.ID, Imp: g.Imp, Intent: g.Intent, State: g.State,
@@ -212,6 +208,10 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 		case state.Failed:
 			fails = append(fails, Failure{Kind: "gate", ID: g.ID, Imp: g.Imp, At: Time{g.Updated}, Reason: lastWhy(g.History)})
 		}
+		return nil
+	})
+	for _, err := range bad {
+		warn(err)
 	}
 	// Oldest first: the longest wait is the first to see.
 	// Times are whole seconds; ids, which sort by the millisecond they

@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -393,11 +394,39 @@ func checkRegular(f *os.File) error {
 	if err != nil {
 		return err
 	}
-	if !fi.Mode().IsRegular() {
-		return &os.PathError{Op: "open", Path: f.Name(), Err: fmt.Errorf("is not a regular file (%s)", fi.Mode().Type())}
+	var nlink uint64 = 1
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		nlink = uint64(st.Nlink)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
-		return &os.PathError{Op: "open", Path: f.Name(), Err: fmt.Errorf("has %d hard links; refusing a file that may be shared with another place", st.Nlink)}
+	return checkKind(f.Name(), fi.Mode().Type(), nlink)
+}
+
+// checkStat is checkRegular for a file known by its stat(2) result.
+func checkStat(path string, st *unix.Stat_t) error {
+	var t fs.FileMode
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		t = fs.ModeDir
+	case unix.S_IFLNK:
+		t = fs.ModeSymlink
+	case unix.S_IFIFO:
+		t = fs.ModeNamedPipe
+	case unix.S_IFSOCK:
+		t = fs.ModeSocket
+	case unix.S_IFCHR:
+		t = fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFBLK:
+		t = fs.ModeDevice
+	}
+	return checkKind(path, t, uint64(st.Nlink))
+}
+
+func checkKind(path string, t fs.FileMode, nlink uint64) error {
+	if t != 0 {
+		return &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("is not a regular file (%s)", t)}
+	}
+	if nlink != 1 {
+		return &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("has %d hard links; refusing a file that may be shared with another place", nlink)}
 	}
 	return nil
 }

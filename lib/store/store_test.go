@@ -87,6 +87,26 @@ func TestReadFileRefusesNonRegular(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: got %q, %v; want an error naming the file and saying %q", name, got, err, want)
 		}
+		// A listing reads through the directory it opened, with the same
+		// refusals.
+		d, err := OpenIn(filepath.Dir(dir), filepath.Base(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := make(chan struct{})
+		go func() {
+			got, err = d.ReadFile(name)
+			close(read)
+		}()
+		select {
+		case <-read:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Opened.ReadFile blocked", name)
+		}
+		d.Close()
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), filepath.Join(dir, name)) {
+			t.Errorf("%s: Opened.ReadFile got %q, %v; want an error naming the file and saying %q", name, got, err, want)
+		}
 	}
 }
 

@@ -24,6 +24,16 @@
 //
 // Errors that locate a problem are *Error values with a path such as
 // $.rules[2].match; syntax errors wrap *json.SyntaxError.
+//
+// Unmarshal first tries encoding/json/v2 (through its mirror module
+// github.com/go-json-experiment/json) with encoding/json's semantics and
+// the refusals above switched on: one pass, several times faster than
+// the check-then-decode below, which every yard file and request body
+// paid for. Only what that pass accepts is taken from it; whatever it
+// refuses is decoded again by the check-then-decode, so every error and
+// every input only that path accepts (invalid UTF-8, which it replaces
+// as encoding/json does) come out exactly as before. FuzzFastAgrees holds
+// the two to the same answer.
 package strictjson
 
 import (
@@ -38,6 +48,10 @@ import (
 	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // Error reports a refusal at a place in the input.
@@ -55,6 +69,80 @@ func Unmarshal(data []byte, v any) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("strictjson: Unmarshal needs a non-nil pointer, not %T", v)
 	}
+	// Only into a zero value: one the fast pass left half-written can be
+	// zeroed again before the second pass, so that pass starts where the
+	// caller's did.
+	if fast && rv.Elem().IsZero() && fastFits(rv.Type().Elem()) {
+		if unmarshalFast(data, v) == nil {
+			return nil
+		}
+		rv.Elem().SetZero()
+	}
+	return unmarshalChecked(data, rv)
+}
+
+// fast is switched off only by the package's tests, which run a second
+// time with every input on the checked path, so that path is held to
+// every answer the tests expect, not only to the refusals.
+var fast = true
+
+// fastOptions are encoding/json's semantics (v1) with names matched
+// exactly, unknown members, duplicate names and invalid UTF-8 refused.
+var fastOptions = jsonv2.JoinOptions(
+	jsonv1.DefaultOptionsV1(),
+	jsonv2.MatchCaseInsensitiveNames(false),
+	jsonv2.RejectUnknownMembers(true),
+	jsontext.AllowDuplicateNames(false),
+	jsontext.AllowInvalidUTF8(false),
+)
+
+var fitCache sync.Map // reflect.Type -> bool
+
+// fastFits says whether the fast pass decodes every value of t exactly as
+// the checked path does. It does not for json.Number, which it fills from
+// a JSON string where encoding/json refuses one; a type holding one takes
+// the checked path alone.
+func fastFits(t reflect.Type) bool {
+	if ok, found := fitCache.Load(t); found {
+		return ok.(bool)
+	}
+	ok := !holds(t, reflect.TypeFor[json.Number](), map[reflect.Type]bool{})
+	fitCache.Store(t, ok)
+	return ok
+}
+
+// holds says whether a value of t can contain a value of u.
+func holds(t, u reflect.Type, seen map[reflect.Type]bool) bool {
+	if t == u {
+		return true
+	}
+	if seen[t] {
+		return false
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return holds(t.Elem(), u, seen)
+	case reflect.Map:
+		return holds(t.Key(), u, seen) || holds(t.Elem(), u, seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if holds(t.Field(i).Type, u, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func unmarshalFast(data []byte, v any) error {
+	return jsonv2.Unmarshal(data, v, fastOptions)
+}
+
+// unmarshalChecked checks data against the package's rules, then decodes
+// it with encoding/json.
+func unmarshalChecked(data []byte, rv reflect.Value) error {
+	v := rv.Interface()
 	if err := check(data, rv.Type().Elem()); err != nil {
 		return err
 	}

@@ -79,15 +79,15 @@ func (s *Supervisor) writeBrief(t *queue.Task, runID string) (string, error) {
 	}
 	b.Charter, b.Memory = kept.Charter, kept.Memory
 	told := s.toldGates(t.Imp)
-	gates, _ := gate.List(s.Yard, gate.Filter{All: true, Imp: t.Imp})
-	for _, g := range gates {
+	gate.Each(s.Yard, gate.Filter{All: true, Imp: t.Imp}, func(g *gate.Gate) error {
 		switch {
 		case !state.GateMachine.Terminal(g.State):
 			b.Open = append(b.Open, g)
 		case !told.has(g):
 			b.Resolved = append(b.Resolved, g)
 		}
-	}
+		return nil
+	})
 	jp, err := s.Yard.JournalPath(t.Imp)
 	if err != nil {
 		return "", err

@@ -164,32 +164,54 @@ func reason(e box.Exit) string {
 
 // openGates lists the gates of a task not yet finished.
 func openGates(s *Supervisor, taskID string) []string {
-	gates, _ := gate.List(s.Yard, gate.Filter{All: true})
 	var open []string
-	for _, g := range gates {
+	gate.Each(s.Yard, gate.Filter{All: true}, func(g *gate.Gate) error {
 		if g.Task == taskID && !state.GateMachine.Terminal(g.State) {
 			open = append(open, g.ID)
 		}
-	}
+		return nil
+	})
 	return open
 }
 
 // reviews reads the gates once and lets them move tasks on: settled
 // reviews first, then continuations.
 func (s *Supervisor) reviews() {
-	gates, bad := gate.List(s.Yard, gate.Filter{All: true})
-	for _, err := range bad {
+	// One read of the queue and one of the gates, keeping only the tasks
+	// and gates these steps need. A gate whose task was filed after the
+	// queue was read waits for the next pass, which its own filing
+	// brings.
+	var review []*queue.Task
+	reviewed := map[string]bool{}
+	continued := map[string]*queue.Task{}
+	bad, _ := queue.Each(s.Yard, queue.Filter{}, func(t *queue.Task) error {
+		if t.State == state.NeedsReview {
+			review = append(review, t)
+			reviewed[t.ID] = true
+		}
+		if t.Continue {
+			continued[t.ID] = t
+		}
+		return nil
+	})
+	var gates []*gate.Gate
+	more, _ := gate.Each(s.Yard, gate.Filter{All: true}, func(g *gate.Gate) error {
+		if reviewed[g.Task] || continued[g.Task] != nil {
+			gates = append(gates, g)
+		}
+		return nil
+	})
+	for _, err := range append(bad, more...) {
 		s.logf("%v", err)
 	}
-	s.settle(gates)
-	s.continuations(gates)
+	s.settle(review, gates)
+	s.continuations(continued, gates)
 }
 
 // settle moves needs-review tasks on once all their gates are finished:
 // failed if one failed, done otherwise (a denied gate is a decision, and
 // the task's continuation, if it asked for one, carries it).
-func (s *Supervisor) settle(gates []*gate.Gate) {
-	tasks, _ := queue.List(s.Yard, queue.Filter{State: state.NeedsReview})
+func (s *Supervisor) settle(tasks []*queue.Task, gates []*gate.Gate) {
 	for _, t := range tasks {
 		open, failed, outcomes := false, "", []string{}
 		for _, g := range gates {
@@ -221,14 +243,12 @@ func (s *Supervisor) settle(gates []*gate.Gate) {
 }
 
 // continuations files, once per gate, a continuation task for each
-// finished gate (executed, failed or denied) whose task asked for one.
-func (s *Supervisor) continuations(gates []*gate.Gate) {
+// finished gate (executed, failed or denied) whose task asked for one;
+// continued holds those tasks by id.
+func (s *Supervisor) continuations(continued map[string]*queue.Task, gates []*gate.Gate) {
 	for _, g := range gates {
-		if g.Task == "" || !state.GateMachine.Terminal(g.State) {
-			continue
-		}
-		t, err := queue.Get(s.Yard, g.Task)
-		if err != nil || !t.Continue {
+		t := continued[g.Task]
+		if t == nil || !state.GateMachine.Terminal(g.State) {
 			continue
 		}
 		last := g.History[len(g.History)-1]

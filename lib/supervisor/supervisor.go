@@ -144,20 +144,20 @@ func (s *Supervisor) Running() int {
 // start for a reason of its own frees its slot, so the plan is made again
 // over what is left until it has nothing more to start.
 func (s *Supervisor) dispatch(ctx context.Context, org *config.Org) (int, error) {
-	// One read of the queue serves both states: a listing reads every
-	// task file whatever its filter.
-	all, bad := queue.List(s.Yard, queue.Filter{})
-	for _, err := range bad {
-		s.logf("%v", err)
-	}
+	// One read of the queue serves both states (a listing reads every
+	// task file whatever its filter), keeping only the tasks of those.
 	var waiting, running []*queue.Task
-	for _, t := range all {
+	bad, _ := queue.Each(s.Yard, queue.Filter{}, func(t *queue.Task) error {
 		switch t.State {
 		case state.Waiting:
 			waiting = append(waiting, t)
 		case state.Running:
 			running = append(running, t)
 		}
+		return nil
+	})
+	for _, err := range bad {
+		s.logf("%v", err)
 	}
 	// Each imp's configuration is read once a pass.
 	cfgs := map[string]*config.Imp{}

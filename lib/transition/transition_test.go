@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -287,36 +290,81 @@ func TestCreateWalksTheWholeHistory(t *testing.T) {
 	exactlyOnce(t, y, n.ID, 3)
 }
 
-// TestScan lists the records of a directory sorted by id, passing over
-// dot-files and reporting, by name, files it cannot take.
-func TestScan(t *testing.T) {
+// TestEach lists the records of two directories merged in id order,
+// across many batches, passing over dot-files and reporting, by name,
+// files it cannot take; Want decides which ids are read, an error from fn
+// stops the listing, and a missing directory holds nothing.
+func TestEach(t *testing.T) {
 	y := yardtest.New(t)
-	s := notes(t, y)
-	a, b := add(t, s), add(t, s, state.Running)
+	const n = 1300 // five batches and some
+	var want []string
+	for i := range n {
+		dir := []string{"notes", "more"}[i%2]
+		nid := fmt.Sprintf("t-%016d", i)
+		b, err := store.Encode(note{Schema: store.Schema("note", 1), ID: nid, Imp: "yuko", State: state.Waiting})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(y.Path(dir), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(y.Path(dir, nid+".json"), b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 != 7 {
+			want = append(want, nid)
+		}
+	}
+	os.WriteFile(y.Path("notes", ".lock"), nil, 0o640)
 	os.WriteFile(y.Path("notes", "stray.txt"), []byte("x"), 0o640)
-	os.WriteFile(y.Path("notes", "t-0000000000000009.json"), []byte("{"), 0o640)
+	os.WriteFile(y.Path("more", "t-9999999999999999.json"), []byte("{"), 0o640)
 	parse := func(path string, data []byte) (*note, error) {
 		var n note
 		return &n, store.Decode(path, data, "note", 1, &n)
 	}
-	got, bad := transition.Scan(y, "notes", "note", id.Task, nil, parse)
-	transition.Sort(got)
-	if len(got) != 2 || got[0].ID > got[1].ID || (got[0].ID != a.ID && got[0].ID != b.ID) {
-		t.Errorf("listed %+v", got)
+	var asked []string
+	wantFn := func(nid string) bool {
+		asked = append(asked, nid)
+		return !strings.HasSuffix(nid, "07")
 	}
-	if len(bad) != 2 {
-		t.Errorf("bad %v, want the stray file and the damaged note", bad)
+	srcs := []transition.Source[*note]{{Rel: "notes", Want: wantFn, Parse: parse}, {Rel: "more", Want: wantFn, Parse: parse}, {Rel: "missing", Parse: parse}}
+	var got []string
+	bad, err := transition.Each(y, "note", id.Task, srcs, func(r *note) error {
+		got = append(got, r.ID)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, e := range bad {
-		if !bytes.Contains([]byte(e.Error()), []byte(y.Path("notes"))) {
-			t.Errorf("%v does not name the file", e)
+	if !slices.Equal(got, want) {
+		t.Errorf("listed %d records, want %d in id order; first differences: %v", len(got), len(want), firstDiff(got, want))
+	}
+	if len(asked) != n+1 {
+		t.Errorf("Want was asked %d times, want once per named file (%d)", len(asked), n+1)
+	}
+	if len(bad) != 2 || !strings.Contains(fmt.Sprint(bad), y.Path("notes", "stray.txt")) || !strings.Contains(fmt.Sprint(bad), y.Path("more", "t-9999999999999999.json")) {
+		t.Errorf("bad %v, want the stray file and the damaged note, by path", bad)
+	}
+
+	stopped := errors.New("enough")
+	calls := 0
+	_, err = transition.Each(y, "note", id.Task, srcs, func(*note) error {
+		calls++
+		if calls == 300 {
+			return stopped
+		}
+		return nil
+	})
+	if !errors.Is(err, stopped) || calls != 300 {
+		t.Errorf("fn's error: got %v after %d calls, want it after 300", err, calls)
+	}
+}
+
+func firstDiff(a, b []string) []string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return []string{a[i], b[i]}
 		}
 	}
-	only, _ := transition.Scan(y, "notes", "note", id.Task, func(nid string) bool { return nid == b.ID }, parse)
-	if len(only) != 1 || only[0].ID != b.ID {
-		t.Errorf("want declined the others: %+v", only)
-	}
-	if none, bad := transition.Scan(y, "missing", "note", id.Task, nil, parse); none != nil || bad != nil {
-		t.Errorf("a missing directory: %v %v", none, bad)
-	}
+	return nil
 }

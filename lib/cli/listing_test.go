@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"errors"
+	"testing"
+)
+
+type rec struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+func recs(rs ...rec) func(fn func(rec) error) ([]error, error) {
+	return func(fn func(rec) error) ([]error, error) {
+		for _, r := range rs {
+			if err := fn(r); err != nil {
+				return []error{errors.New("/y/queue/x.json: damaged")}, err
+			}
+		}
+		return []error{errors.New("/y/queue/x.json: damaged")}, nil
+	}
+}
+
+// TestList prints a table aligned over every row, or JSON lines, warns of
+// each file that could not be read, and returns an error that stopped
+// the listing after warning.
+func TestList(t *testing.T) {
+	row := func(r rec) string { return r.ID + "\t" + r.Text }
+	e, out, errb := newEnv()
+	if err := List(e, false, "ID\tTEXT", row, recs(rec{"a", "one"}, rec{"bbbbbb", "two"})); err != nil {
+		t.Fatal(err)
+	}
+	if want := "ID      TEXT\na       one\nbbbbbb  two\n"; out.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", out, want)
+	}
+	if want := "impq: warning: /y/queue/x.json: damaged\n"; errb.String() != want {
+		t.Errorf("stderr %q, want %q", errb, want)
+	}
+
+	e, out, _ = newEnv()
+	if err := List(e, true, "ID\tTEXT", row, recs(rec{"a", "one"}, rec{"b", "two"})); err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\"id\":\"a\",\"text\":\"one\"}\n{\"id\":\"b\",\"text\":\"two\"}\n"; out.String() != want {
+		t.Errorf("json:\n%s\nwant:\n%s", out, want)
+	}
+
+	e, _, errb = newEnv()
+	broken := errors.New("stopped")
+	err := List(e, true, "", row, func(fn func(rec) error) ([]error, error) { return []error{errors.New("x: damaged")}, broken })
+	if !errors.Is(err, broken) || errb.String() != "impq: warning: x: damaged\n" {
+		t.Errorf("got %v, stderr %q; want the error returned after the warning", err, errb)
+	}
+}
