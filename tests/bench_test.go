@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -28,10 +27,18 @@ import (
 
 // BenchmarkAddVsNq runs impq add as a whole process and nq (Debian's
 // file-and-flock queue) enqueuing a job, taking turns, b.N of each, and
-// reports both rates and their ratio: on a machine shared with other
-// work, a busy moment slows both alike. nq runs each job in a process
-// it leaves behind; the benchmark waits for it (nq -w, untimed) before
-// the next impq add, which it would otherwise slow.
+// reports both rates and their ratio (x-nq): on a machine shared with
+// other work, a busy moment slows both alike. nq runs each job in a
+// process it leaves behind; the benchmark waits for it (nq -w, untimed)
+// before the next impq add, which it would otherwise slow.
+//
+// Two Go floors take the same turns, so the figures say what is impq's
+// own: an empty Go command (go-empty, the runtime's start and exit) and
+// one that does only the file system work of a durable add, a fsynced
+// file renamed into place, its directory fsynced and two appends
+// (go-floor). x-floor is impq's rate as a multiple of go-floor's;
+// floor-x-nq is go-floor's as a multiple of nq's, the most x-nq a Go add
+// that keeps both fsyncs can reach.
 func BenchmarkAddVsNq(b *testing.B) {
 	nq, err := exec.LookPath("nq")
 	if err != nil {
@@ -39,33 +46,49 @@ func BenchmarkAddVsNq(b *testing.B) {
 	}
 	root := newYardB(b).Root
 	nqdir := b.TempDir()
-	b.ResetTimer()
-	var impq, nqTime time.Duration
-	for i := 0; i < b.N; i++ {
+	floors := b.TempDir()
+	floorDir := filepath.Join(floors, "yard")
+	if err := os.MkdirAll(filepath.Join(floorDir, ".tmp"), 0o750); err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range []string{"goempty", "addfloor"} {
+		if out, err := exec.Command("go", "build", "-o", floors+"/", "./testdata/"+p).CombinedOutput(); err != nil {
+			b.Fatalf("build %s: %v %s", p, err, out)
+		}
+	}
+	// timed runs a command to its end and returns how long it took.
+	timed := func(cmd *exec.Cmd) time.Duration {
 		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%s: %v %s", cmd, err, out)
+		}
+		return time.Since(start)
+	}
+	b.ResetTimer()
+	var impq, nqTime, empty, floor time.Duration
+	for i := 0; i < b.N; i++ {
 		cmd := exec.Command(filepath.Join(bin, "impq"), "add", "--imp", "yuko", "benchmark task")
 		cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+root)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("impq add: %v %s", err, out)
-		}
-		impq += time.Since(start)
-		start = time.Now()
+		impq += timed(cmd)
 		cmd = exec.Command(nq, "-q", "true")
 		cmd.Env = append(os.Environ(), "NQDIR="+nqdir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("nq: %v %s", err, out)
-		}
-		nqTime += time.Since(start)
+		nqTime += timed(cmd)
 		wait := exec.Command(nq, "-w")
 		wait.Env = cmd.Env
 		if out, err := wait.CombinedOutput(); err != nil {
 			b.Fatalf("nq -w: %v %s", err, out)
 		}
+		empty += timed(exec.Command(filepath.Join(floors, "goempty")))
+		floor += timed(exec.Command(filepath.Join(floors, "addfloor"), floorDir))
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/impq.Seconds(), "impq-adds/s")
 	b.ReportMetric(float64(b.N)/nqTime.Seconds(), "nq-enqueues/s")
 	b.ReportMetric(nqTime.Seconds()/impq.Seconds(), "x-nq")
+	b.ReportMetric(float64(b.N)/empty.Seconds(), "go-empty/s")
+	b.ReportMetric(float64(b.N)/floor.Seconds(), "go-floor/s")
+	b.ReportMetric(floor.Seconds()/impq.Seconds(), "x-floor")
+	b.ReportMetric(nqTime.Seconds()/floor.Seconds(), "floor-x-nq")
 }
 
 // BenchmarkWatchLatency measures how long a transition made by this
@@ -81,17 +104,7 @@ func BenchmarkWatchLatency(b *testing.B) {
 		}
 		taskIDs[i] = id
 	}
-	cmd := exec.Command(filepath.Join(bin, "impq"), "watch", "--imp", "yuko")
-	cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+y.Root)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
+	cmd, out, stderr := startWatch(b, y.Root)
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	lines := bufio.NewScanner(out)
 	// waitFor reads lines until one holds s; the watcher ending first fails

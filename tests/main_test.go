@@ -20,6 +20,9 @@ import (
 var bin, crashBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(peakRSSEnv) != "" {
+		os.Exit(peakRSS(os.Args[1:]))
+	}
 	dir, err := os.MkdirTemp("", "impyard-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -394,4 +395,84 @@ func TestRandomKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.check(t, y, true)
+}
+
+// TestWatchEndsOnSignal: impq watch, the one impq command that runs until
+// stopped, ends on SIGINT or SIGTERM with exit 0 and the lines it printed,
+// not killed by the signal.
+func TestWatchEndsOnSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			y := newYard(t)
+			cmd, out, stderr := startWatch(t, y.Root)
+			defer cmd.Process.Kill()
+			// The watcher shows nothing from before its first scan, so
+			// add until a line shows it is watching.
+			lines := make(chan string)
+			go func() {
+				defer close(lines)
+				buf := make([]byte, 4096)
+				for {
+					n, err := out.Read(buf)
+					if n > 0 {
+						lines <- string(buf[:n])
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+			deadline := time.After(10 * time.Second)
+		probe:
+			for {
+				if _, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "probe", By: "probe", Actor: "test"}); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case l := <-lines:
+					if strings.Contains(l, `"by":"probe"`) {
+						break probe
+					}
+				case <-time.After(100 * time.Millisecond):
+				case <-deadline:
+					t.Fatalf("impq watch showed no transition in 10s: %s", stderr.String())
+				}
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				for range lines {
+				}
+				done <- cmd.Wait()
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("impq watch after %v: %v, want exit 0; stderr: %s", sig, err, stderr.String())
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("impq watch still runs 10s after %v", sig)
+			}
+		})
+	}
+}
+
+// startWatch starts impq watch --imp yuko on the yard at root with its
+// standard output a pipe; the caller waits for it or kills it.
+func startWatch(t testing.TB, root string) (cmd *exec.Cmd, stdout io.Reader, stderr *bytes.Buffer) {
+	t.Helper()
+	cmd = exec.Command(filepath.Join(bin, "impq"), "watch", "--imp", "yuko")
+	cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+root)
+	stderr = new(bytes.Buffer)
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdout, stderr
 }

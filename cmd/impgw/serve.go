@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -105,6 +107,7 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	if lim.BodyBudget < lim.MaxBodyBytes {
 		return cli.Usagef("serve: --body-budget must be at least --max-body-bytes")
 	}
+	gcTarget(lim)
 	home, err := yard.Home()
 	if err != nil {
 		return err
@@ -155,4 +158,28 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	}
 	e.Logf("stopped")
 	return nil
+}
+
+// gcPercent and gcSlack set how far the daemon's heap may grow between
+// collections: to five times its live data (Go's default is twice), but
+// never past twice the body budget plus gcSlack, which Go's default
+// reaches only when more than gcSlack/2 is live besides a full budget
+// of bodies. The live heap is small (open connections' buffers, the
+// policy) and the garbage is per request, so collecting less often is
+// most of what collection costs the gateway, while a burst of bodies
+// still costs it no more memory than before.
+const (
+	gcPercent = 400
+	gcSlack   = 64 << 20
+)
+
+// gcTarget sets the collector's target and soft limit, unless GOGC or
+// GOMEMLIMIT in the environment already did.
+func gcTarget(lim gateway.Limits) {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(gcSlack + 2*lim.BodyBudget)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"math/big"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -518,5 +520,33 @@ func TestHeaderTimeoutFromOrg(t *testing.T) {
 	}
 	if took := time.Since(start); took < 400*time.Millisecond || took > 5*time.Second {
 		t.Fatalf("closed after %s, want about 500ms", took)
+	}
+}
+
+// The collector's target and soft limit are set for the daemon unless
+// the environment sets them.
+func TestGCTarget(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	gcTarget(gateway.Limits{BodyBudget: 64 << 20})
+	if got := debug.SetGCPercent(100); got != 400 {
+		t.Errorf("GC percent %d, want 400", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != 192<<20 {
+		t.Errorf("memory limit %d MiB, want 192 (twice the budget, plus 64)", got>>20)
+	}
+
+	t.Setenv("GOGC", "50")
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	debug.SetGCPercent(50)
+	debug.SetMemoryLimit(1 << 30)
+	gcTarget(gateway.Limits{BodyBudget: 64 << 20})
+	if got := debug.SetGCPercent(50); got != 50 {
+		t.Errorf("GC percent %d with GOGC=50 set, want it left alone", got)
+	}
+	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
+		t.Errorf("memory limit %d MiB with GOMEMLIMIT=1GiB set, want it left alone", got>>20)
 	}
 }

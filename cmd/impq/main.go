@@ -35,11 +35,13 @@ Examples:
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// run runs one command. Only watch, which runs until interrupted, catches
+// SIGINT and SIGTERM to end cleanly: catching them costs every process a
+// thread of its own, and a short command a signal stops mid-write leaves
+// what a crash leaves, which the store recovers.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &cli.Env{Name: "impq", Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	return e.Dispatch(args, usage, map[string]func([]string) error{
@@ -48,7 +50,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"show":   func(a []string) error { return show(e, a) },
 		"cancel": func(a []string) error { return cancel(e, a) },
 		"retry":  func(a []string) error { return retry(e, a) },
-		"watch":  func(a []string) error { return watchCmd(ctx, e, a) },
+		"watch": func(a []string) error {
+			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return watchCmd(ctx, e, a)
+		},
 		"spend":  func(a []string) error { return spend(e, a) },
 		"tell":   func(a []string) error { return tell(e, a) },
 		"memory": func(a []string) error { return memoryCmd(e, a) },

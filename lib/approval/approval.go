@@ -59,8 +59,19 @@ const approvedState = "approved"
 var ErrInvalid = errors.New("approval signature does not verify")
 
 // ErrUnsigned is a gate approved without a signature: approved before
-// approvals were signed, or written into the yard by hand.
-var ErrUnsigned = fmt.Errorf("%w: no signed approval", ErrInvalid)
+// approvals were signed, or written into the yard by hand. It wraps
+// ErrInvalid without fmt.Errorf, which at package init was fmt's first
+// use in every process linking this package, each impq add among them.
+var ErrUnsigned error = &wrapped{msg: ErrInvalid.Error() + ": no signed approval", err: ErrInvalid}
+
+// wrapped is an error with its own text that wraps err.
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.err }
 
 // ErrExists means Create found the key already there.
 var ErrExists = errors.New("key already exists")

@@ -3,6 +3,7 @@ package approval
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,5 +138,19 @@ func TestKeyNames(t *testing.T) {
 	}
 	if len(names) != 3 {
 		t.Errorf("keys/ holds %v, want the 64-byte key, its public half and .lock", names)
+	}
+}
+
+// TestErrUnsigned: an unsigned approval is an invalid one, and says so
+// first, then why, as every verification failure does.
+func TestErrUnsigned(t *testing.T) {
+	if !errors.Is(ErrUnsigned, ErrInvalid) {
+		t.Fatal("ErrUnsigned does not wrap ErrInvalid")
+	}
+	if got, want := ErrUnsigned.Error(), "approval signature does not verify: no signed approval"; got != want {
+		t.Fatalf("ErrUnsigned says %q, want %q", got, want)
+	}
+	if wrapped := fmt.Errorf("%w on gate g-1", ErrUnsigned); !errors.Is(wrapped, ErrUnsigned) || !errors.Is(wrapped, ErrInvalid) {
+		t.Fatal("a wrapped ErrUnsigned is no longer ErrUnsigned and ErrInvalid")
 	}
 }

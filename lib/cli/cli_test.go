@@ -353,3 +353,18 @@ func TestNearest(t *testing.T) {
 		t.Errorf("tie broken to %q, want aa", got)
 	}
 }
+
+// TestTimeoutFlagUsage: --timeout's help names the default wait as
+// store.LockTimeout holds it when the flag is added.
+func TestTimeoutFlagUsage(t *testing.T) {
+	old := store.LockTimeout
+	defer func() { store.LockTimeout = old }()
+	store.LockTimeout = 90 * time.Second
+	e, _, _ := newEnv()
+	fs := flag.NewFlagSet("add", flag.ContinueOnError)
+	e.TimeoutFlag(fs)
+	want := "wait at most `DURATION` for a lock another process holds, then exit 111 (default 1m30s)"
+	if got := fs.Lookup("timeout").Usage; got != want {
+		t.Fatalf("--timeout usage %q, want %q", got, want)
+	}
+}

@@ -72,7 +72,7 @@ func NewUpstream(roots *x509.CertPool, opts Options) *Upstream {
 // its end. A 101 response's body is the connection itself, an
 // io.ReadWriteCloser.
 func (u *Upstream) RoundTrip(addr netip.AddrPort, req *http.Request) (*http.Response, error) {
-	if p := req.URL.Port(); p != strconv.Itoa(int(addr.Port())) {
+	if p := req.URL.Port(); !samePort(p, addr.Port()) {
 		return nil, fmt.Errorf("dial: URL port %q is not the checked address %s", p, addr)
 	}
 	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
@@ -106,13 +106,24 @@ func (u *Upstream) RoundTrip(addr netip.AddrPort, req *http.Request) (*http.Resp
 	}
 }
 
+// samePort reports whether p, a URL's port, is port in decimal, without
+// formatting port to compare.
+func samePort(p string, port uint16) bool {
+	n, err := strconv.ParseUint(p, 10, 16)
+	return err == nil && uint16(n) == port && (len(p) == 1 || p[0] != '0')
+}
+
 var errStale = errors.New("kept-alive connection closed by the server")
 
 // send writes req on c and reads the response head.
 func (u *Upstream) send(c *upConn, req *http.Request) (*http.Response, error) {
 	c.idle = 0
 	c.SetDeadline(time.Now().Add(u.opts.ResponseHeaderTimeout))
-	if err := req.Write(c.bw); err != nil {
+	err := writeRequest(c.bw, req)
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	if err != nil {
 		return nil, staleIf(err)
 	}
 	if err := c.bw.Flush(); err != nil {

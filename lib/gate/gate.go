@@ -560,6 +560,10 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 type Filter struct {
 	All bool // resolved gates too, not only pending ones
 	Imp string
+	// Known and Settled, for a daemon listing again and again, pass over
+	// the files of gates it is done with (see transition.Source).
+	Known   *transition.Known
+	Settled func(*Gate) bool
 }
 
 // List reads the gates matching f, sorted by id. Unreadable files are
@@ -577,7 +581,7 @@ func List(y *yard.Yard, f Filter) (gates []*Gate, bad []error) {
 // returned in bad, by name, and the rest are still passed to fn; an error
 // from fn stops Each and is returned.
 func Each(y *yard.Yard, f Filter, fn func(*Gate) error) (bad []error, err error) {
-	return each(y, f, func(g *Gate) *Gate { return g }, fn)
+	return each(y, f, func(g *Gate) *Gate { return g }, func(g *Gate) *Gate { return g }, fn)
 }
 
 // Listed is a gate as a listing shows it: the gate file and whether its
@@ -591,12 +595,13 @@ type Listed struct {
 // PayloadMatches, which re-encodes and hashes the payload, on the
 // goroutines that read the files rather than in fn.
 func EachListed(y *yard.Yard, f Filter, fn func(*Listed) error) (bad []error, err error) {
-	return each(y, f, func(g *Gate) *Listed { return &Listed{g, g.Matches()} }, fn)
+	return each(y, f, func(g *Gate) *Listed { return &Listed{g, g.Matches()} }, func(l *Listed) *Gate { return l.Gate }, fn)
 }
 
 // each reads the gates matching f and passes prep's value of each to fn;
-// prep runs on the reading goroutines, for the gates f selects only.
-func each[R any](y *yard.Yard, f Filter, prep func(*Gate) *R, fn func(*R) error) (bad []error, err error) {
+// prep runs on the reading goroutines, for the gates f selects only, and
+// gateOf takes the gate back out of its value.
+func each[R any](y *yard.Yard, f Filter, prep func(*Gate) *R, gateOf func(*R) *Gate, fn func(*R) error) (bad []error, err error) {
 	if f.Imp != "" {
 		if err := id.CheckName(f.Imp); err != nil {
 			return []error{err}, nil
@@ -613,12 +618,16 @@ func each[R any](y *yard.Yard, f Filter, prep func(*Gate) *R, fn func(*R) error)
 	// cannot be read: it is reported, and the pending copy is not listed
 	// as if the gate were still open.
 	resolvedIDs := map[string]bool{}
+	var settled func(*R) bool
+	if f.Settled != nil {
+		settled = func(r *R) bool { return r != nil && f.Settled(gateOf(r)) }
+	}
 	srcs := []transition.Source[*R]{
-		{Rel: filepath.Join("gates", resolved), Parse: parse, Want: func(gid string) bool {
+		{Rel: filepath.Join("gates", resolved), Parse: parse, Known: f.Known, Settled: settled, Want: func(gid string) bool {
 			resolvedIDs[gid] = true
 			return f.All
 		}},
-		{Rel: filepath.Join("gates", pending), Parse: parse, Want: func(gid string) bool { return !resolvedIDs[gid] }},
+		{Rel: filepath.Join("gates", pending), Parse: parse, Known: f.Known, Settled: settled, Want: func(gid string) bool { return !resolvedIDs[gid] }},
 	}
 	return transition.Each(y, Kind, id.Gate, srcs, func(r *R) error {
 		if r == nil {

@@ -87,6 +87,11 @@ func (s *session) terminate(rec *Record, req *http1.Request, t *target, subject 
 		// Go's defaults. X25519 first: clients send a share for it, so no
 		// handshake needs a retry.
 		CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256},
+		// Go starts a connection with records sized for one TCP segment
+		// of a slow link, so a response of a little over 1 KiB went out
+		// as two records, two writes; on this leg one record per flush
+		// is one write.
+		DynamicRecordSizingDisabled: true,
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			if hello.ServerName != "" {
 				if sni, err := judge.CanonicalHost(hello.ServerName); err != nil || sni != t.host {

@@ -150,7 +150,12 @@ func newJudgeRequest(t *target, method string, h http.Header, body []byte, subje
 		Header:   h,
 		BodySize: int64(len(body)),
 	}
-	jr.Placeholders = judge.FindPlaceholders(h, t.url(), body)
+	u := ""
+	if strings.Contains(t.host, judge.PlaceholderPrefix) || strings.Contains(t.path, judge.PlaceholderPrefix) || strings.Contains(t.query, judge.PlaceholderPrefix) {
+		// Only then is the URL worth rendering to be scanned.
+		u = t.url()
+	}
+	jr.Placeholders = judge.FindPlaceholders(h, u, body)
 	if ce := h.Get("Content-Encoding"); len(body) > 0 && ce != "" && !strings.EqualFold(ce, "identity") {
 		return jr, "cannot inspect a body with Content-Encoding " + clip(ce)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -182,7 +181,7 @@ func RecordHeaders(h http.Header, extra ...string) map[string]string {
 	}
 	out := make(map[string]string, len(h))
 	for k, vs := range h {
-		k = strings.ToLower(k)
+		k = lowerName(k)
 		if sensitive[k] || slices.ContainsFunc(extra, func(e string) bool { return strings.EqualFold(e, k) }) {
 			out[k] = Redacted
 			continue
@@ -191,6 +190,26 @@ func RecordHeaders(h http.Header, extra ...string) map[string]string {
 	}
 	return out
 }
+
+// lowerName is strings.ToLower for a header name, without a copy for the
+// names most requests carry.
+func lowerName(k string) string {
+	if l, ok := lowerNames[k]; ok {
+		return l
+	}
+	return strings.ToLower(k)
+}
+
+var lowerNames = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"Accept", "Accept-Encoding", "Accept-Language", "Anthropic-Version", "Authorization",
+		"Cache-Control", "Connection", "Content-Encoding", "Content-Length", "Content-Type", "Cookie", "Host",
+		"If-Modified-Since", "If-None-Match", "Openai-Organization", "Origin", "Pragma", "Proxy-Authorization",
+		"Range", "Referer", "Transfer-Encoding", "Upgrade", "User-Agent", "X-Api-Key", "X-Forwarded-For"} {
+		m[k] = strings.ToLower(k)
+	}
+	return m
+}()
 
 // redactUserinfo replaces the user information of a request target as
 // sent (absolute URL or CONNECT authority), which may hold a password,
@@ -459,7 +478,13 @@ func (q *RequestInfo) appendJSON(b []byte) []byte {
 	b = appendString(b, q.Query)
 	b = field(b, FieldHeaders, false)
 	b = append(b, '{')
-	for i, k := range slices.Sorted(maps.Keys(q.Headers)) {
+	var stack [32]string
+	keys := stack[:0]
+	for k := range q.Headers {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -528,43 +553,51 @@ func field(b []byte, name string, first bool) []byte {
 const hexDigits = "0123456789abcdef"
 
 // appendString appends s as a JSON string. Invalid UTF-8 (header values
-// may carry any byte) becomes U+FFFD, as encoding/json does.
+// may carry any byte) becomes U+FFFD, as encoding/json does. Runs of
+// bytes that need no escape are copied whole.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
+	done := 0 // s[:done] is in b
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[done:i]...)
+			switch c {
+			case '"', '\\':
 				b = append(b, '\\', c)
-			case c < 0x20:
-				switch c {
-				case '\n':
-					b = append(b, '\\', 'n')
-				case '\r':
-					b = append(b, '\\', 'r')
-				case '\t':
-					b = append(b, '\\', 't')
-				default:
-					b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-				}
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
 			default:
-				b = append(b, c)
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}
 			i++
+			done = i
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
+			b = append(b, s[done:i]...)
 			b = append(b, `\ufffd`...)
 		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[done:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
 		default:
-			b = append(b, s[i:i+size]...)
+			i += size
+			continue
 		}
 		i += size
+		done = i
 	}
+	b = append(b, s[done:]...)
 	return append(b, '"')
 }
 

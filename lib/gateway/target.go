@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -188,7 +189,8 @@ func parsePort(s string) (int, error) {
 // characters decoded, other escapes upper-cased, runs of slashes
 // collapsed, so a rule on "/admin" also sees "/%61dmin" and "/admin//".
 func normalisePath(p string) (string, error) {
-	decoded := make([]byte, 0, len(p))
+	var stack [256]byte
+	decoded := stack[:0]
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		switch {
@@ -211,9 +213,17 @@ func normalisePath(p string) (string, error) {
 			decoded = append(decoded, c)
 		}
 	}
-	for _, seg := range strings.Split(string(decoded), "/") {
-		if seg == "." || seg == ".." {
+	for rest := decoded; ; {
+		seg := rest
+		i := bytes.IndexByte(rest, '/')
+		if i >= 0 {
+			seg, rest = rest[:i], rest[i+1:]
+		}
+		if string(seg) == "." || string(seg) == ".." {
 			return "", badRequest("dot segment in request path")
+		}
+		if i < 0 {
+			break
 		}
 	}
 	return judge.NormalPath(p), nil

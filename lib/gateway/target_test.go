@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -29,6 +30,12 @@ func TestParseAbsolute(t *testing.T) {
 		{"http://[::1/", "error"},
 		{"http://a.example/x#f", "error"},
 		{"http://a.example/a/./b", "error"},
+		{"http://a.example/a/..", "error"},
+		{"http://a.example/.", "error"},
+		{"http://a.example/..?x", "error"},
+		{"http://a.example/" + strings.Repeat("long/", 60) + "%2e%2E/x", "error"},
+		{"http://a.example/" + strings.Repeat("long/", 60) + "x..", "http a.example 80 /" + strings.Repeat("long/", 60) + "x.. "},
+		{"http://a.example/a../.b", "http a.example 80 /a../.b "},
 		{"http://a.example/a/%2E%2e/b", "error"},
 		{"http://a.example/a%2f..%2fb", "error"},
 		{"http://a.example/a\\b", "error"},

@@ -62,6 +62,11 @@ type Request struct {
 	// Expect100 is true when the client waits for 100 Continue before
 	// sending the body.
 	Expect100 bool
+
+	// values backs the header's first few values, so a request's fields
+	// do not cost an allocation each.
+	values  [8]string
+	nvalues int
 }
 
 const maxFields = 256
@@ -89,7 +94,7 @@ func ReadRequest(br *bufio.Reader, limit int) (*Request, error) {
 			break
 		}
 	}
-	r := &Request{Header: make(http.Header)}
+	r := &Request{Header: make(http.Header, 8)}
 	if err := r.parseRequestLine(line); err != nil {
 		return nil, err
 	}
@@ -125,13 +130,18 @@ func ReadRequest(br *bufio.Reader, limit int) (*Request, error) {
 var errTooLong = errors.New("line too long")
 
 // readLine returns one line ending in CRLF, refusing a bare CR or LF, NUL
-// and other control bytes except HTAB.
+// and other control bytes except HTAB. A line that fits br's buffer is
+// returned in place, valid until br's next read.
 func readLine(br *bufio.Reader, budget int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if len(line)+len(chunk) > budget {
 			return nil, errTooLong
+		}
+		if line == nil && err == nil {
+			line = chunk
+			break
 		}
 		line = append(line, chunk...)
 		if err == bufio.ErrBufferFull {
@@ -189,10 +199,24 @@ func (r *Request) parseRequestLine(line []byte) error {
 		}
 		return errorf(http.StatusBadRequest, "malformed HTTP version")
 	}
-	r.Method = string(method)
+	r.Method = internMethod(method)
 	r.Target = string(target)
 	return nil
 }
+
+// internMethod returns method as a string, without a copy for the
+// common ones.
+func internMethod(method []byte) string {
+	for _, m := range methods {
+		if string(method) == m {
+			return m
+		}
+	}
+	return string(method)
+}
+
+var methods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+	http.MethodHead, http.MethodOptions, http.MethodConnect}
 
 func (r *Request) parseField(line []byte) error {
 	if line[0] == ' ' || line[0] == '\t' {
@@ -206,10 +230,35 @@ func (r *Request) parseField(line []byte) error {
 		return errorf(http.StatusBadRequest, "malformed header name %q", name)
 	}
 	value = bytes.Trim(value, " \t")
-	key := textproto.CanonicalMIMEHeaderKey(string(name))
-	r.Header[key] = append(r.Header[key], string(value))
+	key, ok := commonKeys[string(name)]
+	if !ok {
+		key = textproto.CanonicalMIMEHeaderKey(string(name))
+	}
+	v := string(value)
+	if vs, ok := r.Header[key]; ok || r.nvalues == len(r.values) {
+		r.Header[key] = append(vs, v)
+		return nil
+	}
+	i := r.nvalues
+	r.nvalues++
+	r.values[i] = v
+	// Capped at one: a second value for the key gets a slice of its own.
+	r.Header[key] = r.values[i : i+1 : i+1]
 	return nil
 }
+
+// commonKeys maps the header names most requests carry, canonical or
+// lower-case, to their canonical form, without a copy of the name.
+var commonKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"Accept", "Accept-Encoding", "Accept-Language", "Anthropic-Version", "Authorization",
+		"Cache-Control", "Connection", "Content-Encoding", "Content-Length", "Content-Type", "Cookie", "Expect", "Host",
+		"If-Modified-Since", "If-None-Match", "Origin", "Pragma", "Proxy-Authorization", "Proxy-Connection",
+		"Range", "Referer", "Te", "Transfer-Encoding", "Upgrade", "User-Agent", "X-Api-Key"} {
+		m[k], m[strings.ToLower(k)] = k, k
+	}
+	return m
+}()
 
 // frame works out how the body is delimited and what the client expects.
 func (r *Request) frame() error {

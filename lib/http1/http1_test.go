@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/textproto"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -373,5 +375,66 @@ func TestTokenEdges(t *testing.T) {
 			reason = "control byte 0x7f in request line or header"
 		}
 		refusal(t, fmt.Sprintf("name %q", n), err, 400, reason)
+	}
+}
+
+// TestHeaderAsNetHTTPReadsIt holds the header ReadRequest builds (names
+// from a table or canonicalised, values backed by the request) to the
+// one net/http reads from the same head: more distinct fields than the
+// request backs, a name repeated before and after, lower-case and
+// odd-case names, a second value for a backed field.
+func TestHeaderAsNetHTTPReadsIt(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("GET / HTTP/1.1\r\nhost: a\r\nAccept: x\r\naccept: y\r\nUSER-AGENT: u\r\nx-one: 1\r\n")
+	for i := range 12 {
+		fmt.Fprintf(&b, "X-F%d: v%d\r\n", i, i)
+	}
+	b.WriteString("Accept: z\r\nx-ONE: 2\r\nCookie: c=1\r\nX-F11: again\r\n\r\n")
+	raw := b.String()
+	r, err := ReadRequest(bufio.NewReader(strings.NewReader(raw)), 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Header["Host"] = []string{want.Host} // net/http moves Host out of the header
+	if !reflect.DeepEqual(r.Header, want.Header) {
+		t.Fatalf("header\n%v\nnet/http reads\n%v", r.Header, want.Header)
+	}
+	// Each key's values are its own: appending to one leaves the next alone.
+	r.Header["Host"] = append(r.Header["Host"], "h")
+	r.Header["X-F0"] = append(r.Header["X-F0"], "w")
+	if got := r.Header["X-F1"]; len(got) != 1 || got[0] != "v1" {
+		t.Fatalf("appending to X-F0 changed X-F1: %q", got)
+	}
+	if got := r.Header["User-Agent"]; len(got) != 1 || got[0] != "u" {
+		t.Fatalf("appending to Host changed User-Agent: %q", got)
+	}
+	for k, v := range commonKeys {
+		if textproto.CanonicalMIMEHeaderKey(k) != v {
+			t.Errorf("common key %q maps to %q, not its canonical form", k, v)
+		}
+	}
+}
+
+// TestReadRequestAllocations bounds what reading a usual head costs: the
+// Request, its header map, the target and one string per value, no copy
+// of a line, a common name or method, and no slice per field.
+func TestReadRequestAllocations(t *testing.T) {
+	const raw = "GET http://a.example/x HTTP/1.1\r\nHost: a.example\r\nUser-Agent: Go-http-client/1.1\r\nAccept-Encoding: gzip\r\n\r\n"
+	sr := strings.NewReader(raw)
+	br := bufio.NewReader(sr)
+	n := testing.AllocsPerRun(100, func() {
+		sr.Reset(raw)
+		br.Reset(sr)
+		if r, err := ReadRequest(br, 4096); err != nil || len(r.Header) != 3 {
+			t.Fatal(r, err)
+		}
+	})
+	t.Logf("%.0f allocations", n)
+	if n > 7 {
+		t.Errorf("%.0f allocations to read a three-field GET, want at most 7", n)
 	}
 }

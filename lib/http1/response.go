@@ -130,7 +130,7 @@ func copyFlushing(dst io.Writer, w *bufio.Writer, body io.Reader) (int64, error)
 func writeEndToEnd(w *bufio.Writer, h http.Header) {
 	conn := tokens(h["Connection"])
 	for k, vs := range h {
-		if hopByHop[k] || k == "Content-Length" || conn[strings.ToLower(k)] || !isTokenString(k) {
+		if hopByHop[k] || k == "Content-Length" || conn != nil && conn[strings.ToLower(k)] || !isTokenString(k) {
 			continue
 		}
 		for _, v := range vs {

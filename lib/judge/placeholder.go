@@ -26,10 +26,15 @@ func FindPlaceholders(h http.Header, rawURL string, body []byte) []Placeholder {
 	var out []Placeholder
 	for name, values := range h {
 		for _, v := range values {
-			out = scan(out, strings.ToLower(name), []byte(v))
+			// Most values hold none: look before copying the name or value.
+			if strings.Contains(v, PlaceholderPrefix) {
+				out = scan(out, strings.ToLower(name), []byte(v))
+			}
 		}
 	}
-	out = scan(out, "url", []byte(rawURL))
+	if strings.Contains(rawURL, PlaceholderPrefix) {
+		out = scan(out, "url", []byte(rawURL))
+	}
 	out = scan(out, "body", body)
 	slices.SortFunc(out, func(a, b Placeholder) int {
 		return cmp.Or(cmp.Compare(a.Where, b.Where), cmp.Compare(a.Secret, b.Secret))

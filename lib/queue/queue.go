@@ -281,6 +281,10 @@ func Retry(y *yard.Yard, taskID, by, actor string) (*Task, error) {
 type Filter struct {
 	Imp   string
 	State string
+	// Known and Settled, for a daemon listing again and again, pass over
+	// the files of tasks it is done with (see transition.Source).
+	Known   *transition.Known
+	Settled func(*Task) bool
 }
 
 // List reads every task matching f, sorted by id (creation time). A file
@@ -307,7 +311,7 @@ func Each(y *yard.Yard, f Filter, fn func(*Task) error) (bad []error, err error)
 	}
 	srcs := make([]transition.Source[*Task], len(imps))
 	for i, imp := range imps {
-		srcs[i] = transition.Source[*Task]{Rel: filepath.Join("queue", imp),
+		srcs[i] = transition.Source[*Task]{Rel: filepath.Join("queue", imp), Known: f.Known, Settled: f.Settled,
 			Parse: func(path string, b []byte) (*Task, error) { return parseTask(path, imp, b) }}
 	}
 	more, err := transition.Each(y, Kind, id.Task, srcs, func(t *Task) error {

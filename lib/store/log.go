@@ -28,7 +28,8 @@ import (
 // record nobody waits for is written with the next one somebody does, or
 // after lag at the latest, so it does not cost a write of its own.
 type Log struct {
-	path string
+	path     string
+	lockPath string
 	// report hears the outcome of every write, for the callers that did
 	// not wait for theirs.
 	report func(error)
@@ -56,7 +57,7 @@ func NewLog(path string, report func(error)) *Log {
 	if report == nil {
 		report = func(error) {}
 	}
-	a := &Log{path: path, report: report}
+	a := &Log{path: path, lockPath: filepath.Join(filepath.Dir(path), lockName), report: report}
 	a.flusher = time.AfterFunc(time.Hour, a.flush)
 	a.flusher.Stop()
 	return a
@@ -200,7 +201,7 @@ func (a *Log) write(lines []byte) error {
 // store.Lock (which waits with a timeout) when another process holds it
 // or the path no longer names the file held open.
 func (a *Log) flock() (func(), error) {
-	lockPath := filepath.Join(filepath.Dir(a.path), lockName)
+	lockPath := a.lockPath
 	if a.lock == nil {
 		f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 		if err != nil {

@@ -594,26 +594,32 @@ func readFd(fd int, path string, size int64) ([]byte, error) {
 // an *os.File costs to try the runtime's poller, and the file's size; p
 // is its path, for errors.
 func openAt(dirfd int, name, p string, flag int) (int, int64, error) {
+	var st unix.Stat_t
+	fd, err := openStatAt(dirfd, name, p, flag, &st)
+	return fd, st.Size, err
+}
+
+// openStatAt is openAt that fills in st, the fstat of what it opened.
+func openStatAt(dirfd int, name, p string, flag int, st *unix.Stat_t) (int, error) {
 	for {
 		fd, err := unix.Openat(dirfd, name, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, FilePerm)
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case errors.Is(err, unix.ELOOP):
-			return noFD, 0, &os.PathError{Op: "open", Path: p, Err: errSymlink}
+			return noFD, &os.PathError{Op: "open", Path: p, Err: errSymlink}
 		case err != nil:
-			return noFD, 0, &os.PathError{Op: "open", Path: p, Err: err}
+			return noFD, &os.PathError{Op: "open", Path: p, Err: err}
 		}
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
+		if err := unix.Fstat(fd, st); err != nil {
 			unix.Close(fd)
-			return noFD, 0, &os.PathError{Op: "stat", Path: p, Err: err}
+			return noFD, &os.PathError{Op: "stat", Path: p, Err: err}
 		}
-		if err := checkStat(p, &st); err != nil {
+		if err := checkStat(p, st); err != nil {
 			unix.Close(fd)
-			return noFD, 0, err
+			return noFD, err
 		}
-		return fd, st.Size, nil
+		return fd, nil
 	}
 }
 

@@ -22,8 +22,28 @@ func Second(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
 // FormatTime writes t in the yard's form.
 func FormatTime(t time.Time) string { return Second(t).Format(TimeLayout) }
 
-// AppendTime appends t in the yard's form, unquoted.
-func AppendTime(b []byte, t time.Time) []byte { return Second(t).AppendFormat(b, TimeLayout) }
+// AppendTime appends t in the yard's form, unquoted. The gateway writes
+// two per request: the digits are put down directly, and only a year
+// outside 1-9999 goes through the layout.
+func AppendTime(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 1 || year > 9999 {
+		return Second(t).AppendFormat(b, TimeLayout)
+	}
+	hour, minute, sec := t.Clock()
+	b = append(b, byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-')
+	b = append2(b, int(month), '-')
+	b = append2(b, day, 'T')
+	b = append2(b, hour, ':')
+	b = append2(b, minute, ':')
+	return append2(b, sec, 'Z')
+}
+
+// append2 appends n (0-99) in two digits, then sep.
+func append2(b []byte, n int, sep byte) []byte {
+	return append(b, byte('0'+n/10), byte('0'+n%10), sep)
+}
 
 // Millis is t in unix milliseconds, the sub-second companion of a time.
 func Millis(t time.Time) int64 { return t.UnixMilli() }

@@ -156,23 +156,65 @@ func (o *Opened) Names() ([]string, error) {
 	return names, nil
 }
 
+// FileID is what tells one version of a yard file from another: files
+// are replaced, never written in place, so a new version is a new inode,
+// and a change in place by hand changes the change time, which nothing
+// can set back (to the kernel's clock tick, a few milliseconds: a second
+// change in place within the tick of the first may go unseen).
+type FileID struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime unix.Timespec
+}
+
+func fileID(st *unix.Stat_t) FileID {
+	return FileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
+}
+
+// ID returns the identity of what name in the directory is now, without
+// following a symlink.
+func (o *Opened) ID(name string) (FileID, error) {
+	if err := checkComponent(name); err != nil {
+		return FileID{}, fmt.Errorf("%s: %w", filepath.Join(o.f.Name(), name), err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(o.f.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return FileID{}, &os.PathError{Op: "stat", Path: filepath.Join(o.f.Name(), name), Err: err}
+	}
+	return fileID(&st), nil
+}
+
 // ReadFile reads the file name in the directory with ReadFile's checks.
 // It is safe to call from several goroutines at once. It works on the
 // bare descriptor, not an os.File: a listing reads thousands of files
 // this way, and an os.File costs each of them two fcntl calls, a failed
 // registration with the poller and a second fstat.
 func (o *Opened) ReadFile(name string) ([]byte, error) {
+	b, _, err := o.ReadFileID(name)
+	return b, err
+}
+
+// ReadFileID is ReadFile that also returns the identity of the file it
+// read.
+func (o *Opened) ReadFileID(name string) ([]byte, FileID, error) {
+	b, st, err := o.readFile(name)
+	return b, fileID(&st), err
+}
+
+func (o *Opened) readFile(name string) ([]byte, unix.Stat_t, error) {
+	var st unix.Stat_t
 	if err := checkComponent(name); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(o.f.Name(), name), err)
+		return nil, st, fmt.Errorf("%s: %w", filepath.Join(o.f.Name(), name), err)
 	}
 	// Made only for errors: most reads have none.
 	p := o.f.Name() + "/" + name
-	fd, size, err := openAt(int(o.f.Fd()), name, p, unix.O_RDONLY)
+	fd, err := openStatAt(int(o.f.Fd()), name, p, unix.O_RDONLY, &st)
 	if err != nil {
-		return nil, err
+		return nil, st, err
 	}
 	defer unix.Close(fd)
-	return readFd(fd, p, size)
+	b, err := readFd(fd, p, st.Size)
+	return b, st, err
 }
 
 // ReadDirIn lists the directory rel below root, refusing it when it or

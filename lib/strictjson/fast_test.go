@@ -2,10 +2,22 @@ package strictjson
 
 import (
 	"encoding/json"
+	"os"
 	"reflect"
 	"testing"
 	"time"
 )
+
+// TestMain runs every test twice: through Unmarshal as callers see it,
+// then with the fast pass off, so the checked path alone must give every
+// answer too.
+func TestMain(m *testing.M) {
+	if code := m.Run(); code != 0 {
+		os.Exit(code)
+	}
+	fast = false
+	os.Exit(m.Run())
+}
 
 // wide has a field of every kind the yard's records and the gateway's
 // bodies decode into, for FuzzFastAgrees.
@@ -42,7 +54,7 @@ func FuzzFastAgrees(f *testing.F) {
 		`{"ptr":{"\u212aind":"x"}}`,
 		`{"raw":{"a":1,"a":2}}`,
 		`{"any":{"a":"\ud800"}}`,
-		`{"schema":"\xff"}`,
+		"{\"schema\":\"\xff\"}",
 		`{"ptr":null,"rules":null,"raw":null}`,
 		`{"s":"x","i8":127,"u":1,"f32":1.5,"b":true,"q":"7","bs":"aGk=","arr":[1,2],"t":"2026-12-01T04:43:23Z","tp":null,"d":5,"m":{"k":[1,"x",null]},"mi":{"3":"c"},"ps":["a"],"n":1.25,"r":[ 1 ,2 ],"o":{"emb":"e"},"l":[{"x":true}]}`,
 		`{"i8":128}`,
@@ -87,6 +99,15 @@ func TestUnmarshalMergesIntoSetValue(t *testing.T) {
 	}
 	if v.Schema != "kept" || v.Untagged != 9 || v.Emb != "e" {
 		t.Errorf("got %+v, want the set fields kept and emb decoded", v)
+	}
+	// Invalid UTF-8, which only the checked path takes (replacing it as
+	// encoding/json does), must not cost the set fields either.
+	v = outer{Schema: "kept"}
+	if err := Unmarshal([]byte("{\"emb\":\"\xff\"}"), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Schema != "kept" || v.Emb != "\ufffd" {
+		t.Errorf("got %+v, want the set field kept and emb decoded as U+FFFD", v)
 	}
 }
 

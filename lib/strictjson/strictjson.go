@@ -72,7 +72,7 @@ func Unmarshal(data []byte, v any) error {
 	// Only into a zero value: one the fast pass left half-written can be
 	// zeroed again before the second pass, so that pass starts where the
 	// caller's did.
-	if rv.Elem().IsZero() && fastFits(rv.Type().Elem()) {
+	if fast && rv.Elem().IsZero() && fastFits(rv.Type().Elem()) {
 		if unmarshalFast(data, v) == nil {
 			return nil
 		}
@@ -80,6 +80,11 @@ func Unmarshal(data []byte, v any) error {
 	}
 	return unmarshalChecked(data, rv)
 }
+
+// fast is switched off only by the package's tests, which run a second
+// time with every input on the checked path, so that path is held to
+// every answer the tests expect, not only to the refusals.
+var fast = true
 
 // fastOptions are encoding/json's semantics (v1) with names matched
 // exactly, unknown members, duplicate names and invalid UTF-8 refused.

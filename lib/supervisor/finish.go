@@ -184,7 +184,10 @@ func (s *Supervisor) reviews() {
 	var review []*queue.Task
 	reviewed := map[string]bool{}
 	continued := map[string]*queue.Task{}
-	bad, _ := queue.Each(s.Yard, queue.Filter{}, func(t *queue.Task) error {
+	tasks := queue.Filter{Known: s.reviewed, Settled: func(t *queue.Task) bool {
+		return !t.Continue && (t.State == state.Done || t.State == state.Cancelled || t.State == state.Failed)
+	}}
+	bad, _ := queue.Each(s.Yard, tasks, func(t *queue.Task) error {
 		if t.State == state.NeedsReview {
 			review = append(review, t)
 			reviewed[t.ID] = true
@@ -192,10 +195,16 @@ func (s *Supervisor) reviews() {
 		if t.Continue {
 			continued[t.ID] = t
 		}
+		if !t.Continue && (t.State == state.Done || t.State == state.Cancelled) {
+			s.final[t.ID] = true
+		}
 		return nil
 	})
 	var gates []*gate.Gate
-	more, _ := gate.Each(s.Yard, gate.Filter{All: true}, func(g *gate.Gate) error {
+	finished := gate.Filter{All: true, Known: s.gatesSeen, Settled: func(g *gate.Gate) bool {
+		return state.GateMachine.Terminal(g.State) && (g.Task == "" || s.final[g.Task])
+	}}
+	more, _ := gate.Each(s.Yard, finished, func(g *gate.Gate) error {
 		if reviewed[g.Task] || continued[g.Task] != nil {
 			gates = append(gates, g)
 		}

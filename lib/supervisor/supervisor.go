@@ -34,6 +34,7 @@ import (
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/transition"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -61,6 +62,17 @@ type Supervisor struct {
 	wake chan struct{}
 	// logged is the last problem logged per file (see logOnce).
 	logged map[string]string
+
+	// What passes, one at a time, are done with, so the next pass stats
+	// those files instead of reading them (see transition.Known): the
+	// tasks dispatch never starts (neither waiting nor running), the
+	// tasks reviews never settle nor continue (finished, failed or
+	// cancelled, no continuation asked for), and the finished gates of
+	// tasks that can never need them again (final).
+	dispatched, reviewed, gatesSeen *transition.Known
+	// final holds the tasks done or cancelled that asked for no
+	// continuation: nothing ever moves them again.
+	final map[string]bool
 }
 
 type liveRun struct {
@@ -104,6 +116,8 @@ func (s *Supervisor) init() {
 	if s.live == nil {
 		s.live = map[string]*liveRun{}
 		s.wake = make(chan struct{}, 1)
+		s.dispatched, s.reviewed, s.gatesSeen = transition.NewKnown(), transition.NewKnown(), transition.NewKnown()
+		s.final = map[string]bool{}
 	}
 }
 
@@ -140,14 +154,14 @@ func (s *Supervisor) Running() int {
 	return len(s.live)
 }
 
-// dispatch starts what Plan says may start now. A task that does not
-// start for a reason of its own frees its slot, so the plan is made again
-// over what is left until it has nothing more to start.
-func (s *Supervisor) dispatch(ctx context.Context, org *config.Org) (int, error) {
-	// One read of the queue serves both states (a listing reads every
-	// task file whatever its filter), keeping only the tasks of those.
-	var waiting, running []*queue.Task
-	bad, _ := queue.Each(s.Yard, queue.Filter{}, func(t *queue.Task) error {
+// startable reads the waiting and running tasks: one read of the queue
+// serves both states, passing over the files of tasks in neither state
+// that an earlier pass read, while each stays the same file.
+func (s *Supervisor) startable() (waiting, running []*queue.Task) {
+	f := queue.Filter{Known: s.dispatched, Settled: func(t *queue.Task) bool {
+		return t.State != state.Waiting && t.State != state.Running
+	}}
+	bad, _ := queue.Each(s.Yard, f, func(t *queue.Task) error {
 		switch t.State {
 		case state.Waiting:
 			waiting = append(waiting, t)
@@ -159,6 +173,14 @@ func (s *Supervisor) dispatch(ctx context.Context, org *config.Org) (int, error)
 	for _, err := range bad {
 		s.logf("%v", err)
 	}
+	return waiting, running
+}
+
+// dispatch starts what Plan says may start now. A task that does not
+// start for a reason of its own frees its slot, so the plan is made again
+// over what is left until it has nothing more to start.
+func (s *Supervisor) dispatch(ctx context.Context, org *config.Org) (int, error) {
+	waiting, running := s.startable()
 	// Each imp's configuration is read once a pass.
 	cfgs := map[string]*config.Imp{}
 	lim := Limits{Global: org.Supervisor.Concurrency, PerImp: map[string]int{}, Broken: map[string]string{}, OverBudget: map[string]string{}}

@@ -15,11 +15,38 @@ import (
 
 // Source is one directory of record files for Each: rel below the yard
 // root, which of its ids to read (nil: all), and how to parse one.
+//
+// A daemon that lists the same directory pass after pass may give Known
+// and Settled: a record Settled says the daemon is done with is remembered
+// in Known by its file's identity, and later listings pass over that file,
+// without reading it, for as long as it is the same file (see
+// store.FileID). Settled runs on the reading goroutines.
 type Source[R any] struct {
-	Rel   string
-	Want  func(id string) bool
-	Parse func(path string, b []byte) (R, error)
+	Rel     string
+	Want    func(id string) bool
+	Parse   func(path string, b []byte) (R, error)
+	Known   *Known
+	Settled func(R) bool
 }
+
+// Known remembers record files a daemon is done with, by directory and
+// name, with the identity each had when its record was read. Each keeps
+// it: a name gone from its directory is forgotten at the next listing of
+// that directory. One Known is used by one listing at a time.
+type Known struct {
+	dirs map[string]map[string]*knownFile
+	gen  uint64 // the listing under way
+}
+
+// knownFile is a file Known remembers, and the last listing that found it
+// the same file.
+type knownFile struct {
+	id  store.FileID
+	gen uint64
+}
+
+// NewKnown returns an empty Known.
+func NewKnown() *Known { return &Known{dirs: map[string]map[string]*knownFile{}} }
 
 // batchSize is how many records one worker reads at a time: large enough
 // that handing batches over costs nothing next to reading them, small
@@ -41,8 +68,25 @@ const batchSize = 256
 // passed to fn. An error from fn stops Each and is returned.
 func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R) error) (bad []error, err error) {
 	type entry struct {
-		id  string
-		src int
+		name  string // <id>.json
+		src   int
+		known *knownFile // what the source's Known has of it, if anything
+	}
+	idOf := func(e entry) string { return e.name[:len(e.name)-len(".json")] }
+	// Known entries this listing finds the same or settles get its
+	// generation; those it does not, when it lists their whole directory,
+	// are forgotten at its end.
+	gens := make([]uint64, len(srcs))
+	seen := make([]int, len(srcs)) // how many entries of each Known directory got its gen
+	begun := map[*Known]bool{}
+	for i, src := range srcs {
+		if src.Known != nil {
+			if !begun[src.Known] {
+				begun[src.Known] = true
+				src.Known.gen++
+			}
+			gens[i] = src.Known.gen
+		}
 	}
 	dirs := make([]*store.Opened, len(srcs))
 	defer func() {
@@ -65,6 +109,9 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 			continue
 		}
 		dirs[i] = d
+		if src.Known != nil && src.Known.dirs[src.Rel] == nil {
+			src.Known.dirs[src.Rel] = map[string]*knownFile{}
+		}
 		names, err := d.Names()
 		if err != nil {
 			bad = append(bad, err)
@@ -79,31 +126,49 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 				bad = append(bad, fmt.Errorf("%s: not a %s file name; skipped", filepath.Join(y.Root, src.Rel, n), kind))
 				continue
 			}
-			if src.Want == nil || src.Want(rid) {
-				entries = append(entries, entry{rid, i})
+			if src.Want != nil && !src.Want(rid) {
+				continue
 			}
+			e := entry{name: n, src: i}
+			if src.Known != nil {
+				e.known = src.Known.dirs[src.Rel][rid]
+			}
+			entries = append(entries, e)
 		}
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].id < entries[j].id })
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 
 	type batch struct {
 		from, to int
 		recs     []R
 		errs     []error
+		settled  []*store.FileID // the identity of each record Settled took
+		same     []bool          // files Known has that are still the same file: not read
 		done     chan struct{}
 	}
 	read := func(b *batch) {
 		defer close(b.done)
 		b.recs = make([]R, b.to-b.from)
 		b.errs = make([]error, b.to-b.from)
+		b.settled = make([]*store.FileID, b.to-b.from)
+		b.same = make([]bool, b.to-b.from)
 		for k := range b.recs {
 			e := entries[b.from+k]
-			name := e.id + ".json"
-			data, err := dirs[e.src].ReadFile(name)
+			src := srcs[e.src]
+			if e.known != nil {
+				if now, err := dirs[e.src].ID(e.name); err == nil && now == e.known.id {
+					b.same[k] = true
+					continue
+				}
+			}
+			data, fid, err := dirs[e.src].ReadFileID(e.name)
 			if err == nil {
-				b.recs[k], err = srcs[e.src].Parse(paths[e.src]+name, data)
+				b.recs[k], err = src.Parse(paths[e.src]+e.name, data)
 			}
 			b.errs[k] = err
+			if err == nil && src.Known != nil && src.Settled != nil && src.Settled(b.recs[k]) {
+				b.settled[k] = &fid
+			}
 		}
 	}
 	work := make(chan *batch)
@@ -141,12 +206,37 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 	for b := range order {
 		<-b.done
 		for k, r := range b.recs {
+			e := entries[b.from+k]
+			if b.same[k] {
+				e.known.gen = gens[e.src]
+				seen[e.src]++
+				continue
+			}
 			if b.errs[k] != nil {
 				bad = append(bad, b.errs[k])
 				continue
 			}
 			if err := fn(r); err != nil {
 				return bad, err
+			}
+			// Remembered only once fn has had the record: a listing fn
+			// stopped reads the rest again next time.
+			if fid := b.settled[k]; fid != nil {
+				src := srcs[e.src]
+				src.Known.dirs[src.Rel][idOf(e)] = &knownFile{id: *fid, gen: gens[e.src]}
+				seen[e.src]++
+			}
+		}
+	}
+	for i, src := range srcs {
+		if dirs[i] == nil || src.Known == nil {
+			continue
+		}
+		if m := src.Known.dirs[src.Rel]; len(m) != seen[i] {
+			for rid, kf := range m {
+				if kf.gen != gens[i] {
+					delete(m, rid)
+				}
 			}
 		}
 	}

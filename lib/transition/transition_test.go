@@ -365,6 +365,90 @@ func TestEach(t *testing.T) {
 	}
 }
 
+// TestEachKnown: a record Settled marks is passed over, unread, by later
+// listings while its file stays the same file; a replaced file, one
+// changed in place and one put back under a forgotten name are read
+// again, and a name gone from the directory is forgotten.
+func TestEachKnown(t *testing.T) {
+	y := yardtest.New(t)
+	if err := os.MkdirAll(y.Path("notes"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	write := func(nid, st string) {
+		t.Helper()
+		b, err := store.Encode(note{Schema: store.Schema("note", 1), ID: nid, Imp: "yuko", State: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmp := y.Path("notes", ".new")
+		if err := os.WriteFile(tmp, b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, y.Path("notes", nid+".json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := []string{"t-0000000000000001", "t-0000000000000002", "t-0000000000000003"}
+	write(ids[0], state.Done)
+	write(ids[1], state.Waiting)
+	write(ids[2], state.Done)
+	known := transition.NewKnown()
+	var parsed []string
+	srcs := []transition.Source[*note]{{Rel: "notes", Known: known,
+		Parse: func(path string, data []byte) (*note, error) {
+			var n note
+			err := store.Decode(path, data, "note", 1, &n)
+			parsed = append(parsed, n.ID) // one reading goroutine at a time: a few files, one batch
+			return &n, err
+		},
+		Settled: func(n *note) bool { return n.State == state.Done }}}
+	list := func() (got []string) {
+		t.Helper()
+		parsed = nil
+		bad, err := transition.Each(y, "note", id.Task, srcs, func(n *note) error {
+			got = append(got, n.ID)
+			return nil
+		})
+		if err != nil || len(bad) > 0 {
+			t.Fatal(err, bad)
+		}
+		return got
+	}
+	if got := list(); !slices.Equal(got, ids) {
+		t.Fatalf("first listing %v, want all of %v", got, ids)
+	}
+	if got := list(); !slices.Equal(got, ids[1:2]) || !slices.Equal(parsed, ids[1:2]) {
+		t.Errorf("second listing gave %v and read %v, want only the unsettled %s", got, parsed, ids[1])
+	}
+	write(ids[0], state.Done) // replaced: a new inode
+	time.Sleep(20 * time.Millisecond)
+	p := y.Path("notes", ids[2]+".json")
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte(" "), 1) // changed in place (a newline made a space), same size
+	f.Close()
+	// and its modification time set back: only the change time tells.
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	list()
+	if want := ids; !slices.Equal(parsed, want) {
+		t.Errorf("after a replace and a change in place, read %v, want %v", parsed, want)
+	}
+	os.Remove(y.Path("notes", ids[0]+".json"))
+	list()
+	write(ids[0], state.Done)
+	if got := list(); !slices.Contains(got, ids[0]) {
+		t.Errorf("a file put back under a forgotten name was passed over: %v", got)
+	}
+}
+
 func firstDiff(a, b []string) []string {
 	for i := range min(len(a), len(b)) {
 		if a[i] != b[i] {
