@@ -140,6 +140,29 @@ func (s *spine) fileForNotice(t *testing.T, tok, subject string) string {
 	return out["gate_id"].(string)
 }
 
+// TestNotifyNoReceiver: in a yard whose org.toml names no receiver, a
+// gate filed through the gateway writes no outbox entry; once the owner
+// adds one, the same gateway process sees the changed file and the next
+// gate's entry is written.
+func TestNotifyNoReceiver(t *testing.T) {
+	s := newSpine(t, true, bin)
+	tok := s.token(t, "yuko", "--run", "r-0000000000000001")
+	s.fileForNotice(t, tok, "unheard")
+	if _, err := os.Lstat(s.y.Path("outbox")); !os.IsNotExist(err) {
+		t.Fatalf("an outbox without a receiver: %v", err)
+	}
+	f, err := os.OpenFile(s.y.Path("org.toml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "[notify]\ncommand = [\"true\"]\n")
+	f.Close()
+	heard := s.fileForNotice(t, tok, "heard")
+	if owed, bad := notify.Pending(s.y); len(owed) != 1 || owed[0].ID != heard+".1" || len(bad) != 0 {
+		t.Fatalf("after a receiver was added the outbox owes %+v (%v)", owed, bad)
+	}
+}
+
 // TestNotifyOwner: a gate filed while impexec dies between the event and
 // the send reaches the command and the webhook exactly once after the
 // restart; a webhook that fails is retried with backoff, its failure shown

@@ -1,12 +1,17 @@
 package config
 
 import (
+	"errors"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/impyard/impyard/lib/notify"
+	"github.com/impyard/impyard/lib/yard"
 )
 
 // Notify is [notify]: which events the owner hears of and how. impexec
@@ -71,4 +76,60 @@ func (n *Notify) check(p string, b []byte) error {
 		return bad(p, b, "format", "[notify]: unknown format %q (want %s)", n.Format, strings.Join(notify.Formats, ", "))
 	}
 	return nil
+}
+
+// asked is org.toml's [notify] as this process last loaded it, with what
+// lstat said of the file then: a transition into a notifying event asks
+// whether anyone would hear of it, and re-reading and checking the whole
+// file for each would cost more than the entry it may spare.
+var asked struct {
+	sync.Mutex
+	path   string
+	key    fileKey
+	notify *Notify // nil: org.toml did not load
+}
+
+// fileKey tells one state of a file from another without reading it; an
+// atomic rewrite (a new inode) or an edit in place (a new size or mtime)
+// changes it.
+type fileKey struct {
+	dev, ino uint64
+	size     int64
+	mtime    unix.Timespec
+	exists   bool
+}
+
+func keyOf(p string) (fileKey, error) {
+	var st unix.Stat_t
+	err := unix.Lstat(p, &st)
+	if errors.Is(err, unix.ENOENT) {
+		return fileKey{}, nil
+	}
+	if err != nil {
+		return fileKey{}, err
+	}
+	return fileKey{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, exists: true}, nil
+}
+
+// Notifies reports whether org.toml, as it is now, names a receiver for
+// event (Notify.Wants): lib/notify writes an outbox entry only then. An
+// org.toml that does not load (or cannot be looked at) says yes: an entry
+// the deliverer drops once the file is fixed costs less than a
+// notification never written. The file is read once per process and
+// again only when lstat shows it changed (device, inode, size, mtime).
+func Notifies(y *yard.Yard, event string) bool {
+	p := OrgPath(y)
+	key, err := keyOf(p)
+	if err != nil {
+		return true
+	}
+	asked.Lock()
+	defer asked.Unlock()
+	if asked.path != p || asked.key != key {
+		asked.path, asked.key, asked.notify = p, key, nil
+		if o, err := LoadOrg(y); err == nil {
+			asked.notify = &o.Notify
+		}
+	}
+	return asked.notify == nil || asked.notify.Wants(event)
 }

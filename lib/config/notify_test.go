@@ -1,10 +1,13 @@
 package config
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/impyard/impyard/lib/notify"
 )
 
 func TestNotify(t *testing.T) {
@@ -54,5 +57,69 @@ func TestNotifyErrors(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "SECRETPATH") {
 			t.Errorf("%q: the error repeats the webhook's secret: %v", tc.toml, err)
 		}
+	}
+}
+
+// Notifies answers from org.toml as it is now, reading it again only when
+// lstat shows it changed, and says yes when it does not load.
+func TestNotifies(t *testing.T) {
+	y := yardWith(t, "")
+	if Notifies(y, notify.TaskFailed) {
+		t.Error("no org.toml: a receiver for task-failed")
+	}
+	p := OrgPath(y)
+	write := func(s string) {
+		t.Helper()
+		// Atomically, as an editor or impyard itself would: a new inode.
+		if err := os.WriteFile(p+".new", []byte(s), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(p+".new", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("[notify]\non = [\"task-failed\"]\ncommand = [\"true\"]\n")
+	if !Notifies(y, notify.TaskFailed) || Notifies(y, notify.GateFiled) || !Notifies(y, notify.TrustEarnedRemoved) {
+		t.Error("command on task-failed: want task-failed and trust-earned-removed alone")
+	}
+	write("[notify]\non = [\"task-failed\"]\n")
+	if Notifies(y, notify.TaskFailed) {
+		t.Error("no receiver after the rewrite, still told")
+	}
+	// Broken, it says yes: the deliverer sorts it out once it is fixed.
+	write("[notify]\nformat = \"teams\"\n")
+	if !Notifies(y, notify.GateFiled) {
+		t.Error("org.toml that does not load: no entry")
+	}
+	// Changed in place with its size and times kept, it is not read
+	// again: what lstat shows decides. A new mtime has it read.
+	write("[notify]\non = [\"task-failed\"]\ncommand = [\"true\"]\n")
+	if !Notifies(y, notify.TaskFailed) {
+		t.Fatal("command on task-failed: not told")
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("[notify]\non = [\"task-failed\"]\n#ommand = [\"true\"]\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(p, fi.ModTime(), fi.ModTime())
+	if !Notifies(y, notify.TaskFailed) {
+		t.Error("org.toml read again though lstat shows no change")
+	}
+	later := fi.ModTime().Add(time.Second)
+	os.Chtimes(p, later, later)
+	if Notifies(y, notify.TaskFailed) {
+		t.Error("a new mtime: org.toml not read again")
+	}
+	os.Remove(p)
+	if Notifies(y, notify.TaskFailed) {
+		t.Error("org.toml removed: still told")
+	}
+	// A yard elsewhere has its own org.toml.
+	other := yardWith(t, "[notify]\ncommand = [\"true\"]\n")
+	if !Notifies(other, notify.GateFiled) || Notifies(y, notify.GateFiled) {
+		t.Error("the answer of one yard given for another")
 	}
 }

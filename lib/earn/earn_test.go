@@ -28,6 +28,10 @@ after = 3
 kind = "http"
 url = "https://api.resend.com/emails"
 fields = { to = "addresses", cc = "addresses", subject = "text", body = "text", n = "number", link = "url", meta = "object" }
+# A receiver, for trust taken back alone: without one no entry is owed.
+[notify]
+on = []
+command = ["true"]
 `
 
 type fixture struct {

@@ -170,7 +170,7 @@ func Denied(y *yard.Yard, g *gate.Gate) (string, error) {
 		// the id of the deny that took it: the outbox entry is written
 		// before the journal line, as a transition writes its own.
 		e.Seq = len(g.History)
-		return notify.Enqueue(y, e)
+		return notify.Enqueue(y, e, config.Notifies)
 	})
 }
 

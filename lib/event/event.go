@@ -52,17 +52,22 @@ type Event struct {
 // appended in the order its transitions happened. The order matters to
 // Ensure: an event in the journal is in the audit log too.
 func Record(y *yard.Yard, e Event) error {
-	line, jp, ap, err := prepare(y, &e)
+	line, err := prepare(&e)
 	if err != nil {
 		return err
 	}
-	if err := store.AppendLineAt(ap, line, "mid-audit-append"); err != nil {
+	jdir, jname, err := yard.JournalIn(e.Imp)
+	if err != nil {
 		return err
 	}
-	return store.AppendLine(jp, line)
+	if err := store.AppendLineIn(y.Root, yard.DecisionsDir, yard.DecisionsName, line, "mid-audit-append"); err != nil {
+		return err
+	}
+	return store.AppendLineIn(y.Root, jdir, jname, line, "mid-append")
 }
 
-func prepare(y *yard.Yard, e *Event) (line []byte, journal, audit string, err error) {
+// prepare stamps e and renders it as its line.
+func prepare(e *Event) ([]byte, error) {
 	e.Schema = store.Schema(Kind, Major)
 	if e.TS.IsZero() {
 		now := time.Now()
@@ -71,14 +76,7 @@ func prepare(y *yard.Yard, e *Event) (line []byte, journal, audit string, err er
 		e.TSMS = store.Millis(e.TS)
 	}
 	e.TS = store.Second(e.TS)
-	if line, err = fit(e); err != nil {
-		return nil, "", "", err
-	}
-	if journal, err = y.JournalPath(e.Imp); err != nil {
-		return nil, "", "", err
-	}
-	audit, err = y.DecisionsPath()
-	return line, journal, audit, err
+	return fit(e)
 }
 
 // fit renders e as one line, cutting its Why (free text from a human or a
@@ -137,31 +135,47 @@ const markerWidth = 32
 var blank = bytes.Repeat([]byte{' '}, markerWidth)
 
 // Begin marks, in the store directory dir, that entity id is about to
-// change. Callers hold the store's lock.
+// change. Callers hold the store's lock; inside its transaction they call
+// BeginTx.
 func Begin(dir, id string) error {
-	if len(id) > markerWidth {
-		return fmt.Errorf("mark %s: id %q is over %d bytes", dir, id, markerWidth)
-	}
 	p := filepath.Join(dir, marker)
 	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return &os.PathError{Op: "open", Path: p, Err: err}
 	}
-	defer unix.Close(fd)
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	return mark(f, id)
+}
+
+// BeginTx is Begin in the store directory of tx, through the marker the
+// transaction holds open.
+func BeginTx(tx *store.Tx, id string) error {
+	f, err := tx.Scratch(marker, true)
+	if err != nil {
+		return err
+	}
+	return mark(f, id)
+}
+
+func mark(f *os.File, id string) error {
+	p := f.Name()
+	if len(id) > markerWidth {
+		return fmt.Errorf("mark %s: id %q is over %d bytes", filepath.Dir(p), id, markerWidth)
+	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return &os.PathError{Op: "stat", Path: p, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return &os.PathError{Op: "open", Path: p, Err: errors.New("not a regular file")}
 	}
 	if st.Size != markerWidth {
-		if err := unix.Ftruncate(fd, markerWidth); err != nil {
+		if err := unix.Ftruncate(int(f.Fd()), markerWidth); err != nil {
 			return &os.PathError{Op: "truncate", Path: p, Err: err}
 		}
 	}
-	b := append([]byte(id), blank[len(id):]...)
-	return pwriteAll(p, fd, b)
+	return pwriteAll(f, append([]byte(id), blank[len(id):]...))
 }
 
 // End clears the mark once the transition is recorded.
@@ -174,17 +188,27 @@ func End(dir string) error {
 	if err != nil {
 		return &os.PathError{Op: "open", Path: p, Err: err}
 	}
-	defer unix.Close(fd)
-	return pwriteAll(p, fd, blank)
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	return pwriteAll(f, blank)
 }
 
-func pwriteAll(p string, fd int, b []byte) error {
-	n, err := unix.Pwrite(fd, b, 0)
+// EndTx is End in the store directory of tx.
+func EndTx(tx *store.Tx) error {
+	f, err := tx.Scratch(marker, false)
+	if err != nil || f == nil {
+		return err
+	}
+	return pwriteAll(f, blank)
+}
+
+func pwriteAll(f *os.File, b []byte) error {
+	n, err := unix.Pwrite(int(f.Fd()), b, 0)
 	if err == nil && n < len(b) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		return &os.PathError{Op: "write", Path: p, Err: err}
+		return &os.PathError{Op: "write", Path: f.Name(), Err: err}
 	}
 	return nil
 }
@@ -196,18 +220,41 @@ func Interrupted(dir string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
+	return markedIn(b)
+}
+
+// maxMarker bounds what is read of a marker: an id, padded.
+const maxMarker = 4 * markerWidth
+
+func markedIn(b []byte) (string, bool) {
 	entity := string(bytes.TrimSpace(b))
 	return entity, entity != ""
 }
 
-// Recover finishes what a writer that died left in the store at dir: when
+// interruptedTx is Interrupted in the store directory of tx, through the
+// marker the transaction then holds open for BeginTx and EndTx.
+func interruptedTx(tx *store.Tx) (string, bool, error) {
+	f, err := tx.Scratch(marker, false)
+	if err != nil || f == nil {
+		return "", false, err
+	}
+	var buf [maxMarker]byte
+	n, err := unix.Pread(int(f.Fd()), buf[:], 0)
+	if err != nil {
+		return "", false, &os.PathError{Op: "read", Path: f.Name(), Err: err}
+	}
+	id, ok := markedIn(buf[:n])
+	return id, ok, nil
+}
+
+// Recover finishes what a writer that died left in the store of tx: when
 // its mark names an entity, latest reads that entity's latest transition
 // as an event (ok false: the entity is not there, nothing to record), and
 // Ensure records it. Callers hold the store's lock.
-func Recover(y *yard.Yard, dir string, latest func(entity string) (e Event, ok bool, err error)) error {
-	entity, marked := Interrupted(dir)
-	if !marked {
-		return nil
+func Recover(y *yard.Yard, tx *store.Tx, latest func(entity string) (e Event, ok bool, err error)) error {
+	entity, marked, err := interruptedTx(tx)
+	if err != nil || !marked {
+		return err
 	}
 	e, ok, err := latest(entity)
 	if err != nil {
@@ -218,7 +265,7 @@ func Recover(y *yard.Yard, dir string, latest func(entity string) (e Event, ok b
 			return err
 		}
 	}
-	return End(dir)
+	return EndTx(tx)
 }
 
 // window bounds how far back Ensure looks: a record is appended moments
@@ -231,7 +278,15 @@ const window = 10 * time.Minute
 // the entity's store lock before the next transition, it leaves exactly one
 // whole record of every transition in the audit log and the journal.
 func Ensure(y *yard.Yard, e Event) error {
-	line, jp, ap, err := prepare(y, &e)
+	line, err := prepare(&e)
+	if err != nil {
+		return err
+	}
+	jp, err := y.JournalPath(e.Imp)
+	if err != nil {
+		return err
+	}
+	ap, err := y.DecisionsPath()
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
@@ -110,20 +112,20 @@ func TestRecover(t *testing.T) {
 		}
 	}
 	// No marker: nothing is read or recorded.
-	if err := Recover(y, dir, latest(true, nil)); err != nil || len(asked) != 0 {
+	if err := recoverIn(t, y, dir, latest(true, nil)); err != nil || len(asked) != 0 {
 		t.Errorf("no marker: asked %v, %v", asked, err)
 	}
 	// The entity cannot be read: the error is returned, the marker kept.
 	Begin(dir, ev.ID)
 	boom := errors.New("unreadable")
-	if err := Recover(y, dir, latest(true, boom)); err != boom {
+	if err := recoverIn(t, y, dir, latest(true, boom)); err != boom {
 		t.Errorf("unreadable entity: %v", err)
 	}
 	if _, ok := Interrupted(dir); !ok {
 		t.Error("marker removed after a failed recovery")
 	}
 	// The entity is gone: nothing to record, the marker cleared.
-	if err := Recover(y, dir, latest(false, nil)); err != nil {
+	if err := recoverIn(t, y, dir, latest(false, nil)); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := Interrupted(dir); ok {
@@ -135,11 +137,11 @@ func TestRecover(t *testing.T) {
 	}
 	// The entity is there: its latest transition is recorded, once.
 	Begin(dir, ev.ID)
-	if err := Recover(y, dir, latest(true, nil)); err != nil {
+	if err := recoverIn(t, y, dir, latest(true, nil)); err != nil {
 		t.Fatal(err)
 	}
 	Begin(dir, ev.ID)
-	if err := Recover(y, dir, latest(true, nil)); err != nil {
+	if err := recoverIn(t, y, dir, latest(true, nil)); err != nil {
 		t.Fatal(err)
 	}
 	ap, _ := y.DecisionsPath()
@@ -188,4 +190,14 @@ func TestEnsureWindow(t *testing.T) {
 	if err := Ensure(y, Event{TS: now, Event: "gate-x", Imp: "yuko", ID: "g-0000000000000003", Seq: 1}); err == nil {
 		t.Error("Ensure over an unreadable journal succeeded")
 	}
+}
+
+// recoverIn runs Recover in a transaction on the store directory dir.
+func recoverIn(t *testing.T, y *yard.Yard, dir string, latest func(string) (Event, bool, error)) error {
+	t.Helper()
+	d, err := store.OpenDir(dir, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Update(func(tx *store.Tx) error { return Recover(y, tx, latest) })
 }

@@ -5,17 +5,14 @@ import (
 	"regexp"
 	"testing"
 	"time"
-
-	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 // TestEventTimes: a line's ts is in whole seconds and ts_ms carries the
 // millisecond; a line of an older impyard, whose ts has a fraction and no
 // ts_ms, still reads, and Ensure still finds it.
 func TestEventTimes(t *testing.T) {
-	y := yardtest.New(t)
 	at := time.Date(2026, 11, 30, 12, 0, 0, 987654321, time.UTC)
-	line, _, _, err := prepare(y, &Event{TS: at, Event: "note", Imp: "yuko", Actor: "box"})
+	line, err := prepare(&Event{TS: at, Event: "note", Imp: "yuko", Actor: "box"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/notify"
@@ -140,10 +141,21 @@ func TestNotifyRetriesWithBackoff(t *testing.T) {
 }
 
 // The owner hears only of what [notify] asks for, and never of a gate a
-// trust rule approved as it was filed.
+// trust rule approved as it was filed. An event [notify] did not ask for
+// when it happened gets no entry; one it no longer asks for when the
+// entry is delivered is dropped unsent.
 func TestNotifyDropsWhatIsNotAsked(t *testing.T) {
-	r, received, _, _ := notifyRunner(t, "[notify]\non = [\"task-failed\"]\ncommand = [\"RECEIVE\"]\n")
+	r, received, _, _ := notifyRunner(t, "[notify]\ncommand = [\"RECEIVE\"]\n")
 	fileGate(t, r, `{"to":["a@ourco.com"]}`)
+	if p, _ := notify.Pending(r.Yard); len(p) != 1 {
+		t.Fatalf("gate-filed asked for: pending %+v", p)
+	}
+	b, _ := os.ReadFile(r.Yard.Path("org.toml"))
+	os.WriteFile(r.Yard.Path("org.toml"), []byte(strings.Replace(string(b), "[notify]\n", "[notify]\non = [\"task-failed\"]\n", 1)), 0o640)
+	fileGate(t, r, `{"to":["b@ourco.com"]}`)
+	if p, _ := notify.Pending(r.Yard); len(p) != 1 {
+		t.Fatalf("an entry written for a gate-filed no longer asked for: pending %+v", p)
+	}
 	tid, _, err := queue.Add(r.Yard, queue.AddOptions{Imp: "yuko", Text: "draft the\n weekly digest"})
 	if err != nil {
 		t.Fatal(err)
@@ -345,7 +357,7 @@ func TestNotifyEarnedTrustRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := notify.Enqueue(r.Yard, event.Event{Event: notify.TrustEarnedRemoved, Imp: "yuko", ID: g.ID, Seq: len(g.History), Intent: g.Intent}); err != nil {
+	if err := notify.Enqueue(r.Yard, event.Event{Event: notify.TrustEarnedRemoved, Imp: "yuko", ID: g.ID, Seq: len(g.History), Intent: g.Intent}, config.Notifies); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.NotifyOnce(context.Background(), time.Now()); err != nil {

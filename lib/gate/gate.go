@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/approval"
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/notify"
@@ -331,7 +332,7 @@ func gates(y *yard.Yard) (transition.Store[*Gate], error) {
 		},
 		Write: write, First: "gate-filed",
 		Detail: func(g *Gate, e *event.Event) { e.Task, e.SHA256, e.Intent = g.Task, g.SHA256, g.Intent },
-		Outbox: func(e event.Event) error { return notify.Enqueue(y, e) },
+		Outbox: func(e event.Event) error { return notify.Enqueue(y, e, config.Notifies) },
 	}, nil
 }
 

@@ -10,9 +10,12 @@
 // recovery), so a process that dies anywhere between the event and the
 // send loses no notification; delivery (lib/executor) is at least once,
 // and every notification carries the entry's id, the same on every
-// attempt, for receivers to drop a repeat. What a notification says is a
-// Message, rendered for one of the Formats; it never holds a secret the
-// deliverer knows of (see Message.Redact).
+// attempt, for receivers to drop a repeat. An event no receiver is
+// configured for (org.toml as it is at the event; see config.Notifies)
+// gets no entry: a yard without notifications writes none. Entries in
+// sent/ are removed SentKeep after their delivery. What a notification
+// says is a Message, rendered for one of the Formats; it never holds a
+// secret the deliverer knows of (see Message.Redact).
 package notify
 
 import (
@@ -99,13 +102,15 @@ func checkEventID(s string) error {
 func name(where, eventID string) string { return filepath.Join(where, eventID+".json") }
 
 // Enqueue writes the outbox entry for e when e is an event a
-// notification can be asked for, and does nothing otherwise or when the
-// entry is already there (pending or sent): lib/transition calls it for
-// every transition it records, and again when it recovers one. Whether
-// the owner asked for it is decided at delivery, from org.toml as it is
-// then.
-func Enqueue(y *yard.Yard, e event.Event) error {
-	if !slices.Contains(Events, e.Event) {
+// notification can be asked for and notifies (config.Notifies, which
+// lib/notify cannot import) says a receiver is configured for it, and
+// does nothing otherwise or when the entry is already there (pending or
+// sent): lib/transition calls it for every transition it records, and
+// again when it recovers one. The deliverer asks org.toml again, as it
+// is then, and drops an entry no longer asked for; an event that had no
+// receiver when it happened is not told later.
+func Enqueue(y *yard.Yard, e event.Event, notifies func(y *yard.Yard, event string) bool) error {
+	if !slices.Contains(Events, e.Event) || !notifies(y, e.Event) {
 		return nil
 	}
 	eid := EventID(e.ID, e.Seq)
@@ -262,12 +267,56 @@ func update(y *yard.Yard, eid string, edit func(en *Entry) (done bool)) (*Entry,
 		if err := tx.Write(name(where, eid), b); err != nil {
 			return err
 		}
-		if where == sent {
-			return tx.Remove(name(pending, eid))
+		if where != sent {
+			return nil
 		}
-		return nil
+		if err := tx.Remove(name(pending, eid)); err != nil {
+			return err
+		}
+		return prune(tx, time.Now().Add(-SentKeep))
 	})
 	return en, err
+}
+
+// SentKeep is how long a delivered entry stays in sent/: long enough that
+// the recovery of a transition a crash interrupted, which enqueues its
+// event again, finds it there and does not send it twice; not forever, or
+// sent/ would grow by a file for every notification.
+const SentKeep = 7 * 24 * time.Hour
+
+// prune removes the entries of sent/ delivered before cutoff (their file's
+// modification time, the time of the move), with every delivery, so sent/
+// holds about a week of notifications. A name that is not an entry's is
+// left alone.
+func prune(tx *store.Tx, cutoff time.Time) error {
+	d, err := tx.Open(sent)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	files, err := d.ReadDir()
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		eid, ok := strings.CutSuffix(f.Name(), ".json")
+		if !ok || checkEventID(eid) != nil || !f.Type().IsRegular() {
+			continue
+		}
+		fi, err := f.Info()
+		if store.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.ModTime().Before(cutoff) {
+			if err := tx.Remove(name(sent, eid)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Delivered records that the receivers named in done now have the

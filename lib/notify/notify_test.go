@@ -5,12 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
@@ -22,7 +24,7 @@ func TestEnqueueOncePerEvent(t *testing.T) {
 	y := yardtest.New(t)
 	g := id.New(id.Gate)
 	for range 3 {
-		if err := Enqueue(y, filed(g)); err != nil {
+		if err := Enqueue(y, filed(g), always); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -33,7 +35,7 @@ func TestEnqueueOncePerEvent(t *testing.T) {
 		{Event: TaskFailed, ID: tk, Imp: "yuko", Seq: 3},
 		{Event: "gate-approved", ID: g, Imp: "yuko", Seq: 2},
 	} {
-		if err := Enqueue(y, e); err != nil {
+		if err := Enqueue(y, e, always); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -51,7 +53,7 @@ func TestEnqueueOncePerEvent(t *testing.T) {
 	if _, err := Delivered(y, g+".1", []string{"command"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := Enqueue(y, filed(g)); err != nil {
+	if err := Enqueue(y, filed(g), always); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = Pending(y)
@@ -68,7 +70,7 @@ func TestEnqueueRefusesABadID(t *testing.T) {
 	y := yardtest.New(t)
 	for _, rec := range []string{"../../x", "g-short", "r-0000000000000001", ""} {
 		e := filed(rec)
-		err := Enqueue(y, e)
+		err := Enqueue(y, e, always)
 		if err == nil || !strings.Contains(err.Error(), "invalid notification id") {
 			t.Errorf("Enqueue(%q) = %v, want an invalid id", rec, err)
 		}
@@ -76,7 +78,7 @@ func TestEnqueueRefusesABadID(t *testing.T) {
 	if _, err := os.Lstat(y.Path("outbox")); !os.IsNotExist(err) {
 		t.Fatalf("a refused entry made outbox/: %v", err)
 	}
-	if err := Enqueue(y, event.Event{Event: GateFiled, ID: id.New(id.Gate), Seq: 0}); err == nil {
+	if err := Enqueue(y, event.Event{Event: GateFiled, ID: id.New(id.Gate), Seq: 0}, always); err == nil {
 		t.Fatal("a transition number 0 was accepted")
 	}
 }
@@ -84,7 +86,7 @@ func TestEnqueueRefusesABadID(t *testing.T) {
 func TestFailedBacksOffThenDelivered(t *testing.T) {
 	y := yardtest.New(t)
 	g := id.New(id.Gate)
-	if err := Enqueue(y, filed(g)); err != nil {
+	if err := Enqueue(y, filed(g), always); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
@@ -120,7 +122,7 @@ func TestFailedBacksOffThenDelivered(t *testing.T) {
 func TestDrop(t *testing.T) {
 	y := yardtest.New(t)
 	g := id.New(id.Gate)
-	if err := Enqueue(y, filed(g)); err != nil {
+	if err := Enqueue(y, filed(g), always); err != nil {
 		t.Fatal(err)
 	}
 	if err := Drop(y, g+".1"); err != nil {
@@ -137,7 +139,7 @@ func TestDrop(t *testing.T) {
 func TestPendingReportsDamagedFiles(t *testing.T) {
 	y := yardtest.New(t)
 	g := id.New(id.Gate)
-	if err := Enqueue(y, filed(g)); err != nil {
+	if err := Enqueue(y, filed(g), always); err != nil {
 		t.Fatal(err)
 	}
 	other := id.New(id.Gate) + ".1"
@@ -292,7 +294,7 @@ func jsonString(s string) string {
 func TestFailedRoundsNextUp(t *testing.T) {
 	y := yardtest.New(t)
 	g := id.New(id.Gate)
-	if err := Enqueue(y, filed(g)); err != nil {
+	if err := Enqueue(y, filed(g), always); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 12, 1, 3, 0, 0, 500_000_000, time.UTC)
@@ -305,7 +307,7 @@ func TestFailedRoundsNextUp(t *testing.T) {
 func TestClaimAndGet(t *testing.T) {
 	y := yardtest.New(t)
 	g := id.New(id.Gate)
-	if err := Enqueue(y, filed(g)); err != nil {
+	if err := Enqueue(y, filed(g), always); err != nil {
 		t.Fatal(err)
 	}
 	release, ok, err := Claim(y, g+".1")
@@ -356,5 +358,87 @@ func TestSummarizeFindsSecretsInNestedValues(t *testing.T) {
 	got := Summarize([]byte(`{"target":{"url":"`+hook+`"}}`), 500, []string{hook})
 	if strings.Contains(got, "sig=cd") || !strings.Contains(got, Redacted) {
 		t.Errorf("summary %q carries the secret", got)
+	}
+}
+
+// always is a configuration with a receiver for every event.
+func always(*yard.Yard, string) bool { return true }
+
+// An event no receiver is configured for leaves no entry, and nothing in
+// the outbox at all; notifies is asked only for events a notification
+// can be asked for, and with the event's name.
+func TestEnqueueWithoutReceiver(t *testing.T) {
+	y := yardtest.New(t)
+	var asked []string
+	only := func(want string) func(*yard.Yard, string) bool {
+		return func(_ *yard.Yard, ev string) bool {
+			asked = append(asked, ev)
+			return ev == want
+		}
+	}
+	tk := id.New(id.Task)
+	for _, e := range []event.Event{
+		{Event: "task-running", ID: tk, Imp: "yuko", Seq: 2},
+		{Event: TaskFailed, ID: tk, Imp: "yuko", Seq: 3},
+	} {
+		if err := Enqueue(y, e, only(GateFiled)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(asked) != 1 || asked[0] != TaskFailed {
+		t.Errorf("asked about %v, want task-failed alone", asked)
+	}
+	if _, err := os.Lstat(y.Path("outbox")); !os.IsNotExist(err) {
+		t.Fatalf("outbox written for an event no receiver wants: %v", err)
+	}
+	g := id.New(id.Gate)
+	if err := Enqueue(y, filed(g), only(GateFiled)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := Pending(y); len(got) != 1 || got[0].ID != g+".1" {
+		t.Fatalf("pending %+v, want the gate-filed entry", got)
+	}
+}
+
+// Each delivery removes the entries delivered more than SentKeep ago,
+// and leaves younger ones and names that are not entries.
+func TestDeliveredPrunesSent(t *testing.T) {
+	y := yardtest.New(t)
+	old, older, young, now := id.New(id.Gate), id.New(id.Gate), id.New(id.Gate), id.New(id.Gate)
+	for _, g := range []string{old, older, young} {
+		if err := Enqueue(y, filed(g), always); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Delivered(y, g+".1", []string{"command"}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sentDir := y.Path("outbox", "sent")
+	stranger := filepath.Join(sentDir, "notes.txt")
+	os.WriteFile(stranger, []byte("mine"), 0o640)
+	long := time.Now().Add(-SentKeep - time.Hour)
+	for _, p := range []string{filepath.Join(sentDir, old+".1.json"), filepath.Join(sentDir, older+".1.json"), stranger} {
+		if err := os.Chtimes(p, long, long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	almost := time.Now().Add(-SentKeep + time.Hour)
+	os.Chtimes(filepath.Join(sentDir, young+".1.json"), almost, almost)
+	if err := Enqueue(y, filed(now), always); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Delivered(y, now+".1", []string{"command"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	sent, bad := Sent(y)
+	var ids []string
+	for _, en := range sent {
+		ids = append(ids, en.ID)
+	}
+	if len(ids) != 2 || !slices.Contains(ids, young+".1") || !slices.Contains(ids, now+".1") {
+		t.Errorf("sent %v (%v), want %s.1 and %s.1 kept and %s.1 and %s.1 pruned", ids, bad, young, now, old, older)
+	}
+	if _, err := os.Stat(stranger); err != nil {
+		t.Errorf("a file that is not an entry was pruned: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/notify"
@@ -76,6 +77,11 @@ func tasks(y *yard.Yard, imp string) (transition.Store[*Task], error) {
 	if err != nil {
 		return transition.Store[*Task]{}, err
 	}
+	return tasksIn(y, d, imp), nil
+}
+
+// tasksIn is the store of imp's queue, the store directory d.
+func tasksIn(y *yard.Yard, d *store.Dir, imp string) transition.Store[*Task] {
 	return transition.Store[*Task]{
 		Yard: y, Dir: d, Kind: Kind, IDKind: id.Task, Machine: state.TaskMachine,
 		Read: func(tx *store.Tx, taskID string) (*Task, error) {
@@ -86,7 +92,11 @@ func tasks(y *yard.Yard, imp string) (transition.Store[*Task], error) {
 				// decoding it twice was a tenth of a transition's CPU.
 				return nil, checkTask(y, p)
 			}
-			return readTask(y, p, imp)
+			b, err := tx.Read(fileName(taskID))
+			if err != nil {
+				return nil, err
+			}
+			return parseTask(p, imp, b)
 		},
 		Write: transition.WriteJSON(func(t *Task) string { return fileName(t.ID) }),
 		First: "task-added",
@@ -96,8 +106,8 @@ func tasks(y *yard.Yard, imp string) (transition.Store[*Task], error) {
 				e.Why = summary(t.Text)
 			}
 		},
-		Outbox: func(e event.Event) error { return notify.Enqueue(y, e) },
-	}, nil
+		Outbox: func(e event.Event) error { return notify.Enqueue(y, e, config.Notifies) },
+	}
 }
 
 // Timeline returns who the task is and where it stands.
@@ -163,9 +173,18 @@ func Locate(y *yard.Yard, taskID string) (string, error) {
 	if err := id.Check(id.Task, taskID); err != nil {
 		return "", err
 	}
-	imps, bad := y.Imps("queue")
+	var imps []string
+	var bad []error
+	d, err := store.OpenIn(y.Root, "queue")
+	switch {
+	case err == nil:
+		defer d.Close()
+		imps, bad = y.ImpsIn(d, "queue")
+	case !store.IsNotExist(err):
+		bad = []error{err}
+	}
 	for _, imp := range imps {
-		found, err := y.Exists(y.Path("queue", imp, fileName(taskID)))
+		found, err := d.Exists(filepath.Join(imp, fileName(taskID)))
 		if err != nil {
 			return "", err
 		}
@@ -215,13 +234,18 @@ func Move(y *yard.Yard, taskID string, c Change) (*Task, error) {
 	return t, nil
 }
 
-// storeOf is the store of the queue that holds taskID.
+// storeOf is the store of the queue that holds taskID. Locate has just
+// found the task there, so the directory is not walked to create it.
 func storeOf(y *yard.Yard, taskID string) (transition.Store[*Task], error) {
 	imp, err := Locate(y, taskID)
 	if err != nil {
 		return transition.Store[*Task]{}, err
 	}
-	return tasks(y, imp)
+	d, err := store.Existing(y.Root, filepath.Join("queue", imp))
+	if err != nil {
+		return transition.Store[*Task]{}, err
+	}
+	return tasksIn(y, d, imp), nil
 }
 
 // Hold records why a waiting task does not start yet: it stays waiting,

@@ -207,6 +207,8 @@ func TestFailuresLimit(t *testing.T) {
 // entry whose delivery failed: attempts, next try and the last error.
 func TestGatherNotifications(t *testing.T) {
 	y := yardtest.New(t)
+	// A receiver, so the filed gates are owed.
+	os.WriteFile(y.Path("org.toml"), []byte("[notify]\ncommand = [\"true\"]\n"), 0o640)
 	one, two := fileGate(t, y, "yuko"), fileGate(t, y, "rex")
 	now := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 	for range 2 {

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/impyard/impyard/lib/crash"
 )
 
@@ -35,29 +37,82 @@ func AppendLine(path string, line []byte) error { return AppendLineAt(path, line
 // intact. point names the crash point between the two halves of a record
 // in crash-enabled test builds, so a test can tear one log and not another.
 func AppendLineAt(path string, line []byte, point string) error {
-	if len(line) == 0 || line[len(line)-1] != '\n' || bytes.IndexByte(line[:len(line)-1], '\n') >= 0 {
-		return fmt.Errorf("append %s: a record must be exactly one line", path)
-	}
-	if len(line) > MaxLine {
-		return fmt.Errorf("append %s: record of %d bytes is over the %d limit", path, len(line), MaxLine)
+	if err := checkLine(path, line); err != nil {
+		return err
 	}
 	unlock, err := Lock(filepath.Join(filepath.Dir(path), lockName))
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	f, err := openRegularCreate(path)
+	fd, size, err := openAt(unix.AT_FDCWD, path, path, unix.O_RDWR|unix.O_APPEND)
+	if errors.Is(err, os.ErrNotExist) {
+		fd, size, err = openAt(unix.AT_FDCWD, path, path, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT)
+	}
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
+	defer unix.Close(fd)
+	return appendFd(fd, path, size, line, point)
+}
+
+// AppendLineIn is AppendLineAt for the file name in the directory rel
+// below root, which is created when missing: the directory is walked from
+// the root once, without following a symlink, and its lock file and the
+// file are opened relative to it.
+func AppendLineIn(root, rel, name string, line []byte, point string) error {
+	var dir *os.File
+	defer func() {
+		if dir != nil {
+			dir.Close()
+		}
+	}()
+	lockPath := filepath.Join(root, rel, lockName)
+	unlock, _, err := acquire(lockPath, filepath.Join(rel, lockName), func() (*os.File, error) {
+		if dir != nil {
+			dir.Close()
+		}
+		var err error
+		if dir, err = openBelow(root, rel, true); err != nil {
+			return nil, err
+		}
+		return openLock(int(dir.Fd()), lockName, lockPath, unix.O_CREAT)
+	}, true)
 	if err != nil {
 		return err
 	}
-	if fi.Size() > 0 {
+	defer unlock()
+	p := filepath.Join(dir.Name(), name)
+	if err := checkComponent(name); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if err := checkLine(p, line); err != nil {
+		return err
+	}
+	fd, size, err := openAt(int(dir.Fd()), name, p, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return appendFd(fd, p, size, line, point)
+}
+
+func checkLine(path string, line []byte) error {
+	if len(line) == 0 || line[len(line)-1] != '\n' || bytes.IndexByte(line[:len(line)-1], '\n') >= 0 {
+		return fmt.Errorf("append %s: a record must be exactly one line", path)
+	}
+	if len(line) > MaxLine {
+		return fmt.Errorf("append %s: record of %d bytes is over the %d limit", path, len(line), MaxLine)
+	}
+	return nil
+}
+
+// appendFd appends line to fd, a file of size bytes opened for appending
+// under its directory's lock; path names it in errors.
+func appendFd(fd int, path string, size int64, line []byte, point string) error {
+	if size > 0 {
 		var last [1]byte
-		if _, err := f.ReadAt(last[:], fi.Size()-1); err != nil {
+		if _, err := unix.Pread(fd, last[:], size-1); err != nil {
 			return fmt.Errorf("append %s: %w", path, err)
 		}
 		if last[0] != '\n' {
@@ -67,30 +122,18 @@ func AppendLineAt(path string, line []byte, point string) error {
 	if crash.Enabled {
 		// A crash here leaves half a record: the torn line readers must skip.
 		half := len(line) / 2
-		if _, err := f.Write(line[:half]); err != nil {
+		if err := writeAll(fd, line[:half]); err != nil {
 			return fmt.Errorf("append %s: %w", path, err)
 		}
 		crash.Point(point)
 		line = line[half:]
 	}
-	n, err := f.Write(line)
-	if err == nil && n != len(line) {
-		err = io.ErrShortWrite
-	}
-	if err != nil {
+	if err := writeAll(fd, line); err != nil {
 		// Leave no partial record behind: cut the file back to where it was.
-		_ = f.Truncate(fi.Size())
+		_ = unix.Ftruncate(fd, size)
 		return fmt.Errorf("append %s: %w", path, err)
 	}
 	return nil
-}
-
-func openRegularCreate(path string) (*os.File, error) {
-	f, err := openRegular(path, os.O_RDWR|os.O_APPEND)
-	if errors.Is(err, os.ErrNotExist) {
-		f, err = openRegular(path, os.O_RDWR|os.O_APPEND|os.O_CREATE)
-	}
-	return f, err
 }
 
 // BadLine is a JSONL line a reader skipped.

@@ -257,3 +257,53 @@ func TestScanBackEdges(t *testing.T) {
 		t.Errorf("%d lines, the first %d bytes; want 2001 and the big record whole", len(got), len(got[len(got)-1]))
 	}
 }
+
+// AppendLineIn creates the directory, appends whole lines after a torn
+// one, and refuses a symlinked directory on the way or a log that is a
+// symlink or a hard link, writing nothing through them.
+func TestAppendLineIn(t *testing.T) {
+	root := t.TempDir()
+	for _, l := range []string{"{\"a\":1}\n", "{\"b\":2}\n"} {
+		if err := AppendLineIn(root, "journal/yuko", "events.jsonl", []byte(l), "mid-append"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := filepath.Join(root, "journal", "yuko", "events.jsonl")
+	f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString(`{"torn`)
+	f.Close()
+	if err := AppendLineIn(root, "journal/yuko", "events.jsonl", []byte("{\"c\":3}\n"), "mid-append"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "{\"a\":1}\n{\"b\":2}\n{\"torn\n{\"c\":3}\n" {
+		t.Errorf("log:\n%s", b)
+	}
+	if err := AppendLineIn(root, "journal/yuko", "events.jsonl", []byte("two\nlines\n"), "mid-append"); err == nil {
+		t.Error("two lines appended as one record")
+	}
+	if err := AppendLineIn(root, "journal/yuko", "../x", []byte("{}\n"), "mid-append"); err == nil {
+		t.Error("a path for a name")
+	}
+	elsewhere := t.TempDir()
+	os.Symlink(elsewhere, filepath.Join(root, "journal", "kit"))
+	err := AppendLineIn(root, "journal/kit", "events.jsonl", []byte("{}\n"), "mid-append")
+	if err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("append through a symlinked directory: %v", err)
+	}
+	target := filepath.Join(elsewhere, "target")
+	os.Symlink(target, filepath.Join(root, "journal", "yuko", "link.jsonl"))
+	if err := AppendLineIn(root, "journal/yuko", "link.jsonl", []byte("{}\n"), "mid-append"); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("append to a symlink: %v", err)
+	}
+	os.WriteFile(target, nil, 0o640)
+	os.Link(target, filepath.Join(root, "journal", "yuko", "hard.jsonl"))
+	if err := AppendLineIn(root, "journal/yuko", "hard.jsonl", []byte("{}\n"), "mid-append"); err == nil || !strings.Contains(err.Error(), "hard links") {
+		t.Errorf("append to a hard link: %v", err)
+	}
+	if left, _ := os.ReadDir(elsewhere); len(left) != 1 {
+		t.Errorf("written through a link: %v", left)
+	}
+	if b, _ := os.ReadFile(target); len(b) != 0 {
+		t.Errorf("written through a link: %q", b)
+	}
+}

@@ -25,37 +25,62 @@ const tryLockAttempts = 8
 // locked, and if not it lets go and locks the file the path names now,
 // within the same LockTimeout.
 func Lock(path string) (unlock func(), err error) {
-	unlock, _, err = acquire(path, path, func() (*os.File, error) { return openLock(unix.AT_FDCWD, path, path) }, true)
+	unlock, _, err = acquire(path, path, func() (*os.File, error) { return openLock(unix.AT_FDCWD, path, path, unix.O_CREAT) }, true)
 	return unlock, err
 }
 
 // TryLock takes the exclusive flock on path only if no one holds it, with
 // the same check as Lock that the path still names the locked inode.
 func TryLock(path string) (unlock func(), ok bool, err error) {
-	return acquire(path, path, func() (*os.File, error) { return openLock(unix.AT_FDCWD, path, path) }, false)
+	return acquire(path, path, func() (*os.File, error) { return openLock(unix.AT_FDCWD, path, path, unix.O_CREAT) }, false)
 }
 
-// lock takes the directory's lock. The lock file is opened relative to
-// the directory as walked from the root, so a store directory replaced by
-// a symlink is refused before any lock file is created through it.
-func (d *Dir) lock() (func(), error) {
+// lock takes the directory's lock and returns the directory it opened to
+// take it. The lock file is opened relative to the directory as walked
+// from the root, so a store directory replaced by a symlink is refused
+// before any lock file is created through it; the transaction then works
+// in the directory it locked.
+//
+// Without a lock file there, check (when set) runs before one is
+// created, and its error is returned with nothing created.
+func (d *Dir) lock(check func() error) (*os.File, func(), error) {
 	p := filepath.Join(d.path, lockName)
+	var dir *os.File
 	unlock, _, err := acquire(p, filepath.Join(d.rel, lockName), func() (*os.File, error) {
-		dir, err := openBelow(d.root, d.rel, false)
-		if err != nil {
+		if dir != nil {
+			dir.Close()
+		}
+		var err error
+		if dir, err = openBelow(d.root, d.rel, false); err != nil {
 			return nil, err
 		}
-		defer dir.Close()
-		return openLock(int(dir.Fd()), lockName, p)
+		if check == nil {
+			return openLock(int(dir.Fd()), lockName, p, unix.O_CREAT)
+		}
+		f, err := openLock(int(dir.Fd()), lockName, p, 0)
+		if !errors.Is(err, os.ErrNotExist) {
+			return f, err
+		}
+		if err := check(); err != nil {
+			return nil, err
+		}
+		return openLock(int(dir.Fd()), lockName, p, unix.O_CREAT)
 	}, true)
-	return unlock, err
+	if err != nil {
+		if dir != nil {
+			dir.Close()
+		}
+		return nil, nil, err
+	}
+	return dir, unlock, nil
 }
 
-// openLock opens (creating) the lock file name relative to dirfd without
-// following a symlink; p is its path, for errors.
-func openLock(dirfd int, name, p string) (*os.File, error) {
+// openLock opens the lock file name relative to dirfd without following
+// a symlink, creating it with create (O_CREAT or 0); p is its path, for
+// errors.
+func openLock(dirfd int, name, p string, create int) (*os.File, error) {
 	for {
-		fd, err := unix.Openat(dirfd, name, unix.O_CREAT|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		fd, err := unix.Openat(dirfd, name, create|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		switch {
 		case err == nil:
 			return os.NewFile(uintptr(fd), p), nil
@@ -197,7 +222,7 @@ func release(f *os.File) {
 // most LockTimeout for an exclusive holder (a Held probe holds it only
 // for an instant), telling OnWait after WaitNotice.
 func Share(path string) (unlock func(), err error) {
-	f, err := openLock(unix.AT_FDCWD, path, path)
+	f, err := openLock(unix.AT_FDCWD, path, path, unix.O_CREAT)
 	if err != nil {
 		return nil, err
 	}

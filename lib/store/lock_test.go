@@ -183,7 +183,7 @@ func TestTryLockGivesUpOnAChurningFile(t *testing.T) {
 		if opens > 2*tryLockAttempts {
 			return nil, errors.New("still trying")
 		}
-		f, err := openLock(unix.AT_FDCWD, p, p)
+		f, err := openLock(unix.AT_FDCWD, p, p, unix.O_CREAT)
 		if err != nil {
 			return nil, err
 		}
@@ -257,5 +257,66 @@ func TestHeld(t *testing.T) {
 	}
 	if _, err := Held(link); err == nil {
 		t.Fatal("Held followed a symlink")
+	}
+}
+
+// openFDs counts the process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	return len(entries)
+}
+
+// A transaction and an append whose lock file is replaced while they wait
+// on it lock the new one and finish, and every descriptor they opened on
+// the way, the directories walked for each attempt included, is closed
+// once they return.
+func TestLockRetryClosesWhatItOpened(t *testing.T) {
+	d := mustDir(t)
+	for name, op := range map[string]func() error{
+		"Update":       func() error { return d.Update(func(tx *Tx) error { return tx.Write("a.json", []byte("1")) }) },
+		"AppendLineIn": func() error { return AppendLineIn(d.root, d.rel, "log.jsonl", []byte("{}\n"), "mid-append") },
+	} {
+		p := filepath.Join(d.Path(), lockName)
+		if err := op(); err != nil {
+			t.Fatal(err)
+		}
+		before := openFDs(t)
+		if err := op(); err != nil {
+			t.Fatal(err)
+		}
+		if n := openFDs(t); n != before {
+			t.Errorf("%s: %d descriptors open after it returned, %d before", name, n, before)
+		}
+		unlock, err := Lock(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := inode(t, p)
+		done := make(chan error, 1)
+		go func() { done <- op() }()
+		deadline := time.Now().Add(10 * time.Second)
+		for !blockedOn(t, old) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never waited on the lock", name)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := os.WriteFile(p+".new", nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(p+".new", p); err != nil {
+			t.Fatal(err)
+		}
+		unlock()
+		if err := <-done; err != nil {
+			t.Fatalf("%s after the lock file was replaced: %v", name, err)
+		}
+		if n := openFDs(t); n != before {
+			t.Errorf("%s: %d descriptors open after a retry, %d before", name, n, before)
+		}
 	}
 }

@@ -4,10 +4,11 @@
 //
 //   - A write replaces a file atomically: temp file in the store's .tmp
 //     directory, write, fsync, close, rename over the target, fsync the
-//     target's directory (google/renameio plus the directory fsync it leaves
-//     to callers). A reader never needs a lock and never sees a torn file.
-//     This requires rename(2) to be atomic, so the yard must be on a local
-//     file system, not NFS.
+//     target's directory; a transaction does each step relative to the
+//     directories it holds open (openat, renameat), outside one
+//     google/renameio does them by path. A reader never needs a lock and
+//     never sees a torn file. This requires rename(2) to be atomic, so the
+//     yard must be on a local file system, not NFS.
 //   - Writes happen only inside Dir.Update, a whole read-modify-write
 //     transaction under flock(2) on <dir>/.lock, a file whose inode never
 //     changes. Because every writer holds that lock, anything left in .tmp
@@ -38,6 +39,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -86,6 +88,20 @@ func OpenDir(root, rel string) (*Dir, error) {
 	return &Dir{root: root, rel: rel, path: p}, nil
 }
 
+// Existing returns the store directory rel below root without creating
+// or opening it, for a caller that has just found a file in it: its
+// transactions walk it from the root, refusing a symlink as OpenDir does,
+// and fail, naming it, if it is no longer there.
+func Existing(root, rel string) (*Dir, error) {
+	rel = filepath.Clean(rel)
+	for _, c := range strings.Split(filepath.ToSlash(rel), "/") {
+		if err := checkComponent(c); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(root, rel), err)
+		}
+	}
+	return &Dir{root: root, rel: rel, path: filepath.Join(filepath.Clean(root), rel)}, nil
+}
+
 // Path is the directory's path.
 func (d *Dir) Path() string { return d.path }
 
@@ -128,46 +144,76 @@ func (d *Dir) Create(name string, data []byte) (created bool, err error) {
 	return created, err
 }
 
-// Tx is one transaction on a Dir, valid only inside Update.
+// Tx is one transaction on a Dir, valid only inside Update. It holds the
+// directory open, as walked from the root when the lock was taken, and
+// works relative to it with the *at system calls, so a transaction walks
+// the path once, not once for each file it touches; what it opens for
+// more than one step (.tmp, a scratch file) stays open until Update
+// returns.
 type Tx struct {
-	d *Dir
+	d       *Dir
+	dir     *os.File
+	tmp     *os.File // .tmp, once opened
+	scratch map[string]*os.File
 }
 
 // Update runs fn under the directory's lock. Everything fn reads it may
 // rely on until it returns; everything it writes is atomic and durable when
 // Write returns.
 func (d *Dir) Update(fn func(tx *Tx) error) error {
-	unlock, err := d.lock()
+	return d.UpdateChecked(nil, fn)
+}
+
+// UpdateChecked is Update for a transaction that may refuse what it
+// finds without writing anything: when the directory has no lock file
+// yet, check runs before one is created, and its error is returned with
+// the directory as it was. With a lock file there, fn must refuse the
+// same under the lock before it writes; checking before the lock every
+// time would read what fn reads twice.
+func (d *Dir) UpdateChecked(check func() error, fn func(tx *Tx) error) error {
+	dir, unlock, err := d.lock(check)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := d.sweep(); err != nil {
+	tx := &Tx{d: d, dir: dir}
+	defer tx.close()
+	if err := tx.sweep(); err != nil {
 		return err
 	}
-	return fn(&Tx{d: d})
+	return fn(tx)
+}
+
+func (tx *Tx) close() {
+	for _, f := range tx.scratch {
+		f.Close()
+	}
+	if tx.tmp != nil {
+		tx.tmp.Close()
+	}
+	tx.dir.Close()
 }
 
 // sweep removes temp files orphaned by a writer that died. It is only
-// called under the lock, when no live writer can own a temp file.
-func (d *Dir) sweep() error {
-	tmp := filepath.Join(d.path, tmpName)
-	fd, err := openDir(tmp)
+// called under the lock, when no live writer can own a temp file. The
+// .tmp it opens stays open for the transaction's writes.
+func (tx *Tx) sweep() error {
+	tmp := filepath.Join(tx.d.path, tmpName)
+	fd, err := openDirAt(int(tx.dir.Fd()), tmpName, tmp, false)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("sweep %s: %w", tmp, err)
 	}
-	f := os.NewFile(uintptr(fd), tmp)
-	names, err := f.Readdirnames(-1)
-	f.Close()
+	tx.tmp = os.NewFile(uintptr(fd), tmp)
+	names, err := tx.tmp.Readdirnames(-1)
 	if err != nil {
 		return fmt.Errorf("sweep %s: %w", tmp, err)
 	}
 	for _, n := range names {
-		if err := os.Remove(filepath.Join(tmp, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("sweep orphaned temp file: %w", err)
+		if err := unix.Unlinkat(fd, n, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("sweep orphaned temp file %s: %w", filepath.Join(tmp, n), err)
 		}
 	}
 	return nil
@@ -176,9 +222,54 @@ func (d *Dir) sweep() error {
 // Path returns the path of name inside the transaction's directory.
 func (tx *Tx) Path(name string) string { return filepath.Join(tx.d.path, name) }
 
-// Read reads name inside the directory (see ReadFileIn).
+// Read reads name inside the directory with ReadFile's checks, refusing a
+// symlinked sub-directory on the way.
 func (tx *Tx) Read(name string) ([]byte, error) {
-	return ReadFileIn(tx.d.root, filepath.Join(tx.d.rel, name))
+	dir, base := filepath.Split(name)
+	if err := checkComponent(base); err != nil {
+		return nil, fmt.Errorf("%s: %w", tx.Path(name), err)
+	}
+	fd, p, err := tx.sub(dir, false)
+	if err != nil {
+		return nil, err
+	}
+	if fd != int(tx.dir.Fd()) {
+		defer unix.Close(fd)
+	}
+	p = filepath.Join(p, base)
+	ffd, size, err := openAt(fd, base, p, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(ffd)
+	return readFd(ffd, p, size)
+}
+
+// Open opens the sub-directory rel of the transaction's directory, for
+// listing and reading, without following a symlink.
+func (tx *Tx) Open(rel string) (*Opened, error) {
+	fd, p, err := tx.sub(rel, false)
+	if err != nil {
+		return nil, err
+	}
+	if fd == int(tx.dir.Fd()) {
+		if fd, err = unix.Dup(fd); err != nil {
+			return nil, &os.PathError{Op: "open", Path: p, Err: err}
+		}
+	}
+	return &Opened{f: os.NewFile(uintptr(fd), p)}, nil
+}
+
+// sub opens the sub-directory rel (empty: the directory itself, which is
+// returned as is and must not be closed) component by component without
+// following a symlink, creating what is missing with create, and returns
+// it with its path.
+func (tx *Tx) sub(rel string, create bool) (int, string, error) {
+	rel = strings.Trim(filepath.ToSlash(rel), "/")
+	if rel == "" {
+		return int(tx.dir.Fd()), tx.d.path, nil
+	}
+	return walk(int(tx.dir.Fd()), tx.d.path, rel, create)
 }
 
 // Check makes sure every name could be written, creating the
@@ -186,27 +277,154 @@ func (tx *Tx) Read(name string) ([]byte, error) {
 // transaction can refuse before it changes anything rather than halfway.
 func (tx *Tx) Check(names ...string) error {
 	for _, n := range names {
-		if _, err := tx.resolve(n); err != nil {
+		fd, _, _, err := tx.resolve(n)
+		if err != nil {
 			return err
+		}
+		if fd != int(tx.dir.Fd()) {
+			unix.Close(fd)
 		}
 	}
 	return nil
 }
 
-// Write atomically creates or replaces name with data.
+// Write atomically creates or replaces name with data: a temp file in
+// .tmp, written and fsynced, renamed over name, and name's directory
+// fsynced, each step relative to a directory the transaction holds open.
 func (tx *Tx) Write(name string, data []byte) error {
-	p, err := tx.resolve(name)
+	fd, base, p, err := tx.resolve(name)
 	if err != nil {
 		return err
 	}
-	tmp, err := MkdirAll(tx.d.path, tmpName)
-	if err != nil {
-		return err
+	if fd != int(tx.dir.Fd()) {
+		defer unix.Close(fd)
 	}
-	if err := WriteAtomic(p, data, tmp); err != nil {
-		return err
+	if tx.tmp == nil {
+		tmp := filepath.Join(tx.d.path, tmpName)
+		t, err := openDirAt(int(tx.dir.Fd()), tmpName, tmp, true)
+		if err != nil {
+			return err
+		}
+		tx.tmp = os.NewFile(uintptr(t), tmp)
+	}
+	if err := writeAt(int(tx.tmp.Fd()), fd, base, data); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	crash.Point("after-rename")
+	return fsyncDir(fd, filepath.Dir(p))
+}
+
+// writeAt writes data to a new temp file in tmpfd, fsyncs and closes it,
+// and renames it over base in dirfd; a failure removes the temp file.
+func writeAt(tmpfd, dirfd int, base string, data []byte) error {
+	var fd int
+	var tmp string
+	for {
+		tmp = "." + base + strconv.FormatUint(uint64(rand.Uint32()), 10)
+		var err error
+		fd, err = unix.Openat(tmpfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, FilePerm)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EEXIST) && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+	err := writeSync(fd, data)
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(tmpfd, tmp, dirfd, base)
+	}
+	if err != nil {
+		_ = unix.Unlinkat(tmpfd, tmp, 0)
+	}
+	return err
+}
+
+// writeAll writes all of data to fd.
+func writeAll(fd int, data []byte) error {
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		data = data[n:]
 	}
 	return nil
+}
+
+// writeSync writes all of data to fd and fsyncs it.
+func writeSync(fd int, data []byte) error {
+	if err := writeAll(fd, data); err != nil {
+		return err
+	}
+	crash.Point("after-temp-write")
+	for {
+		err := unix.Fsync(fd)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// Scratch returns name in the transaction's directory open for reading
+// and rewriting in place, created (mode 0600) when missing if create is
+// set, else nil when missing. It never follows a symlink and refuses
+// anything but a regular file with one link. The descriptor is the
+// transaction's, open until Update returns, so a file a transaction
+// reads and rewrites several times is opened once. Nothing written
+// through it is fsynced: it is for small files that guard against a
+// process dying, not a power loss.
+func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
+	if f := tx.scratch[name]; f != nil {
+		return f, nil
+	}
+	p := tx.Path(name)
+	if err := checkComponent(name); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	// O_RDWR opens a FIFO without blocking, so no O_NONBLOCK, which would
+	// have os.NewFile try the runtime's poller.
+	flag := unix.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if create {
+		flag |= unix.O_CREAT
+	}
+	var fd int
+	for {
+		var err error
+		fd, err = unix.Openat(int(tx.dir.Fd()), name, flag, 0o600)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.ENOENT) && !create {
+			return nil, nil
+		}
+		if errors.Is(err, unix.ELOOP) {
+			return nil, &os.PathError{Op: "open", Path: p, Err: errSymlink}
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: p, Err: err}
+		}
+		break
+	}
+	f := os.NewFile(uintptr(fd), p)
+	if err := checkRegular(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if tx.scratch == nil {
+		tx.scratch = map[string]*os.File{}
+	}
+	tx.scratch[name] = f
+	return f, nil
 }
 
 // Backup writes data, the content name had before this transaction
@@ -224,31 +442,33 @@ func (tx *Tx) Backup(name string, data []byte) (string, error) {
 
 // Remove deletes name; a missing file is not an error.
 func (tx *Tx) Remove(name string) error {
-	p, err := tx.resolve(name)
+	fd, base, p, err := tx.resolve(name)
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	if fd != int(tx.dir.Fd()) {
+		defer unix.Close(fd)
 	}
-	return syncDir(filepath.Dir(p))
+	if err := unix.Unlinkat(fd, base, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "remove", Path: p, Err: err}
+	}
+	return fsyncDir(fd, filepath.Dir(p))
 }
 
-// resolve turns name, one or two plain components, into a path inside the
-// directory, creating the sub-directory when there is one.
-func (tx *Tx) resolve(name string) (string, error) {
+// resolve turns name, one or two plain components, into the directory
+// that holds it (the transaction's own, or its sub-directory, created
+// when missing, which the caller closes), its base name and its path.
+func (tx *Tx) resolve(name string) (dirfd int, base, p string, err error) {
 	dir, base := filepath.Split(name)
+	p = filepath.Join(tx.d.path, name)
 	if err := checkComponent(base); err != nil {
-		return "", fmt.Errorf("%s: %w", filepath.Join(tx.d.path, name), err)
+		return noFD, "", "", fmt.Errorf("%s: %w", p, err)
 	}
-	if dir == "" {
-		return filepath.Join(tx.d.path, base), nil
-	}
-	d, err := MkdirAll(tx.d.path, dir)
+	fd, _, err := tx.sub(dir, true)
 	if err != nil {
-		return "", err
+		return noFD, "", "", err
 	}
-	return filepath.Join(d, base), nil
+	return fd, base, p, nil
 }
 
 // WriteAtomic replaces path with data through a temp file in tmpDir, which
@@ -288,6 +508,11 @@ func syncDir(dir string) error {
 		return err
 	}
 	defer unix.Close(fd)
+	return fsyncDir(fd, dir)
+}
+
+// fsyncDir fsyncs the open directory fd; dir is its path, for errors.
+func fsyncDir(fd int, dir string) error {
 	for {
 		err := unix.Fsync(fd)
 		if errors.Is(err, unix.EINTR) {
@@ -311,7 +536,7 @@ func openDir(dir string) (int, error) {
 			continue
 		}
 		if err != nil {
-			return -1, &os.PathError{Op: "open", Path: dir, Err: err}
+			return noFD, &os.PathError{Op: "open", Path: dir, Err: err}
 		}
 		return fd, nil
 	}
@@ -321,47 +546,80 @@ func openDir(dir string) (int, error) {
 // anything but a regular file with exactly one link, and files larger than
 // MaxFile. O_NONBLOCK keeps a planted FIFO from blocking the reader.
 func ReadFile(path string) ([]byte, error) {
-	f, err := openRegular(path, os.O_RDONLY)
+	fd, size, err := openAt(unix.AT_FDCWD, path, path, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return readOpen(f)
+	defer unix.Close(fd)
+	return readFd(fd, path, size)
 }
 
-func readOpen(f *os.File) ([]byte, error) {
-	path := f.Name()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
+// readFd reads the regular file fd, of size bytes when it was opened;
+// path names it in errors.
+func readFd(fd int, path string, size int64) ([]byte, error) {
+	if size > MaxFile {
+		return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("file is %d bytes, over the %d limit", size, MaxFile)}
 	}
-	if fi.Size() > MaxFile {
-		return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("file is %d bytes, over the %d limit", fi.Size(), MaxFile)}
-	}
-	buf := make([]byte, 0, fi.Size()+1)
-	buf, err = readAll(f, buf)
-	if err != nil {
-		return nil, &os.PathError{Op: "read", Path: path, Err: err}
-	}
-	return buf, nil
-}
-
-func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	buf := make([]byte, 0, size+1)
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if errors.Is(err, unix.EINTR) {
+			continue
 		}
 		if err != nil {
-			return buf, err
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+		// A regular file reads short only at its end: one read of a
+		// file no longer than fstat said is the whole of it.
+		if len(buf) < cap(buf) {
+			return buf, nil
 		}
 		if len(buf) > MaxFile {
-			return nil, fmt.Errorf("file grew over the %d limit", MaxFile)
+			return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("file grew past the %d limit while read", MaxFile)}
 		}
+	}
+}
+
+// openAt opens name relative to dirfd (unix.AT_FDCWD with a path: by
+// path) with flag, O_NOFOLLOW, O_NONBLOCK (a planted FIFO does not block
+// the open) and O_CLOEXEC, and refuses anything but a regular file with
+// one link. It returns the raw descriptor, sparing the two system calls
+// an *os.File costs to try the runtime's poller, and the file's size; p
+// is its path, for errors.
+func openAt(dirfd int, name, p string, flag int) (int, int64, error) {
+	var st unix.Stat_t
+	fd, err := openStatAt(dirfd, name, p, flag, &st)
+	return fd, st.Size, err
+}
+
+// openStatAt is openAt that fills in st, the fstat of what it opened.
+func openStatAt(dirfd int, name, p string, flag int, st *unix.Stat_t) (int, error) {
+	for {
+		fd, err := unix.Openat(dirfd, name, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, FilePerm)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ELOOP):
+			return noFD, &os.PathError{Op: "open", Path: p, Err: errSymlink}
+		case err != nil:
+			return noFD, &os.PathError{Op: "open", Path: p, Err: err}
+		}
+		if err := unix.Fstat(fd, st); err != nil {
+			unix.Close(fd)
+			return noFD, &os.PathError{Op: "stat", Path: p, Err: err}
+		}
+		if err := checkStat(p, st); err != nil {
+			unix.Close(fd)
+			return noFD, err
+		}
+		return fd, nil
 	}
 }
 
@@ -390,15 +648,11 @@ func openRegular(path string, flag int) (*os.File, error) {
 // checkRegular refuses an open file that is not a regular file with one
 // link.
 func checkRegular(f *os.File) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return err
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return &os.PathError{Op: "stat", Path: f.Name(), Err: err}
 	}
-	var nlink uint64 = 1
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		nlink = uint64(st.Nlink)
-	}
-	return checkKind(f.Name(), fi.Mode().Type(), nlink)
+	return checkStat(f.Name(), &st)
 }
 
 // checkStat is checkRegular for a file known by its stat(2) result.

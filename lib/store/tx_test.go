@@ -2,13 +2,11 @@ package store
 
 import (
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
-	"testing/iotest"
-	"time"
 )
 
 func TestTxReadWriteRemove(t *testing.T) {
@@ -227,39 +225,6 @@ func TestEncodeDecode(t *testing.T) {
 	}
 }
 
-// readAll grows its buffer as the file turns out longer than its size
-// said, reads through short reads, and returns a read error.
-func TestReadAll(t *testing.T) {
-	type result struct {
-		b   []byte
-		err error
-	}
-	run := func(r io.Reader, buf []byte) result {
-		done := make(chan result, 1)
-		go func() { b, err := readAll(r, buf); done <- result{b, err} }()
-		select {
-		case res := <-done:
-			return res
-		case <-time.After(30 * time.Second):
-			t.Fatal("readAll did not return")
-			return result{}
-		}
-	}
-	text := "a file that grew after it was measured"
-	for _, c := range []int{0, 1, 5, len(text), len(text) + 1} {
-		if res := run(strings.NewReader(text), make([]byte, 0, c)); res.err != nil || string(res.b) != text {
-			t.Errorf("capacity %d: %q %v", c, res.b, res.err)
-		}
-	}
-	if res := run(iotest.OneByteReader(strings.NewReader(text)), make([]byte, 0, 4)); res.err != nil || string(res.b) != text {
-		t.Errorf("one byte at a time: %q %v", res.b, res.err)
-	}
-	boom := errors.New("device gone")
-	if res := run(io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(boom)), make([]byte, 0, 8)); res.err != boom {
-		t.Errorf("read error: %q %v", res.b, res.err)
-	}
-}
-
 // Check makes the sub-directories the names need and refuses a name that
 // could not be written, before the transaction changes anything.
 func TestTxCheck(t *testing.T) {
@@ -293,5 +258,281 @@ func TestTxCheck(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(d.Path(), n)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("Check wrote %s: %v", n, err)
 		}
+	}
+}
+
+// A write that cannot be renamed into place (a directory is there) fails
+// naming the file and leaves no temp file behind; the directory is kept.
+func TestTxWriteFailureLeavesNoTemp(t *testing.T) {
+	d := mustDir(t)
+	os.MkdirAll(filepath.Join(d.Path(), "busy", "x"), 0o750)
+	err := d.Update(func(tx *Tx) error { return tx.Write("busy", []byte("data")) })
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(d.Path(), "busy")) {
+		t.Fatalf("write over a directory: %v", err)
+	}
+	if left, _ := os.ReadDir(filepath.Join(d.Path(), tmpName)); len(left) != 0 {
+		t.Errorf("temp files left: %v", left)
+	}
+	if fi, err := os.Stat(filepath.Join(d.Path(), "busy", "x")); err != nil || !fi.IsDir() {
+		t.Errorf("the directory written over is gone: %v", err)
+	}
+	// A .tmp replaced by a symlink is refused, and nothing is written
+	// through it.
+	other := t.TempDir()
+	os.RemoveAll(filepath.Join(d.Path(), tmpName))
+	os.Symlink(other, filepath.Join(d.Path(), tmpName))
+	err = d.Update(func(tx *Tx) error { return tx.Write("a.json", []byte("1")) })
+	if err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("write through a symlinked .tmp: %v", err)
+	}
+	if left, _ := os.ReadDir(other); len(left) != 0 {
+		t.Errorf("written through the symlink: %v", left)
+	}
+}
+
+// Scratch opens a file once per transaction, created only when asked,
+// never through a symlink and never anything but a regular file with one
+// link; what is written through it stays.
+func TestTxScratch(t *testing.T) {
+	d := mustDir(t)
+	p := filepath.Join(d.Path(), "mark")
+	err := d.Update(func(tx *Tx) error {
+		if f, err := tx.Scratch("mark", false); f != nil || err != nil {
+			t.Errorf("missing, not created: %v %v", f, err)
+		}
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("created without create: %v", err)
+		}
+		f, err := tx.Scratch("mark", true)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteAt([]byte("t-1"), 0); err != nil {
+			return err
+		}
+		if again, err := tx.Scratch("mark", false); again != f || err != nil {
+			t.Errorf("opened twice in one transaction: %v", err)
+		}
+		_, err = tx.Scratch("../mark", true)
+		if err == nil || !strings.Contains(err.Error(), "not a plain name") {
+			t.Errorf("a path for a name: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p); string(b) != "t-1" {
+		t.Errorf("written through it: %q %v", b, err)
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
+	}
+	target := filepath.Join(t.TempDir(), "target")
+	for name, plant := range map[string]func() error{
+		"a symlink":    func() error { return os.Symlink(target, p) },
+		"a hard link":  func() error { os.WriteFile(target, nil, 0o600); return os.Link(target, p) },
+		"a directory":  func() error { return os.Mkdir(p, 0o700) },
+		"a named pipe": func() error { return syscall.Mkfifo(p, 0o600) },
+	} {
+		os.RemoveAll(p)
+		os.Remove(target)
+		if err := plant(); err != nil {
+			t.Fatal(err)
+		}
+		err := d.Update(func(tx *Tx) error {
+			_, err := tx.Scratch("mark", true)
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s as the file: %v", name, err)
+		}
+	}
+	if _, err := os.Lstat(target); err == nil {
+		if b, _ := os.ReadFile(target); len(b) != 0 {
+			t.Errorf("written through a link: %q", b)
+		}
+	}
+}
+
+// Open lists and reads a sub-directory of the transaction, or the
+// directory itself, refusing a symlinked one.
+func TestTxOpen(t *testing.T) {
+	d := mustDir(t)
+	err := d.Update(func(tx *Tx) error {
+		if err := tx.Write("sub/a.json", []byte("1")); err != nil {
+			return err
+		}
+		for _, rel := range []string{"sub", ""} {
+			o, err := tx.Open(rel)
+			if err != nil {
+				return err
+			}
+			entries, err := o.ReadDir()
+			o.Close()
+			if err != nil || len(entries) == 0 {
+				t.Errorf("Open(%q): %v %v", rel, entries, err)
+			}
+		}
+		if b, err := tx.Read("sub/a.json"); string(b) != "1" || err != nil {
+			t.Errorf("read back %q %v", b, err)
+		}
+		os.Symlink(t.TempDir(), filepath.Join(d.Path(), "link"))
+		if _, err := tx.Open("link"); err == nil || !strings.Contains(err.Error(), "symlink") {
+			t.Errorf("opened a symlinked directory: %v", err)
+		}
+		if _, err := tx.Read("link/a.json"); err == nil || !strings.Contains(err.Error(), "symlink") {
+			t.Errorf("read through a symlinked directory: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// UpdateChecked runs its check only where there is no lock file yet: a
+// refusal there creates nothing, not even the lock file; with the check
+// passed, or a lock file there, the transaction runs.
+func TestUpdateChecked(t *testing.T) {
+	d := mustDir(t)
+	lock := filepath.Join(d.Path(), lockName)
+	refused := errors.New("newer")
+	checked, ran := 0, 0
+	check := func(err error) func() error { return func() error { checked++; return err } }
+	fn := func(tx *Tx) error { ran++; return tx.Write("a.json", []byte("1")) }
+	before := openFDs(t)
+	if err := d.UpdateChecked(check(refused), fn); err != refused || checked != 1 || ran != 0 {
+		t.Fatalf("refused: %v, checked %d, ran %d", err, checked, ran)
+	}
+	if n := openFDs(t); n != before {
+		t.Errorf("%d descriptors open after a refusal, %d before", n, before)
+	}
+	if entries, _ := os.ReadDir(d.Path()); len(entries) != 0 {
+		t.Fatalf("a refusal created %v", entries)
+	}
+	if err := d.UpdateChecked(check(nil), fn); err != nil || checked != 2 || ran != 1 {
+		t.Fatalf("passed: %v, checked %d, ran %d", err, checked, ran)
+	}
+	if _, err := os.Stat(lock); err != nil {
+		t.Fatalf("no lock file after a transaction: %v", err)
+	}
+	if err := d.UpdateChecked(check(refused), fn); err != nil || checked != 2 || ran != 2 {
+		t.Fatalf("with a lock file: %v, checked %d, ran %d", err, checked, ran)
+	}
+}
+
+// Existing names a store directory without touching it; its transactions
+// walk it as OpenDir's do, and fail naming it once it is gone or a
+// symlink. A rel that is not plain names is refused.
+func TestExisting(t *testing.T) {
+	root := t.TempDir()
+	if _, err := OpenDir(root, "queue/yuko"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Existing(root, "queue/yuko")
+	if err != nil || d.Path() != filepath.Join(root, "queue", "yuko") {
+		t.Fatalf("Existing: %v %v", d, err)
+	}
+	if err := d.Update(func(tx *Tx) error { return tx.Write("a.json", []byte("1")) }); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "queue", "yuko", "a.json")); string(b) != "1" {
+		t.Errorf("written: %q", b)
+	}
+	for _, rel := range []string{"queue/..", "..", "/queue", "", "queue/a\\b"} {
+		if _, err := Existing(root, rel); err == nil || !strings.Contains(err.Error(), "not a plain name") {
+			t.Errorf("Existing(%q): %v", rel, err)
+		}
+	}
+	gone, _ := Existing(root, "queue/kit")
+	if err := gone.Update(func(*Tx) error { return nil }); err == nil || !strings.Contains(err.Error(), filepath.Join(root, "queue", "kit")) {
+		t.Errorf("a store that is not there: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "queue", "kit")); err == nil {
+		t.Error("a missing store was created")
+	}
+	os.Symlink(t.TempDir(), filepath.Join(root, "queue", "rex"))
+	link, _ := Existing(root, "queue/rex")
+	if err := link.Update(func(*Tx) error { return nil }); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("a symlinked store: %v", err)
+	}
+}
+
+// Opened.Exists looks below an open directory, through sub-directories
+// walked without following a symlink.
+func TestOpenedExists(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "queue", "yuko"), 0o750)
+	os.WriteFile(filepath.Join(root, "queue", "yuko", "t-1.json"), nil, 0o640)
+	os.Symlink(filepath.Join(root, "queue", "yuko"), filepath.Join(root, "queue", "alias"))
+	o, err := OpenIn(root, "queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	for rel, want := range map[string]bool{"yuko/t-1.json": true, "yuko/t-2.json": false, "kit/t-1.json": false, "yuko": true, "alias": true} {
+		if got, err := o.Exists(rel); got != want || err != nil {
+			t.Errorf("Exists(%s) = %v %v, want %v", rel, got, err, want)
+		}
+	}
+	if got, err := o.Exists("alias/t-1.json"); got || err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("through a symlink: %v %v", got, err)
+	}
+	if _, err := o.Exists("yuko/.."); err == nil {
+		t.Error("Exists(yuko/..) accepted")
+	}
+	// The directory stays usable: nothing it was given was closed.
+	if got, err := o.Exists("yuko/t-1.json"); !got || err != nil {
+		t.Errorf("after the walks: %v %v", got, err)
+	}
+}
+
+// A file longer than fstat says (a /proc file says 0) is read whole by
+// every reader: the buffer grows and a full read is followed by another.
+func TestReadLongerThanStat(t *testing.T) {
+	want, err := os.ReadFile("/proc/self/cmdline")
+	if err != nil || len(want) < 16 {
+		t.Skipf("no /proc/self/cmdline to read: %v", err)
+	}
+	if got, err := ReadFile("/proc/self/cmdline"); err != nil || string(got) != string(want) {
+		t.Errorf("ReadFile: %q %v, want %q", got, err, want)
+	}
+	o, err := OpenIn("/proc/self", ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if got, err := o.ReadFile("cmdline"); err != nil || string(got) != string(want) {
+		t.Errorf("Opened.ReadFile: %q %v, want %q", got, err, want)
+	}
+}
+
+// A name with a component that is not plain is refused by a transaction's
+// walk, first or later, and the transaction's own directory and the
+// sub-directories the walk opened are left as they were: open, and
+// closed.
+func TestTxWalkRefusesBadComponent(t *testing.T) {
+	d := mustDir(t)
+	err := d.Update(func(tx *Tx) error {
+		if err := tx.Write("sub/a.json", []byte("1")); err != nil {
+			return err
+		}
+		before := openFDs(t)
+		for _, name := range []string{"a\\b/x", "sub/a\\b/x"} {
+			if _, err := tx.Read(name); err == nil || !strings.Contains(err.Error(), "not a plain name") {
+				t.Errorf("Read(%q): %v", name, err)
+			}
+			if _, err := tx.Open(filepath.Dir(name)); err == nil {
+				t.Errorf("Open(%q) accepted", filepath.Dir(name))
+			}
+		}
+		if n := openFDs(t); n != before {
+			t.Errorf("%d descriptors open after the refusals, %d before", n, before)
+		}
+		return tx.Write("a.json", []byte("2"))
+	})
+	if err != nil {
+		t.Fatalf("the transaction's directory did not survive the refusals: %v", err)
 	}
 }

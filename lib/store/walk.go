@@ -11,6 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// noFD is the descriptor returned beside an error: never one that could
+// be open.
+const noFD = -1
+
 // errSymlink and errNotDir say why a path below the root was refused.
 var (
 	errSymlink = errors.New("is a symlink; refusing to follow it")
@@ -31,21 +35,39 @@ func openBelow(root, rel string, create bool) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
 	if rel != "" && rel != "." {
-		for _, c := range strings.Split(filepath.ToSlash(filepath.Clean(rel)), "/") {
-			if err := checkComponent(c); err != nil {
-				unix.Close(fd)
-				return nil, fmt.Errorf("%s: %w", filepath.Join(p, c), err)
-			}
-			p = filepath.Join(p, c)
-			next, err := openDirAt(fd, c, p, create)
-			unix.Close(fd)
-			if err != nil {
-				return nil, err
-			}
-			fd = next
+		next, np, err := walk(fd, p, rel, create)
+		unix.Close(fd)
+		if err != nil {
+			return nil, err
 		}
+		fd, p = next, np
 	}
 	return os.NewFile(uintptr(fd), p), nil
+}
+
+// walk opens rel below the open directory fd (whose path is p) as
+// openBelow does, leaving fd open, and returns the new descriptor with
+// its path.
+func walk(fd int, p, rel string, create bool) (int, string, error) {
+	cur := fd
+	for _, c := range strings.Split(filepath.ToSlash(filepath.Clean(rel)), "/") {
+		if err := checkComponent(c); err != nil {
+			if cur != fd {
+				unix.Close(cur)
+			}
+			return noFD, "", fmt.Errorf("%s: %w", filepath.Join(p, c), err)
+		}
+		p = filepath.Join(p, c)
+		next, err := openDirAt(cur, c, p, create)
+		if cur != fd {
+			unix.Close(cur)
+		}
+		if err != nil {
+			return noFD, "", err
+		}
+		cur = next
+	}
+	return cur, p, nil
 }
 
 // openDirAt opens the directory name inside dirfd without following a
@@ -60,14 +82,14 @@ func openDirAt(dirfd int, name, p string, create bool) (int, error) {
 			continue
 		case errors.Is(err, unix.ENOENT) && create:
 			if err := unix.Mkdirat(dirfd, name, dirPerm); err != nil && !errors.Is(err, unix.EEXIST) {
-				return -1, &os.PathError{Op: "mkdir", Path: p, Err: err}
+				return noFD, &os.PathError{Op: "mkdir", Path: p, Err: err}
 			}
 			create = false
 			continue
 		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
-			return -1, &os.PathError{Op: "open", Path: p, Err: whyNotDir(dirfd, name)}
+			return noFD, &os.PathError{Op: "open", Path: p, Err: whyNotDir(dirfd, name)}
 		}
-		return -1, &os.PathError{Op: "open", Path: p, Err: err}
+		return noFD, &os.PathError{Op: "open", Path: p, Err: err}
 	}
 }
 
@@ -186,55 +208,13 @@ func (o *Opened) readFile(name string) ([]byte, unix.Stat_t, error) {
 	}
 	// Made only for errors: most reads have none.
 	p := o.f.Name() + "/" + name
-	var fd int
-	var err error
-	for {
-		fd, err = unix.Openat(int(o.f.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if errors.Is(err, unix.ELOOP) {
-		return nil, st, &os.PathError{Op: "open", Path: p, Err: errSymlink}
-	}
+	fd, err := openStatAt(int(o.f.Fd()), name, p, unix.O_RDONLY, &st)
 	if err != nil {
-		return nil, st, &os.PathError{Op: "open", Path: p, Err: err}
-	}
-	defer unix.Close(fd)
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, st, &os.PathError{Op: "stat", Path: p, Err: err}
-	}
-	if err := checkStat(p, &st); err != nil {
 		return nil, st, err
 	}
-	if st.Size > MaxFile {
-		return nil, st, &os.PathError{Op: "read", Path: p, Err: fmt.Errorf("file is %d bytes, over the %d limit", st.Size, MaxFile)}
-	}
-	buf := make([]byte, 0, st.Size+1)
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return nil, st, &os.PathError{Op: "read", Path: p, Err: err}
-		}
-		if n == 0 {
-			return buf, st, nil
-		}
-		buf = buf[:len(buf)+n]
-		// A regular file reads short only at its end: one read of a
-		// file no longer than fstat said is the whole of it.
-		if len(buf) < cap(buf) {
-			return buf, st, nil
-		}
-		if len(buf) > MaxFile {
-			return nil, st, &os.PathError{Op: "read", Path: p, Err: fmt.Errorf("file grew past the %d limit while read", MaxFile)}
-		}
-	}
+	defer unix.Close(fd)
+	b, err := readFd(fd, p, st.Size)
+	return b, st, err
 }
 
 // ReadDirIn lists the directory rel below root, refusing it when it or
@@ -260,7 +240,7 @@ func ExistsIn(root, rel string) (bool, error) {
 	if err := checkComponent(base); err != nil {
 		return false, fmt.Errorf("%s: %w", filepath.Join(root, rel), err)
 	}
-	d, err := openBelow(root, dir, false)
+	d, err := OpenIn(root, dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
@@ -268,13 +248,37 @@ func ExistsIn(root, rel string) (bool, error) {
 		return false, err
 	}
 	defer d.Close()
+	return d.Exists(base)
+}
+
+// Exists reports whether rel, one or more plain components, names
+// anything inside the directory (a symlink included, which is not
+// followed), refusing a symlinked directory on the way; a missing
+// directory on the way is a missing file.
+func (o *Opened) Exists(rel string) (bool, error) {
+	dir, base := filepath.Split(filepath.Clean(rel))
+	if err := checkComponent(base); err != nil {
+		return false, fmt.Errorf("%s: %w", filepath.Join(o.f.Name(), rel), err)
+	}
+	fd, p := int(o.f.Fd()), o.f.Name()
+	if dir != "" {
+		sub, sp, err := walk(fd, p, dir, false)
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		defer unix.Close(sub)
+		fd, p = sub, sp
+	}
 	var st unix.Stat_t
-	err = unix.Fstatat(int(d.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW)
+	err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
 	if errors.Is(err, unix.ENOENT) {
 		return false, nil
 	}
 	if err != nil {
-		return false, &os.PathError{Op: "stat", Path: filepath.Join(d.Name(), base), Err: err}
+		return false, &os.PathError{Op: "stat", Path: filepath.Join(p, base), Err: err}
 	}
 	return true, nil
 }

@@ -232,11 +232,15 @@ func TestCrashBetweenWriteAndRecord(t *testing.T) {
 // TestCrashAroundOutbox kills the filer of a gate after the gate is
 // written, once before its outbox entry and once after it: either way,
 // after the repair the outbox owes exactly one notification of the filing
-// and the journal holds exactly one record of it.
+// and the journal holds exactly one record of it. Without a receiver in
+// org.toml, the repair writes no entry either.
 func TestCrashAroundOutbox(t *testing.T) {
 	for _, point := range []string{"before-record", "after-outbox"} {
 		t.Run(point, func(t *testing.T) {
 			y := yardtest.New(t)
+			if err := os.WriteFile(y.Path("org.toml"), []byte("[notify]\ncommand = [\"true\"]\n"), 0o640); err != nil {
+				t.Fatal(err)
+			}
 			killedAt(t, y, point, "gate-file")
 			id := only(gate.List(y, gate.Filter{}))
 			if id == "" {
@@ -256,4 +260,17 @@ func TestCrashAroundOutbox(t *testing.T) {
 			exactlyOnce(t, y, id, 1)
 		})
 	}
+}
+
+func TestCrashWithoutReceiver(t *testing.T) {
+	y := yardtest.New(t)
+	killedAt(t, y, "before-record", "gate-file")
+	id := only(gate.List(y, gate.Filter{}))
+	if err := gate.Repair(y); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(y.Path("outbox")); !os.IsNotExist(err) {
+		t.Fatalf("an outbox was written without a receiver: %v", err)
+	}
+	exactlyOnce(t, y, id, 1)
 }

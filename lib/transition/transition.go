@@ -48,10 +48,12 @@ type Store[R Record] struct {
 	IDKind  string
 	Machine state.Machine
 	// Read reads the record with the given id; a missing record wraps
-	// os.ErrNotExist. Under the lock tx is the transaction, and Read may
-	// tidy what a crash left beside the record; it is also called once
-	// before the lock, with tx nil, to refuse a record from a newer
-	// impyard without writing anything: then only its error wrapping
+	// os.ErrNotExist and one from a newer impyard store.ErrUnknownMajor.
+	// Under the lock tx is the transaction, and Read may tidy what a
+	// crash left beside the record, once the record is known readable.
+	// In a store without a lock file yet it is also called before one is
+	// created, with tx nil, to refuse a record from a newer impyard
+	// without writing anything: then only its error wrapping
 	// store.ErrUnknownMajor counts, and it may return no record.
 	Read func(tx *store.Tx, id string) (R, error)
 	// Write writes the record as it now is, under the lock.
@@ -103,18 +105,21 @@ var ErrUnrecorded = errors.New("its record is not written yet")
 //  6. append the transition (who, when, why) to the history;
 //  7. begin the marker, write the record, record the event, end the marker.
 //
-// A record from a newer impyard is refused before the lock is taken, so the
-// refusal writes nothing, not even the lock file.
+// A record from a newer impyard is refused, writing nothing: before the
+// lock file is created when the store has none (s.Read with tx nil), else
+// under the lock by the read of step 3, before anything is written.
 func Move[R Record](s Store[R], id string, c Change[R]) (R, error) {
 	var zero R
 	if err := idpkg.Check(s.IDKind, id); err != nil {
 		return zero, err
 	}
-	if _, err := s.Read(nil, id); errors.Is(err, store.ErrUnknownMajor) {
-		return zero, err
-	}
 	var r R
-	err := s.Dir.Update(func(tx *store.Tx) error {
+	err := s.Dir.UpdateChecked(func() error {
+		if _, err := s.Read(nil, id); errors.Is(err, store.ErrUnknownMajor) {
+			return err
+		}
+		return nil
+	}, func(tx *store.Tx) error {
 		if err := s.recoverInterrupted(tx); err != nil {
 			return err
 		}
@@ -203,7 +208,7 @@ func (s Store[R]) checkHistory(id string, history []state.Transition) error {
 // ErrUnrecorded.
 func (s Store[R]) commit(tx *store.Tx, r R, n int) error {
 	tl := r.Timeline()
-	if err := event.Begin(s.Dir.Path(), tl.ID); err != nil {
+	if err := event.BeginTx(tx, tl.ID); err != nil {
 		return err
 	}
 	if err := s.Write(tx, r); err != nil {
@@ -220,7 +225,7 @@ func (s Store[R]) commit(tx *store.Tx, r R, n int) error {
 			return s.unrecorded(tl.ID, err)
 		}
 	}
-	if err := event.End(s.Dir.Path()); err != nil {
+	if err := event.EndTx(tx); err != nil {
 		return s.unrecorded(tl.ID, err)
 	}
 	return nil
@@ -255,7 +260,7 @@ func Repair[R Record](s Store[R]) error {
 // record named by the store's marker, if a dead writer left one. Callers
 // hold the store's lock.
 func (s Store[R]) recoverInterrupted(tx *store.Tx) error {
-	return event.Recover(s.Yard, s.Dir.Path(), func(id string) (event.Event, bool, error) {
+	return event.Recover(s.Yard, tx, func(id string) (event.Event, bool, error) {
 		if idpkg.Check(s.IDKind, id) != nil {
 			return event.Event{}, false, nil
 		}

@@ -255,20 +255,25 @@ func TestUnrecordedIsRepairedOnce(t *testing.T) {
 }
 
 // TestUnknownMajorWritesNothing: a record from a newer impyard is refused
-// before the lock is taken.
+// and nothing is written: in a store without a lock file, before one is
+// created; with one, under the lock, before the marker or the record.
 func TestUnknownMajorWritesNothing(t *testing.T) {
-	y := yardtest.New(t)
-	s := notes(t, y)
-	n := add(t, s)
-	p := y.Path("notes", n.ID+".json")
-	b, _ := os.ReadFile(p)
-	os.WriteFile(p, bytes.Replace(b, []byte(`impyard.note/1`), []byte(`impyard.note/9`), 1), 0o640)
-	os.Remove(filepath.Join(s.Dir.Path(), ".lock"))
-	before := yardtest.Tree(t, y.Root)
-	if _, err := transition.Move(s, n.ID, transition.Change[*note]{To: state.Running}); !errors.Is(err, store.ErrUnknownMajor) {
-		t.Errorf("Move: %v, want ErrUnknownMajor", err)
+	for _, lockFile := range []bool{false, true} {
+		y := yardtest.New(t)
+		s := notes(t, y)
+		n := add(t, s)
+		p := y.Path("notes", n.ID+".json")
+		b, _ := os.ReadFile(p)
+		os.WriteFile(p, bytes.Replace(b, []byte(`impyard.note/1`), []byte(`impyard.note/9`), 1), 0o640)
+		if !lockFile {
+			os.Remove(filepath.Join(s.Dir.Path(), ".lock"))
+		}
+		before := yardtest.Tree(t, y.Root)
+		if _, err := transition.Move(s, n.ID, transition.Change[*note]{To: state.Running}); !errors.Is(err, store.ErrUnknownMajor) {
+			t.Errorf("lock file %v: Move: %v, want ErrUnknownMajor", lockFile, err)
+		}
+		yardtest.Unchanged(t, y.Root, before, "a refusal wrote")
 	}
-	yardtest.Unchanged(t, y.Root, before, "a refusal wrote")
 }
 
 // TestCreateWalksTheWholeHistory: a new record may be filed already moved

@@ -220,22 +220,39 @@ func (y *Yard) GatesDir() (*store.Dir, error) { return y.Dir("gates") }
 
 // JournalPath is journal/<imp>/events.jsonl, creating its directory.
 func (y *Yard) JournalPath(imp string) (string, error) {
-	if err := id.CheckName(imp); err != nil {
-		return "", err
-	}
-	d, err := store.MkdirAll(y.Root, filepath.Join("journal", imp))
+	dir, name, err := JournalIn(imp)
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(d, "events.jsonl"), nil
+	d, err := store.MkdirAll(y.Root, dir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, name), nil
 }
 
+// JournalIn is the imp's journal as its directory below the root and its
+// name, for store.AppendLineIn.
+func JournalIn(imp string) (dir, name string, err error) {
+	if err := id.CheckName(imp); err != nil {
+		return "", "", err
+	}
+	return filepath.Join("journal", imp), "events.jsonl", nil
+}
+
+// The audit log, runs/decisions.jsonl, as its directory below the root
+// and its name.
+const (
+	DecisionsDir  = "runs"
+	DecisionsName = "decisions.jsonl"
+)
+
 // Decisions is runs/decisions.jsonl, the audit log.
-func (y *Yard) Decisions() string { return y.Path("runs", "decisions.jsonl") }
+func (y *Yard) Decisions() string { return y.Path(DecisionsDir, DecisionsName) }
 
 // DecisionsPath is Decisions, creating runs/.
 func (y *Yard) DecisionsPath() (string, error) {
-	if _, err := store.MkdirAll(y.Root, "runs"); err != nil {
+	if _, err := store.MkdirAll(y.Root, DecisionsDir); err != nil {
 		return "", err
 	}
 	return y.Decisions(), nil
@@ -275,7 +292,22 @@ func (y *Yard) Exists(path string) (bool, error) {
 // such as queue/ or journal/; a missing directory has none. Entries that are
 // not valid imp names or not plain directories are returned in bad.
 func (y *Yard) Imps(top string) (imps []string, bad []error) {
-	entries, err := y.ReadDir(top)
+	d, err := store.OpenIn(y.Root, top)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, []error{err}
+	}
+	defer d.Close()
+	return y.ImpsIn(d, top)
+}
+
+// ImpsIn is Imps over top, already opened as d: a caller that goes on to
+// look inside the imps' directories does so through d, without walking
+// from the root again.
+func (y *Yard) ImpsIn(d *store.Opened, top string) (imps []string, bad []error) {
+	entries, err := d.ReadDir()
 	if err != nil {
 		return nil, []error{err}
 	}
