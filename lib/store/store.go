@@ -330,7 +330,12 @@ func writeAt(tmpfd, dirfd int, base string, data []byte) error {
 			return err
 		}
 	}
-	err := writeSync(fd, data)
+	// The mode is set outright: the umask of whoever writes must not
+	// narrow a yard file below what its other readers need.
+	err := unix.Fchmod(fd, FilePerm)
+	if err == nil {
+		err = writeSync(fd, data)
+	}
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}

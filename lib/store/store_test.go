@@ -48,6 +48,25 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	}
 }
 
+// TestWriteModeIgnoresUmask: a yard file is FilePerm whatever the
+// writer's umask, so a reader of the yard's group (impgw reading a gate
+// impgate wrote, say) is never locked out by one operator's shell.
+func TestWriteModeIgnoresUmask(t *testing.T) {
+	d := mustDir(t)
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	if err := d.Update(func(tx *Tx) error { return tx.Write("a.json", []byte("{}\n")) }); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(d.Path(), "a.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != FilePerm {
+		t.Errorf("mode %v under umask 077, want %v", fi.Mode().Perm(), os.FileMode(FilePerm))
+	}
+}
+
 func TestReadFileRefusesNonRegular(t *testing.T) {
 	dir := t.TempDir()
 	outside := filepath.Join(t.TempDir(), "secret")
