@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -35,14 +36,13 @@ type Source[R any] struct {
 // that directory. One Known is used by one listing at a time.
 type Known struct {
 	dirs map[string]map[string]*knownFile
-	gen  uint64 // the listing under way
 }
 
 // knownFile is a file Known remembers, and the last listing that found it
-// the same file.
+// the same file (each listing has a token of its own).
 type knownFile struct {
-	id  store.FileID
-	gen uint64
+	id   store.FileID
+	seen *int
 }
 
 // NewKnown returns an empty Known.
@@ -50,8 +50,12 @@ func NewKnown() *Known { return &Known{dirs: map[string]map[string]*knownFile{}}
 
 // batchSize is how many records one worker reads at a time: large enough
 // that handing batches over costs nothing next to reading them, small
-// enough that the batches in flight stay a few hundred KiB.
-const batchSize = 256
+// enough that the batches in flight stay a few hundred KiB; readAhead is
+// how many batches may be read ahead of the one the caller is on.
+const (
+	batchSize = 256
+	readAhead = 4
+)
 
 // Each calls fn with the records of srcs, <id>.json files, in id order,
 // which is creation order, reading and parsing them on as many goroutines
@@ -72,22 +76,10 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 		src   int
 		known *knownFile // what the source's Known has of it, if anything
 	}
-	idOf := func(e entry) string { return e.name[:len(e.name)-len(".json")] }
-	// Known entries this listing finds the same or settles get its
-	// generation; those it does not, when it lists their whole directory,
-	// are forgotten at its end.
-	gens := make([]uint64, len(srcs))
-	seen := make([]int, len(srcs)) // how many entries of each Known directory got its gen
-	begun := map[*Known]bool{}
-	for i, src := range srcs {
-		if src.Known != nil {
-			if !begun[src.Known] {
-				begun[src.Known] = true
-				src.Known.gen++
-			}
-			gens[i] = src.Known.gen
-		}
-	}
+	// Known files this listing finds the same or settles are stamped with
+	// its token; the others of a directory it listed are forgotten at its
+	// end.
+	listing := new(int)
 	dirs := make([]*store.Opened, len(srcs))
 	defer func() {
 		for _, d := range dirs {
@@ -138,41 +130,41 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 
+	type item struct {
+		rec     R
+		err     error
+		same    bool          // a file Known has, still the same file: not read
+		settled *store.FileID // the identity of a record Settled took
+	}
 	type batch struct {
-		from, to int
-		recs     []R
-		errs     []error
-		settled  []*store.FileID // the identity of each record Settled took
-		same     []bool          // files Known has that are still the same file: not read
-		done     chan struct{}
+		entries []entry
+		items   []item
+		done    chan struct{}
 	}
 	read := func(b *batch) {
 		defer close(b.done)
-		b.recs = make([]R, b.to-b.from)
-		b.errs = make([]error, b.to-b.from)
-		b.settled = make([]*store.FileID, b.to-b.from)
-		b.same = make([]bool, b.to-b.from)
-		for k := range b.recs {
-			e := entries[b.from+k]
+		b.items = make([]item, len(b.entries))
+		for k, e := range b.entries {
+			it := &b.items[k]
 			src := srcs[e.src]
 			if e.known != nil {
 				if now, err := dirs[e.src].ID(e.name); err == nil && now == e.known.id {
-					b.same[k] = true
+					it.same = true
 					continue
 				}
 			}
 			data, fid, err := dirs[e.src].ReadFileID(e.name)
 			if err == nil {
-				b.recs[k], err = src.Parse(paths[e.src]+e.name, data)
+				it.rec, err = src.Parse(paths[e.src]+e.name, data)
 			}
-			b.errs[k] = err
-			if err == nil && src.Known != nil && src.Settled != nil && src.Settled(b.recs[k]) {
-				b.settled[k] = &fid
+			it.err = err
+			if err == nil && src.Known != nil && src.Settled != nil && src.Settled(it.rec) {
+				it.settled = &fid
 			}
 		}
 	}
 	work := make(chan *batch)
-	order := make(chan *batch, 2*runtime.GOMAXPROCS(0))
+	order := make(chan *batch, readAhead)
 	stop := make(chan struct{})
 	var readers sync.WaitGroup
 	// The directories close (deferred above) only after every reader is
@@ -189,8 +181,8 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 	readers.Go(func() {
 		defer close(order)
 		defer close(work)
-		for from := 0; from < len(entries); from += batchSize {
-			b := &batch{from: from, to: min(from+batchSize, len(entries)), done: make(chan struct{})}
+		for chunk := range slices.Chunk(entries, batchSize) {
+			b := &batch{entries: chunk, done: make(chan struct{})}
 			select {
 			case order <- b:
 			case <-stop:
@@ -205,26 +197,24 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 	})
 	for b := range order {
 		<-b.done
-		for k, r := range b.recs {
-			e := entries[b.from+k]
-			if b.same[k] {
-				e.known.gen = gens[e.src]
-				seen[e.src]++
+		for k, it := range b.items {
+			e := b.entries[k]
+			if it.same {
+				e.known.seen = listing
 				continue
 			}
-			if b.errs[k] != nil {
-				bad = append(bad, b.errs[k])
+			if it.err != nil {
+				bad = append(bad, it.err)
 				continue
 			}
-			if err := fn(r); err != nil {
+			if err := fn(it.rec); err != nil {
 				return bad, err
 			}
 			// Remembered only once fn has had the record: a listing fn
 			// stopped reads the rest again next time.
-			if fid := b.settled[k]; fid != nil {
+			if it.settled != nil {
 				src := srcs[e.src]
-				src.Known.dirs[src.Rel][idOf(e)] = &knownFile{id: *fid, gen: gens[e.src]}
-				seen[e.src]++
+				src.Known.dirs[src.Rel][strings.TrimSuffix(e.name, ".json")] = &knownFile{id: *it.settled, seen: listing}
 			}
 		}
 	}
@@ -232,20 +222,12 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 		if dirs[i] == nil || src.Known == nil {
 			continue
 		}
-		if m := src.Known.dirs[src.Rel]; len(m) != seen[i] {
-			for rid, kf := range m {
-				if kf.gen != gens[i] {
-					delete(m, rid)
-				}
+		m := src.Known.dirs[src.Rel]
+		for rid, kf := range m {
+			if kf.seen != listing {
+				delete(m, rid)
 			}
 		}
 	}
 	return bad, nil
-}
-
-// Sort orders records by id, which is creation order.
-func Sort[R Record](recs []R) {
-	sort.Slice(recs, func(i, j int) bool {
-		return recs[i].Timeline().ID < recs[j].Timeline().ID
-	})
 }
