@@ -54,8 +54,14 @@ func newTimesYard(t *testing.T) *timesYard {
 	ty := &timesYard{root: filepath.Join(dir, "yard"), home: filepath.Join(dir, "home")}
 	y := yardtest.At(t, ty.root)
 	files := map[string]string{
+		// A receiver, so the events are owed notifications and the
+		// outbox has entries for the pages' examples to read.
 		"org.toml": `[executors.message-user]
 kind = "message-user"
+
+[notify]
+on = ["gate-filed", "task-failed"]
+command = ["/bin/true"]
 `,
 		"imps/yuko/imp.toml": `image = "docker.io/library/busybox:latest"
 `,
