@@ -19,6 +19,7 @@ import (
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/token"
+	"github.com/impyard/impyard/lib/transition"
 	"github.com/impyard/impyard/lib/worktree"
 )
 
@@ -195,8 +196,15 @@ func (s *Supervisor) reviews() {
 		if t.Continue {
 			continued[t.ID] = t
 		}
+		// Read again only once its file changed: by hand, since nothing
+		// moves a task out of done or cancelled.
 		if !t.Continue && (t.State == state.Done || t.State == state.Cancelled) {
 			s.final[t.ID] = true
+		} else if s.final[t.ID] {
+			// The gates passed over as this task's no longer may be:
+			// read them all again.
+			delete(s.final, t.ID)
+			s.gatesSeen = transition.NewKnown()
 		}
 		return nil
 	})

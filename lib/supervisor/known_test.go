@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -86,5 +87,44 @@ func TestPassesRemember(t *testing.T) {
 	why := got.History[len(got.History)-1].Why
 	if got.State != state.Done || !strings.Contains(why, old.ID) || !strings.Contains(why, fresh.ID) {
 		t.Errorf("task %s: %s %q, want done over both gates %s and %s", again, got.State, why, old.ID, fresh.ID)
+	}
+}
+
+// TestHandEditedTaskSeesItsGatesAgain: a finished task edited by hand to
+// ask for a continuation is no longer one impsup is done with, and nor
+// are its gates, which passes had passed over: its finished gate gets its
+// continuation.
+func TestHandEditedTaskSeesItsGatesAgain(t *testing.T) {
+	s, _ := newSup(t)
+	id, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "yuko", Text: "digest", By: "alice", Actor: "test"})
+	for _, to := range []string{state.Running, state.NeedsReview} {
+		queue.Move(s.Yard, id, queue.Change{To: to, By: "test", Actor: "test"})
+	}
+	g, _ := gate.File(s.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Task: id, Payload: []byte(`{"n":1}`), By: "yuko", Actor: "test"})
+	gate.Move(s.Yard, g.ID, gate.Change{To: state.Denied, By: "alice", Why: "no"})
+	for range 3 {
+		s.reviews()
+	}
+	p := s.Yard.Path("queue", "yuko", id+".json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(b), `"state": "done",`, `"state": "done",`+"\n  \"continue\": true,", 1)
+	if edited == string(b) {
+		t.Fatalf("no state line to edit in %s", b)
+	}
+	if err := os.WriteFile(p, []byte(edited), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	s.reviews()
+	n := 0
+	for _, task := range tasks(t, s.Yard, "yuko") {
+		if task.Continues == id {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d continuations of %s after the edit, want 1 for gate %s", n, id, g.ID)
 	}
 }
