@@ -245,13 +245,14 @@ func CheckSize(path string, size int) error {
 }
 
 // Check is the door's check of a proposed entry for imp, after its fields
-// were typed: it must have text, hold no marker line, fit in memory.md, and
-// a replaces must name an entry there now. The error wraps ErrRefused (and
-// ErrNoEntry for a replaces that names none) and names memory.md below
-// the yard, since the box is told it.
+// were typed: it must have text, hold no marker line, a replaces must name
+// an entry there now, and memory.md with it kept must stay within
+// MaxBytes. The error wraps ErrRefused (and ErrNoEntry for a replaces that
+// names none, ErrTooLarge for an entry memory.md has no room for) and
+// names memory.md below the yard, since the box is told it.
 func Check(y *yard.Yard, imp string, payload []byte) error {
 	m, err := decode(payload)
-	if err != nil || m.Replaces == "" {
+	if err != nil {
 		return err
 	}
 	if err := id.CheckName(imp); err != nil {
@@ -270,8 +271,14 @@ func Check(y *yard.Yard, imp string, payload []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrRefused, err)
 	}
-	if _, ok := find(entries, m.Replaces); !ok {
+	if _, ok := find(entries, m.Replaces); m.Replaces != "" && !ok {
 		return fmt.Errorf("%w: replaces %s, which %w in %s", ErrRefused, m.Replaces, ErrNoEntry, rel)
+	}
+	// As the entry would be kept now, under ids and a time of the same
+	// length as its own: what memory.md holds may still change before
+	// approval, and Apply checks again.
+	if _, err := compose(b, entries, m, id.New(id.Entry), id.New(id.Gate), time.Now()); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrRefused, rel, err)
 	}
 	return nil
 }
@@ -345,29 +352,14 @@ func Apply(y *yard.Yard, imp, gateID string, payload []byte, now time.Time) (ent
 			}
 		}
 		entryID = id.New(id.Entry)
-		block := []string{
-			fmt.Sprintf("%sentry %s gate %s %s -->", prefix, entryID, gateID, store.Second(now).Format(time.RFC3339)),
+		next, err := compose(old, entries, m, entryID, gateID, now)
+		if err != nil {
+			return fmt.Errorf("%s: %w; nothing written", p, err)
 		}
-		block = append(block, split(m.Text)...)
-		block = append(block, fmt.Sprintf("%send %s -->", prefix, entryID))
-		lines := split(string(old))
 		if m.Replaces != "" {
-			e, ok := find(entries, m.Replaces)
-			if !ok {
-				return fmt.Errorf("replaces %s, which %w in %s; nothing written", m.Replaces, ErrNoEntry, p)
-			}
-			lines = append(lines[:e.start:e.start], append(block, lines[e.end:]...)...)
 			detail = fmt.Sprintf("entry %s replaced %s in %s", entryID, m.Replaces, p)
 		} else {
-			if len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) != "" {
-				lines = append(lines, "")
-			}
-			lines = append(lines, block...)
 			detail = fmt.Sprintf("entry %s appended to %s", entryID, p)
-		}
-		next := []byte(strings.Join(lines, "\n") + "\n")
-		if len(next) > MaxBytes {
-			return fmt.Errorf("%s would be %d bytes, %w of %d bytes; nothing written", p, len(next), ErrTooLarge, MaxBytes)
 		}
 		return tx.Write("memory.md", next)
 	})
@@ -375,4 +367,34 @@ func Apply(y *yard.Yard, imp, gateID string, payload []byte, now time.Time) (ent
 		return "", "", err
 	}
 	return entryID, detail, nil
+}
+
+// compose returns memory.md as it is with the entry entryID of gate
+// gateID, text m's, appended or in the place of the entry m replaces: an
+// error wrapping ErrNoEntry for a replaces that names none, ErrTooLarge
+// for a result over MaxBytes.
+func compose(old []byte, entries []Entry, m intent.Memory, entryID, gateID string, now time.Time) ([]byte, error) {
+	block := []string{
+		fmt.Sprintf("%sentry %s gate %s %s -->", prefix, entryID, gateID, store.Second(now).Format(time.RFC3339)),
+	}
+	block = append(block, split(m.Text)...)
+	block = append(block, fmt.Sprintf("%send %s -->", prefix, entryID))
+	lines := split(string(old))
+	if m.Replaces != "" {
+		e, ok := find(entries, m.Replaces)
+		if !ok {
+			return nil, fmt.Errorf("replaces %s, which %w", m.Replaces, ErrNoEntry)
+		}
+		lines = append(lines[:e.start:e.start], append(block, lines[e.end:]...)...)
+	} else {
+		if len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) != "" {
+			lines = append(lines, "")
+		}
+		lines = append(lines, block...)
+	}
+	next := []byte(strings.Join(lines, "\n") + "\n")
+	if len(next) > MaxBytes {
+		return nil, fmt.Errorf("it would be %d bytes, %w of %d bytes", len(next), ErrTooLarge, MaxBytes)
+	}
+	return next, nil
 }

@@ -135,6 +135,47 @@ func TestApplyRefuses(t *testing.T) {
 	}
 }
 
+// TestCheckRoom: the door refuses an entry memory.md has no room for, as
+// the file is now, naming it, rather than let it be approved and fail when
+// kept; one that fits, and a replacement that frees what it needs, pass.
+func TestCheckRoom(t *testing.T) {
+	y := yardtest.New(t)
+	big := strings.Repeat("b", 2000)
+	e1, _, err := Apply(y, "yuko", gate1, []byte(`{"text":"`+big+`","reason":"r"}`), at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := read(t, y) + strings.Repeat("o", MaxBytes-len(read(t, y))-1500) + "\n"
+	if err := os.WriteFile(config.MemoryPath(y, "yuko"), []byte(owner), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, payload string
+		ok            bool
+	}{
+		{"fits", `{"text":"` + strings.Repeat("s", 1000) + `","reason":"r"}`, true},
+		{"no room", `{"text":"` + strings.Repeat("l", 1600) + `","reason":"r"}`, false},
+		{"replacement frees room", `{"text":"` + strings.Repeat("l", 1600) + `","reason":"r","replaces":"` + e1 + `"}`, true},
+		{"replacement too long", `{"text":"` + strings.Repeat("l", 3600) + `","reason":"r","replaces":"` + e1 + `"}`, false},
+	} {
+		err := Check(y, "yuko", []byte(c.payload))
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case !c.ok && (!errors.Is(err, ErrRefused) || !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "imps/yuko/memory.md")):
+			t.Errorf("%s: %v, want a refusal for room naming imps/yuko/memory.md", c.name, err)
+		}
+		if got := read(t, y); got != owner {
+			t.Errorf("%s: Check changed memory.md", c.name)
+		}
+		// What the door passes, Apply keeps; what it refuses, Apply refuses.
+		if _, _, err := Apply(y, "yuko", gate3, []byte(c.payload), at); (err == nil) != c.ok {
+			t.Errorf("%s: Apply %v, want the door's answer", c.name, err)
+		}
+		os.WriteFile(config.MemoryPath(y, "yuko"), []byte(owner), 0o640)
+	}
+}
+
 // TestParseMalformed: each way markers can fail to pair up names the line.
 func TestParseMalformed(t *testing.T) {
 	const b = "<!-- impyard:entry e-0000000000000001 gate g-0000000000000001 2026-12-01T02:30:00Z -->\n"
