@@ -232,7 +232,21 @@ func Share(path string) (unlock func(), err error) {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
 		switch {
 		case err == nil:
-			return func() { release(f) }, nil
+			// As Lock does: a lock file replaced while this waited is
+			// not the one Held looks at, so take the one the path names.
+			same, err := names(path, f)
+			if err != nil {
+				release(f)
+				return nil, &os.PathError{Op: "lock", Path: path, Err: err}
+			}
+			if same {
+				return func() { release(f) }, nil
+			}
+			release(f)
+			if f, err = openLock(unix.AT_FDCWD, path, path, unix.O_CREAT); err != nil {
+				return nil, err
+			}
+			continue
 		case errors.Is(err, unix.EINTR):
 			continue
 		case !errors.Is(err, unix.EWOULDBLOCK):

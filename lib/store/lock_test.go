@@ -320,3 +320,46 @@ func TestLockRetryClosesWhatItOpened(t *testing.T) {
 		}
 	}
 }
+
+// TestShareReplacedWhileWaiting: a Share that waited on a lock file that
+// was replaced meanwhile ends up holding the file the path names now, the
+// one Held looks at, not the replaced one.
+func TestShareReplacedWhileWaiting(t *testing.T) {
+	d := mustDir(t)
+	p := filepath.Join(d.Path(), ".impexec.lock")
+	unlockX, err := Lock(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := inode(t, p)
+	got := make(chan func(), 1)
+	go func() {
+		unlock, err := Share(p)
+		if err != nil {
+			t.Error(err)
+			unlock = func() {}
+		}
+		got <- unlock
+	}()
+	time.Sleep(50 * time.Millisecond) // Share polls: it is waiting on old by now
+	if err := os.WriteFile(p+".new", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".new", p); err != nil {
+		t.Fatal(err)
+	}
+	if inode(t, p) == old {
+		t.Fatal("the lock file was not replaced")
+	}
+	unlockX()
+	var unlock func()
+	select {
+	case unlock = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Share never got the lock")
+	}
+	defer unlock()
+	if held, err := Held(p); err != nil || !held {
+		t.Errorf("Held(%s) = %v, %v after Share returned: it holds the replaced file", p, held, err)
+	}
+}
