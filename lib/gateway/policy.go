@@ -9,7 +9,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/impyard/impyard/lib/dial"
 	"github.com/impyard/impyard/lib/judge"
@@ -17,24 +16,19 @@ import (
 )
 
 // fileKey identifies one version of a file cheaply: a stat per request
-// notices an edit in place (size, mtime, ctime) and an atomic replace
-// (inode) without reading the file.
+// notices an edit in place and an atomic replace (see store.FileID)
+// without reading the file; a file that cannot be stat'ed is its error.
 type fileKey struct {
-	dev, ino     uint64
-	size         int64
-	mtime, ctime int64
-	err          string
+	id  store.FileID
+	err string
 }
 
 func statKey(path string) fileKey {
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
+	id, err := store.PathID(path, true)
+	if err != nil {
 		return fileKey{err: err.Error()}
 	}
-	return fileKey{
-		dev: uint64(st.Dev), ino: st.Ino, size: st.Size,
-		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(),
-	}
+	return fileKey{id: id}
 }
 
 // loaded is the policy in force and the upstream it goes with.

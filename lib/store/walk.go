@@ -171,6 +171,21 @@ func fileID(st *unix.Stat_t) FileID {
 	return FileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
 }
 
+// PathID returns the identity of what path names now, following a
+// symlink there only with follow. A missing file is an error wrapping
+// os.ErrNotExist.
+func PathID(path string, follow bool) (FileID, error) {
+	var st unix.Stat_t
+	stat := unix.Lstat
+	if follow {
+		stat = unix.Stat
+	}
+	if err := stat(path, &st); err != nil {
+		return FileID{}, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	return fileID(&st), nil
+}
+
 // ID returns the identity of what name in the directory is now, without
 // following a symlink.
 func (o *Opened) ID(name string) (FileID, error) {
