@@ -186,7 +186,7 @@ func (s *Supervisor) reviews() {
 	reviewed := map[string]bool{}
 	continued := map[string]*queue.Task{}
 	tasks := queue.Filter{Known: s.reviewed, Settled: func(t *queue.Task) bool {
-		return !t.Continue && (t.State == state.Done || t.State == state.Cancelled || t.State == state.Failed)
+		return final(t) || !t.Continue && t.State == state.Failed
 	}}
 	bad, _ := queue.Each(s.Yard, tasks, func(t *queue.Task) error {
 		if t.State == state.NeedsReview {
@@ -198,7 +198,7 @@ func (s *Supervisor) reviews() {
 		}
 		// Read again only once its file changed: by hand, since nothing
 		// moves a task out of done or cancelled.
-		if !t.Continue && (t.State == state.Done || t.State == state.Cancelled) {
+		if final(t) {
 			s.final[t.ID] = true
 		} else if s.final[t.ID] {
 			// The gates passed over as this task's no longer may be:
@@ -223,6 +223,12 @@ func (s *Supervisor) reviews() {
 	}
 	s.settle(review, gates)
 	s.continuations(continued, gates)
+}
+
+// final says whether reviews are done with t for good: done or cancelled,
+// which no transition leaves, and no continuation asked for.
+func final(t *queue.Task) bool {
+	return !t.Continue && state.TaskMachine.Terminal(t.State)
 }
 
 // settle moves needs-review tasks on once all their gates are finished:
