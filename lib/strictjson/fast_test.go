@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -124,5 +125,23 @@ func TestNumberTakesCheckedPath(t *testing.T) {
 	var v deep
 	if err := Unmarshal([]byte(`{"l":[{"a":""}]}`), &v); err == nil {
 		t.Errorf("Unmarshal accepted an empty string as a json.Number: %+v", v)
+	}
+}
+
+// TestFastNestingLimit: at and past the nesting limit the fast pass
+// takes nothing the checked path refuses, for a body whose depth sits in
+// a field of type any, the shape an attacker controls.
+func TestFastNestingLimit(t *testing.T) {
+	for _, depth := range []int{9998, 9999, 10000, 10001, 10002} {
+		data := []byte(`{"any":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`)
+		var fastV, checkedV outer
+		fastErr := unmarshalFast(data, &fastV)
+		checkedErr := unmarshalChecked(data, reflect.ValueOf(&checkedV))
+		if fastErr == nil && checkedErr != nil {
+			t.Errorf("depth %d: the fast pass accepted what the checks refuse: %v", depth, checkedErr)
+		}
+		if depth > 10000 && checkedErr == nil {
+			t.Errorf("depth %d: accepted past the limit", depth)
+		}
 	}
 }
