@@ -193,3 +193,47 @@ func TestEarnedTrust(t *testing.T) {
 		t.Errorf("a box proposing trust-promote: %d %v", code, out)
 	}
 }
+
+// TestEarnedTrustBrokenWhileWaiting: the owner denies a proposal while
+// its promotion waits; impgate deny says the promotion now rests on a
+// broken streak, and approved anyway it fails with the deny named and
+// imp.toml untouched.
+func TestEarnedTrustBrokenWhileWaiting(t *testing.T) {
+	s := newSpine(t, true, bin)
+	org, _ := os.ReadFile(s.y.Path("org.toml"))
+	os.WriteFile(s.y.Path("org.toml"), append(org, "\n[[earn]]\nintent = \"email-send\"\nimp = \"kai\"\nafter = 2\n"...), 0o640)
+	imp := config.ImpPath(s.y, "kai")
+	os.MkdirAll(s.y.Path("imps", "kai"), 0o750)
+	os.WriteFile(imp, []byte(kaiTOML), 0o640)
+	s.daemon(t, bin, "impexec", "run", "--rescan", "1s")
+	tok := s.token(t, "kai")
+	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", "report 1"))
+	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", "report 2"))
+	var promote *gate.Gate
+	for deadline := time.Now().Add(10 * time.Second); promote == nil; time.Sleep(50 * time.Millisecond) {
+		if p := s.promotions(t); len(p) > 0 {
+			promote = p[0]
+		} else if time.Now().After(deadline) {
+			t.Fatal("no trust-promote gate after two clean approvals")
+		}
+	}
+
+	denied := s.gated(t, tok, "team@ourco.com", "report 3")
+	out, err := s.run(t, "impgate", "deny", "--reason", "wrong figures", denied)
+	if err != nil || !strings.Contains(out, "trust-promote gate "+promote.ID+" rests on approvals of kai email-send that this deny broke") {
+		t.Fatalf("deny while the promotion waits: %v\n%s", err, out)
+	}
+	if out, err := s.run(t, "impgate", "approve", promote.ID); err != nil {
+		t.Fatalf("approve %s: %v %s", promote.ID, err, out)
+	}
+	g := s.waitState(t, promote.ID, state.Executed, state.Failed)
+	if why := g.History[len(g.History)-1].Why; g.State != state.Failed || !strings.Contains(why, "the owner denied gate "+denied) {
+		t.Fatalf("promotion approved after its streak broke ended %s: %s", g.State, why)
+	}
+	if b, _ := os.ReadFile(imp); string(b) != kaiTOML {
+		t.Errorf("imp.toml after a broken promotion:\n%s", b)
+	}
+	if _, err := os.Stat(imp + ".1"); err == nil {
+		t.Error("a broken promotion left imp.toml.1")
+	}
+}

@@ -141,6 +141,11 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 		if removed, rerr = earn.Denied(y, g); rerr != nil {
 			rerr = fmt.Errorf("%s denied, but the earned trust entries it disagrees with were not removed: %w", g.ID, rerr)
 		}
+		if p, err := earn.Broke(y, g); err != nil {
+			fmt.Fprintf(e.Stderr, "%s: note: %s denied; whether a trust-promote gate waits on the approvals it broke is unknown: %v\n", e.Name, g.ID, err)
+		} else if p != nil {
+			fmt.Fprintf(e.Stderr, "%s: note: trust-promote gate %s rests on approvals of %s %s that this deny broke: approved, it fails and appends nothing; deny it\n", e.Name, p.ID, g.Imp, g.Intent)
+		}
 	}
 	if asJSON {
 		// Standard output stays one JSON object; the removal is said

@@ -117,6 +117,55 @@ func proposed(g *gate.Gate) bool {
 	return len(g.History) > 0 && g.History[0].Actor == "impgw"
 }
 
+// ErrStreakBroken is a trust-promote gate whose approvals the owner has
+// broken since it was filed, by denying a gate of the same (imp, intent).
+var ErrStreakBroken = errors.New("the owner has denied that kind of gate since this promotion was filed")
+
+// brokenBy returns the first of imp's gates of intent in, proposed
+// through impgw, that the owner denied at or after since (a deny in the
+// same second as the filing counts as after it, so it is never outrun),
+// or nil.
+func brokenBy(y *yard.Yard, imp, in string, since time.Time) (*gate.Gate, time.Time, error) {
+	var first *gate.Gate
+	var at time.Time
+	bad, err := gate.Each(y, gate.Filter{All: true, Imp: imp}, func(g *gate.Gate) error {
+		if g.Intent != in || !proposed(g) {
+			return nil
+		}
+		h, ok := decided(g)
+		if !ok || h.To != state.Denied || !byOwner(h) || h.At.Before(since) {
+			return nil
+		}
+		if first == nil || h.At.Before(at) {
+			first, at = g, h.At
+		}
+		return nil
+	})
+	if err == nil && len(bad) > 0 {
+		err = errors.Join(bad...)
+	}
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("looking for denies of %s %s: %w", imp, in, err)
+	}
+	return first, at, nil
+}
+
+// Broke returns the trust-promote gate of g's (imp, intent) that waits
+// for the owner and that the owner's deny of g broke (see Append): g was
+// proposed by its imp and denied at or after that gate was filed. Nil
+// when there is none.
+func Broke(y *yard.Yard, g *gate.Gate) (*gate.Gate, error) {
+	h, ok := decided(g)
+	if g.Intent == intent.TrustPromote || !proposed(g) || !ok || h.To != state.Denied || !byOwner(h) {
+		return nil, nil
+	}
+	_, waiting, err := Streak(y, g.Imp, g.Intent)
+	if err != nil || waiting == nil || h.At.Before(waiting.Created) {
+		return nil, err
+	}
+	return waiting, nil
+}
+
 // Streak returns the gates of (imp, intent) that count toward promotion
 // now, oldest decision first, and the trust-promote gate of that (imp,
 // intent) still waiting for the owner, if any. Decisions are ordered by

@@ -320,6 +320,14 @@ func TestAppendAndDenied(t *testing.T) {
 	if _, err := os.Stat(p + ".2"); err != nil {
 		t.Errorf("no backup of the file with the earned entry: %v", err)
 	}
+	// An execution of the promotion resumed after the removal does not
+	// put the entry back.
+	if _, err := Append(f.y, f.org, promote, promote.Payload); !errors.Is(err, ErrStreakBroken) {
+		t.Errorf("Append after a deny removed the entry: %v", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != impTOML {
+		t.Errorf("a resumed Append put the removed entry back:\n%s", b)
+	}
 	// The owner is told, once, under the id of the deny.
 	var told []*notify.Entry
 	for _, where := range []func(*yard.Yard) ([]*notify.Entry, []error){notify.Pending, notify.Sent} {
@@ -395,5 +403,64 @@ func TestStreakSameSecond(t *testing.T) {
 	f.approved(t, mail("a@ourco.com"))
 	if streak, _, err := Streak(f.y, "yuko", "email-send"); err != nil || len(streak) != 2 {
 		t.Errorf("streak %d (%v), want the 2 approvals of the next second", len(streak), err)
+	}
+}
+
+// A deny of the imp's proposal while its promotion waits breaks the
+// approvals the promotion rests on: approved after that, it appends
+// nothing. Denies that are not the owner's breaking a proposal's streak
+// (a trust entry's, one of a gate no imp proposed, one of another intent,
+// one before the filing) leave it whole.
+func TestAppendAfterStreakBroken(t *testing.T) {
+	f := newFixture(t)
+	p := config.ImpPath(f.y, "yuko")
+	os.MkdirAll(filepath.Dir(p), 0o750)
+	os.WriteFile(p, []byte(impTOML), 0o640)
+	for range 3 {
+		f.approved(t, mail("team@ourco.com"))
+	}
+	f.denied(t, mail("team@ourco.com"))
+	for range 3 {
+		f.approved(t, mail("team@ourco.com"))
+	}
+	promote := f.propose(t)
+	if promote == nil {
+		t.Fatal("no promotion after three clean approvals")
+	}
+	byTrust := f.file(t, mail("team@ourco.com"), "impgw")
+	byTrust = f.move(t, byTrust.ID, state.Denied, "trust: imps/yuko/imp.toml:3", "impgw")
+	byHand := f.file(t, mail("team@ourco.com"), "impgate")
+	byHand = f.move(t, byHand.ID, state.Denied, "alice", "impgate")
+	other, err := gate.File(f.y, gate.FileOptions{Imp: "yuko", Intent: "message-user", Payload: []byte(`{"text":"hi"}`), By: "yuko", Actor: "impgw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other = f.move(t, other.ID, state.Denied, "alice", "impgate")
+	for _, g := range []*gate.Gate{byTrust, byHand, other} {
+		if w, err := Broke(f.y, g); w != nil || err != nil {
+			t.Errorf("deny of %s (%s by %s) broke %v (%v)", g.ID, g.Intent, g.History[len(g.History)-1].By, w, err)
+		}
+	}
+	if d, _, err := brokenBy(f.y, "yuko", "email-send", promote.Created); d != nil || err != nil {
+		t.Errorf("the promotion counts as broken by %v (%v) before the owner denied a proposal", d, err)
+	}
+
+	broken := f.denied(t, mail("team@ourco.com"))
+	if w, err := Broke(f.y, broken); err != nil || w == nil || w.ID != promote.ID {
+		t.Fatalf("Broke after the owner's deny: %v %v, want %s", w, err, promote.ID)
+	}
+	promote = f.move(t, promote.ID, state.Approved, "alice", "impgate")
+	if w, err := Broke(f.y, broken); w != nil || err != nil {
+		t.Errorf("Broke once the promotion was decided: %v %v", w, err)
+	}
+	_, err = Append(f.y, f.org, promote, promote.Payload)
+	if !errors.Is(err, ErrStreakBroken) || !strings.Contains(err.Error(), broken.ID) || !strings.Contains(err.Error(), promote.ID) {
+		t.Fatalf("Append after the streak was broken: %v", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != impTOML {
+		t.Errorf("a refused promotion changed imp.toml:\n%s", b)
+	}
+	if _, err := os.Stat(p + ".1"); err == nil {
+		t.Error("a refused promotion left imp.toml.1")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -83,7 +84,10 @@ func list(ss []string) string {
 // records it in the imp's journal and the audit log. The file must load
 // with the entry, or nothing is written. An entry resting on the same
 // gates already there is not appended again: a resumed execution finds
-// its own entry.
+// its own entry. Nor is one whose streak the owner broke after g was
+// filed, by denying a gate of the same (imp, intent) that the imp
+// proposed: approving a promotion grants trust for the approvals it
+// names, and those are no longer consecutive (ErrStreakBroken).
 func Append(y *yard.Yard, org *config.Org, g *gate.Gate, body []byte) (string, error) {
 	e, err := Parse(body)
 	if err != nil {
@@ -99,6 +103,16 @@ func Append(y *yard.Yard, org *config.Org, g *gate.Gate, body []byte) (string, e
 			if have.Earned && have.Intent == e.Intent && slices.Equal(have.Gates, e.Gates) {
 				return nil, "entry already in " + p, nil
 			}
+		}
+		// Under the lock of imp.toml, so a deny committed after this look
+		// finds the entry in place when it asks whether it disagrees.
+		d, at, err := brokenBy(y, g.Imp, e.Intent, g.Created)
+		if err != nil {
+			return nil, "", err
+		}
+		if d != nil {
+			return nil, "", fmt.Errorf("trust-promote gate %s: the owner denied gate %s of %s %s at %s: %w; nothing appended to %s",
+				g.ID, d.ID, g.Imp, e.Intent, at.UTC().Format(time.RFC3339), ErrStreakBroken, p)
 		}
 		next := append([]byte{}, old...)
 		if len(next) > 0 && !bytes.HasSuffix(next, []byte("\n")) {
