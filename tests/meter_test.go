@@ -31,6 +31,10 @@ func modelAPI(t *testing.T) *httptest.Server {
 		case r.URL.Path == "/v1/chat/completions" && r.URL.Query().Get("stream") == "":
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"id":"c1","model":"gpt-5","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":12,"completion_tokens":34}}`)
+		case r.URL.Path == "/v1/chat/completions" && r.URL.Query().Get("stream") == "nousage":
+			// A stream asked for without stream_options.include_usage.
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: {\"model\":\"gpt-5\",\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n")
 		case r.URL.Path == "/v1/chat/completions":
 			w.Header().Set("Content-Type", "text/event-stream")
 			for _, ev := range []string{
@@ -56,13 +60,14 @@ func modelAPI(t *testing.T) *httptest.Server {
 	return srv
 }
 
-// TestModelTokensMetered runs impgw serve in front of a loopback model
-// API, with runs' tokens bound to an owner task and a proactive one:
-// every response's tokens are metered into the decision log and the
-// ledger by class and model, a proactive call past tokens_daily gets 429
-// while owner calls pass, impq spend shows it, and impsup leaves the
-// imp's proactive tasks waiting with the reason.
-func TestModelTokensMetered(t *testing.T) {
+// meterYard is a yard whose impgw meters yuko's calls to a loopback
+// model API, with org.toml as given.
+type meterYard struct {
+	*spine
+	api *httptest.Server
+}
+
+func newMeterYard(t *testing.T, org string) *meterYard {
 	api := modelAPI(t)
 	s := &spine{y: newYard(t), home: t.TempDir(), listen: "127.0.0.1:0", bin: bin}
 	s.env = []string{"IMPYARD_ROOT=" + s.y.Root, "IMPYARD_HOME=" + s.home, "USER=alice"}
@@ -72,49 +77,74 @@ func TestModelTokensMetered(t *testing.T) {
 	os.WriteFile(s.y.PolicyPath(), []byte(`{"schema":"impyard.policy/1","upstreamCA":"`+upCA+`","rules":[
 	 {"name":"openai","match":{"protocol":"https","host":"127.0.0.1","pathPrefix":"/v1/chat/","subject":"yuko","network":"127.0.0.0/8"},"verdict":"allow","meter":"openai"},
 	 {"name":"anthropic","match":{"protocol":"https","host":"127.0.0.1","pathPrefix":"/v1/messages","subject":"yuko","network":"127.0.0.0/8"},"verdict":"allow","meter":"anthropic"}]}`), 0o640)
-	os.WriteFile(s.y.Path("org.toml"), []byte(`
+	os.WriteFile(s.y.Path("org.toml"), []byte(org), 0o640)
+	if out, err := s.run(t, "impgw", "ca", "init"); err != nil {
+		t.Fatalf("ca init: %v %s", err, out)
+	}
+	s.listen = s.serveGateway(t)
+	return &meterYard{s, api}
+}
+
+// task adds a task of yuko's and returns its id.
+func (m *meterYard) task(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := m.run(t, "impq", append([]string{"add", "--imp", "yuko"}, args...)...)
+	if err != nil {
+		t.Fatalf("impq add: %v %s", err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+// client is a run's client: through impgw with a token bound to taskID.
+func (m *meterYard) client(t *testing.T, taskID string) *http.Client {
+	t.Helper()
+	tok, err := m.run(t, "impgw", "token", "issue", "--imp", "yuko", "--task", taskID)
+	if err != nil {
+		t.Fatalf("token issue: %v %s", err, tok)
+	}
+	proxy, _ := url.Parse("http://yuko:" + strings.TrimSpace(tok) + "@" + m.listen)
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(filepath.Join(m.home, "ca", "ca.crt"))
+	pool.AppendCertsFromPEM(caPEM)
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxy), TLSClientConfig: &tls.Config{RootCAs: pool}}}
+}
+
+// call makes a model call and checks its status; it returns the body.
+func (m *meterYard) call(t *testing.T, c *http.Client, path string, want int) string {
+	t.Helper()
+	resp, err := c.Post(m.api.URL+path, "application/json", strings.NewReader(`{"model":"gpt-5","messages":[]}`))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Fatalf("%s: %d %s, want %d", path, resp.StatusCode, body, want)
+	}
+	return string(body)
+}
+
+// TestModelTokensMetered runs impgw serve in front of a loopback model
+// API, with runs' tokens bound to an owner task and a proactive one:
+// every response's tokens are metered into the decision log and the
+// ledger by class and model, a proactive call past tokens_daily gets 429
+// while owner calls pass, impq spend shows it, and impsup leaves the
+// imp's proactive tasks waiting with the reason.
+func TestModelTokensMetered(t *testing.T) {
+	m := newMeterYard(t, `
 [budget.yuko]
 tokens_daily = 500
 [prices."gpt-5"]
 input = 1.25
 output = 10.0
-`), 0o640)
-	if out, err := s.run(t, "impgw", "ca", "init"); err != nil {
-		t.Fatalf("ca init: %v %s", err, out)
-	}
-	s.listen = s.serveGateway(t)
-
-	task := func(args ...string) string {
-		out, err := s.run(t, "impq", append([]string{"add", "--imp", "yuko"}, args...)...)
-		if err != nil {
-			t.Fatalf("impq add: %v %s", err, out)
-		}
-		return strings.TrimSpace(out)
-	}
+`)
+	s := m.spine
+	task := func(args ...string) string { return m.task(t, args...) }
 	ownerTask, proTask := task("asked by alice"), task("--proactive", "digest")
-	client := func(taskID string) *http.Client {
-		tok, err := s.run(t, "impgw", "token", "issue", "--imp", "yuko", "--task", taskID)
-		if err != nil {
-			t.Fatalf("token issue: %v %s", err, tok)
-		}
-		proxy, _ := url.Parse("http://yuko:" + strings.TrimSpace(tok) + "@" + s.listen)
-		pool := x509.NewCertPool()
-		caPEM, _ := os.ReadFile(filepath.Join(s.home, "ca", "ca.crt"))
-		pool.AppendCertsFromPEM(caPEM)
-		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxy), TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	}
-	owner, proactive := client(ownerTask), client(proTask)
+	owner, proactive := m.client(t, ownerTask), m.client(t, proTask)
 	call := func(c *http.Client, path string, want int) {
 		t.Helper()
-		resp, err := c.Post(api.URL+path, "application/json", strings.NewReader(`{"model":"gpt-5","messages":[]}`))
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Fatalf("%s: %d %s, want %d", path, resp.StatusCode, body, want)
-		}
+		m.call(t, c, path, want)
 	}
 	call(owner, "/v1/chat/completions", 200)          // 12 + 34
 	call(owner, "/v1/chat/completions?stream=1", 200) // 100 + 200
@@ -240,4 +270,40 @@ output = 10.0
 			t.Errorf("impq show of a held task: %v\n%s", err, out)
 		}
 	})
+}
+
+// TestUnknownUsageHeld: a proactive run's event stream asked for without
+// usage is relayed and recorded as unknown usage; the next proactive
+// call is refused 429 naming it, since tokens_daily cannot be held, and
+// impq spend says so; owner calls still pass.
+func TestUnknownUsageHeld(t *testing.T) {
+	m := newMeterYard(t, "[budget.yuko]\ntokens_daily = 500\n")
+	owner, proactive := m.client(t, m.task(t, "asked by alice")), m.client(t, m.task(t, "--proactive", "digest"))
+	if body := m.call(t, proactive, "/v1/chat/completions?stream=nousage", 200); !strings.Contains(body, `"content":"hi"`) {
+		t.Errorf("the stream was not relayed whole: %q", body)
+	}
+	body := m.call(t, proactive, "/v1/chat/completions", http.StatusTooManyRequests)
+	if !strings.Contains(body, "made 1 model call(s) on proactive work whose usage could not be read, so its daily 500 model tokens cannot be held") {
+		t.Errorf("refusal: %s", body)
+	}
+	m.call(t, owner, "/v1/chat/completions?stream=nousage", 200)
+	m.call(t, owner, "/v1/chat/completions", 200)
+	var sp struct {
+		Classes map[string]struct {
+			UnknownUsage int64 `json:"unknown_usage"`
+		} `json:"classes"`
+		Over string `json:"over"`
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, err := m.run(t, "impq", "spend", "--json", "--imp", "yuko")
+		if err != nil || json.Unmarshal([]byte(out), &sp) != nil {
+			t.Fatalf("impq spend: %v %s", err, out)
+		}
+		if sp.Classes["owner"].UnknownUsage == 1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if sp.Classes["proactive"].UnknownUsage != 1 || sp.Classes["owner"].UnknownUsage != 1 || !strings.Contains(sp.Over, "whose usage could not be read") {
+		t.Errorf("impq spend: %+v", sp)
+	}
 }

@@ -168,6 +168,16 @@ type Price struct {
 	Output float64 `toml:"output"`
 }
 
+// Priced reports whether a call to model may cost something: the model
+// has a price, or no model is named while some model has one.
+func (o *Org) Priced(model string) bool {
+	if model == "" {
+		return len(o.Prices) > 0
+	}
+	_, ok := o.Prices[model]
+	return ok
+}
+
 // Cost is the price of a model call's tokens; a model without a price
 // costs nothing, and is still counted in tokens.
 func (o *Org) Cost(model string, input, output int64) float64 {

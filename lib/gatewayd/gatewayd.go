@@ -165,6 +165,7 @@ func spend(y *yard.Yard, meter *ledger.Meter, logf func(string, ...any)) func(ga
 			logf("error: pricing %s tokens of %s: %v", u.Model, sp.Subject, err)
 		} else {
 			e.Cost = org.Cost(u.Model, u.InputTokens, u.OutputTokens)
+			e.UnknownCost = u.Unknown && org.Priced(u.Model)
 		}
 		meter.Add(e)
 	}

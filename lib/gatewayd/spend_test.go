@@ -73,3 +73,39 @@ func TestSpendAndAdmit(t *testing.T) {
 		t.Errorf("ledger %s, want %s", strings.Join(got, " "), want)
 	}
 }
+
+// A metered call whose usage the gateway could not read is of unknown
+// cost when its model is priced, or unnamed while some model is; past
+// one such proactive call, a daily cap refuses the next.
+func TestUnknownUsageCost(t *testing.T) {
+	y := yardtest.New(t)
+	pro, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "work", Proactive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(y.Path("org.toml"), []byte("[budget.yuko]\ndaily = 5.0\n[prices.\"gpt-5\"]\ninput = 1.0\noutput = 2.0\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	m := ledger.NewMeter(y, func(err error) { t.Error(err) })
+	meter := spend(y, m, func(f string, a ...any) { t.Errorf(f, a...) })
+	ok := admit(y, m)
+	meter(gateway.Spend{Subject: "yuko", Task: pro, Usage: &gateway.Usage{Model: "local", Unknown: true}})
+	if err := ok("yuko", pro); err != nil {
+		t.Fatalf("after an unpriced call of unknown usage: %v", err)
+	}
+	meter(gateway.Spend{Subject: "yuko", Task: pro, Usage: &gateway.Usage{Unknown: true}})
+	meter(gateway.Spend{Subject: "yuko", Task: pro, Usage: &gateway.Usage{Model: "gpt-5", Unknown: true}})
+	if err := ok("yuko", pro); !errors.Is(err, ledger.ErrOverBudget) || !strings.Contains(err.Error(), "made 2 priced model call(s)") {
+		t.Errorf("after priced calls of unknown usage: %v", err)
+	}
+	var got []string
+	since, until := ledger.Day(time.Now())
+	if err := ledger.Read(y, "yuko", since, until, func(e ledger.Entry) {
+		got = append(got, fmt.Sprintf("%s:%t:%t", e.Model, e.UnknownUsage, e.UnknownCost))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "local:true:false :true:true gpt-5:true:true"; strings.Join(got, " ") != want {
+		t.Errorf("ledger %s, want %s", strings.Join(got, " "), want)
+	}
+}

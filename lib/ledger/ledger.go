@@ -50,11 +50,14 @@ type Entry struct {
 	Cost   float64 `json:"cost,omitempty"`
 	Bytes  int64   `json:"bytes,omitempty"`
 	// A Tokens entry: the model the response named, its tokens, and
-	// whether the response carried no usage the gateway could read.
+	// whether the response carried no usage the gateway could read. An
+	// entry of unknown usage is also of unknown cost when its model is
+	// priced, or unnamed while some model is.
 	Model        string `json:"model,omitempty"`
 	InputTokens  int64  `json:"input_tokens,omitempty"`
 	OutputTokens int64  `json:"output_tokens,omitempty"`
 	UnknownUsage bool   `json:"unknown_usage,omitempty"`
+	UnknownCost  bool   `json:"unknown_cost,omitempty"`
 }
 
 // Totals sums entries.
@@ -63,8 +66,10 @@ type Totals struct {
 	Bytes        int64   `json:"bytes"`
 	InputTokens  int64   `json:"input_tokens"`
 	OutputTokens int64   `json:"output_tokens"`
-	// UnknownUsage counts metered calls whose usage could not be read.
+	// UnknownUsage counts metered calls whose usage could not be read,
+	// UnknownCost those of them whose cost it would have set.
 	UnknownUsage int64 `json:"unknown_usage"`
+	UnknownCost  int64 `json:"unknown_cost"`
 }
 
 // Add counts e.
@@ -76,6 +81,9 @@ func (t *Totals) Add(e Entry) {
 	if e.UnknownUsage {
 		t.UnknownUsage++
 	}
+	if e.UnknownCost {
+		t.UnknownCost++
+	}
 }
 
 // Merge counts o.
@@ -85,6 +93,7 @@ func (t *Totals) Merge(o Totals) {
 	t.InputTokens += o.InputTokens
 	t.OutputTokens += o.OutputTokens
 	t.UnknownUsage += o.UnknownUsage
+	t.UnknownCost += o.UnknownCost
 }
 
 // Tokens is input plus output tokens, what tokens_daily caps.
@@ -184,7 +193,11 @@ func Spent(y *yard.Yard, imp string, at time.Time) (map[string]Totals, error) {
 }
 
 // Over says which cap of b the proactive spend of a day reached, "" when
-// none did; a budget of zero caps nothing.
+// none did; a budget of zero caps nothing. A model call whose usage could
+// not be read counts as reaching the caps it would have counted toward:
+// tokens_daily, and daily when its cost is unknown too. Counted as zero,
+// calls that hide their usage (an event stream asked for without usage,
+// say) would pass any cap.
 func Over(b config.Budget, proactive Totals) string {
 	switch {
 	case b.Daily > 0 && proactive.Cost >= b.Daily:
@@ -193,6 +206,10 @@ func Over(b config.Budget, proactive Totals) string {
 		return fmt.Sprintf("moved %d of its daily %d bytes on proactive work", proactive.Bytes, b.Bytes)
 	case b.TokensDaily > 0 && proactive.Tokens() >= b.TokensDaily:
 		return fmt.Sprintf("used %d of its daily %d model tokens on proactive work", proactive.Tokens(), b.TokensDaily)
+	case b.TokensDaily > 0 && proactive.UnknownUsage > 0:
+		return fmt.Sprintf("made %d model call(s) on proactive work whose usage could not be read, so its daily %d model tokens cannot be held", proactive.UnknownUsage, b.TokensDaily)
+	case b.Daily > 0 && proactive.UnknownCost > 0:
+		return fmt.Sprintf("made %d priced model call(s) on proactive work whose usage could not be read, so its daily %.4g cannot be held", proactive.UnknownCost, b.Daily)
 	}
 	return ""
 }

@@ -59,7 +59,7 @@ func TestTokensBudget(t *testing.T) {
 	m := NewMeter(y, func(err error) { t.Error(err) })
 	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: owner, Model: "gpt-5", InputTokens: 5000, OutputTokens: 5000})
 	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: pro, Model: "gpt-5", InputTokens: 400, OutputTokens: 500})
-	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: pro, UnknownUsage: true})
+	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: owner, UnknownUsage: true, UnknownCost: true})
 	m.Sync()
 	now := time.Now()
 	if err := Check(y, org, "yuko", true, now); err != nil {
@@ -74,11 +74,13 @@ func TestTokensBudget(t *testing.T) {
 	if err := Check(y, org, "yuko", false, now); err != nil {
 		t.Errorf("owner work refused: %v", err)
 	}
+	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: pro, UnknownUsage: true})
+	m.Sync()
 	spent, err := Spent(y, "yuko", now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, o := spent[Proactive], spent[Owner]; p.Tokens() != 1000 || p.UnknownUsage != 1 || o.Tokens() != 10000 {
+	if p, o := spent[Proactive], spent[Owner]; p.Tokens() != 1000 || p.UnknownUsage != 1 || o.Tokens() != 10000 || o.UnknownUsage != 1 || o.UnknownCost != 1 {
 		t.Errorf("spent %+v", spent)
 	}
 	if err := Check(y, org, "yuko", true, now.Add(24*time.Hour)); err != nil {
@@ -98,9 +100,54 @@ func TestOver(t *testing.T) {
 		{config.Budget{Bytes: 10}, Totals{Bytes: 10}, "moved 10 of its daily 10 bytes on proactive work"},
 		{config.Budget{TokensDaily: 10}, Totals{InputTokens: 4, OutputTokens: 5}, ""},
 		{config.Budget{TokensDaily: 10}, Totals{InputTokens: 5, OutputTokens: 5}, "used 10 of its daily 10 model tokens on proactive work"},
+		{config.Budget{TokensDaily: 10}, Totals{InputTokens: 4, UnknownUsage: 2}, "made 2 model call(s) on proactive work whose usage could not be read, so its daily 10 model tokens cannot be held"},
+		{config.Budget{TokensDaily: 10}, Totals{InputTokens: 10, UnknownUsage: 2}, "used 10 of its daily 10 model tokens on proactive work"},
+		{config.Budget{Daily: 1, Bytes: 10}, Totals{Cost: 0.5, Bytes: 5, UnknownUsage: 3}, ""},
+		{config.Budget{Daily: 1}, Totals{Cost: 0.5, UnknownUsage: 3, UnknownCost: 1}, "made 1 priced model call(s) on proactive work whose usage could not be read, so its daily 1 cannot be held"},
+		{config.Budget{Bytes: 10}, Totals{Bytes: 5, UnknownUsage: 3, UnknownCost: 3}, ""},
 	} {
 		if got := Over(tc.b, tc.p); got != tc.want {
 			t.Errorf("Over(%+v, %+v) = %q, want %q", tc.b, tc.p, got, tc.want)
 		}
+	}
+}
+
+// A proactive model call whose usage could not be read holds the imp's
+// tokens_daily as reached, and its daily when the call's cost is unknown
+// too: counted as zero, such calls would pass any cap. Owner work is not
+// held by it, nor are caps it could not have counted toward.
+func TestUnknownUsageHoldsCaps(t *testing.T) {
+	y := yardtest.New(t)
+	pro, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "digest", Proactive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := &config.Org{Budget: map[string]config.Budget{"yuko": {TokensDaily: 1000}}}
+	daily := &config.Org{Budget: map[string]config.Budget{"yuko": {Daily: 1, Bytes: 1 << 20}}}
+	m := NewMeter(y, func(err error) { t.Error(err) })
+	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: pro, Model: "gpt-5", InputTokens: 10, OutputTokens: 10})
+	m.Sync()
+	now := time.Now()
+	if err := Check(y, tokens, "yuko", true, now); err != nil {
+		t.Fatalf("20 tokens of 1000: %v", err)
+	}
+	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: pro, Model: "local", UnknownUsage: true})
+	m.Sync()
+	if err := Check(y, tokens, "yuko", true, now); !errors.Is(err, ErrOverBudget) || !strings.Contains(err.Error(), "imp yuko made 1 model call(s) on proactive work whose usage could not be read") {
+		t.Errorf("tokens_daily after a call of unknown usage: %v", err)
+	}
+	if err := Check(y, daily, "yuko", true, now); err != nil {
+		t.Errorf("daily after a call of an unpriced model of unknown usage: %v", err)
+	}
+	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: pro, Model: "gpt-5", UnknownUsage: true, UnknownCost: true})
+	m.Sync()
+	if err := Check(y, daily, "yuko", true, now); !errors.Is(err, ErrOverBudget) || !strings.Contains(err.Error(), "made 1 priced model call(s)") {
+		t.Errorf("daily after a priced call of unknown usage: %v", err)
+	}
+	if err := Check(y, tokens, "yuko", false, now); err != nil {
+		t.Errorf("owner work held: %v", err)
+	}
+	if err := Check(y, tokens, "yuko", true, now.Add(24*time.Hour)); err != nil {
+		t.Errorf("the next UTC day held: %v", err)
 	}
 }
