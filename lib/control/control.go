@@ -16,6 +16,7 @@
 //	GET  /v1/mailbox      the owner's messages left for the caller's imp
 //	                      since its run's brief, marked delivered to the
 //	                      run: what a box polls at its turn boundaries
+//	                      (?again=1: also what its run was given before)
 //
 // An imp never sees another imp's gates or tasks: a gate of another imp
 // answers 404 as if it did not exist.
@@ -31,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -177,9 +179,26 @@ func (a *API) route(r *http.Request, sub *token.Subject) (any, error) {
 		if r.Method != http.MethodGet {
 			return nil, fail(http.StatusMethodNotAllowed, "use GET")
 		}
-		return a.mailbox(sub)
+		again, err := queryBool(r, "again")
+		if err != nil {
+			return nil, err
+		}
+		return a.mailbox(sub, again)
 	}
 	return nil, fail(http.StatusNotFound, "no such endpoint")
+}
+
+// queryBool reads a yes-or-no query parameter: absent is no.
+func queryBool(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fail(http.StatusBadRequest, "%s=%q: want 1 or 0, true or false", name, v)
+	}
+	return b, nil
 }
 
 func readBody(r *http.Request, limit int64) ([]byte, error) {
@@ -249,7 +268,7 @@ func (a *API) note(r *http.Request, sub *token.Subject) (any, error) {
 // run has had yet, but for those its brief carries, and marks them
 // delivered to it. Messages are delivered to a run, so a token without
 // one, or of a run that ended, has no mailbox.
-func (a *API) mailbox(sub *token.Subject) (any, error) {
+func (a *API) mailbox(sub *token.Subject, again bool) (any, error) {
 	if sub.Run == "" {
 		return nil, fail(http.StatusForbidden, "this token names no run: messages are delivered to a run's box (its brief, or GET /v1/mailbox while it runs)")
 	}
@@ -272,7 +291,7 @@ func (a *API) mailbox(sub *token.Subject) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := mailbox.Take(a.Yard, sub.Imp(), sub.Run, briefed)
+	msgs, err := mailbox.Take(a.Yard, sub.Imp(), sub.Run, briefed, again)
 	if err != nil {
 		return nil, err
 	}

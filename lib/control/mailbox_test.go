@@ -126,3 +126,44 @@ func contains(out map[string]any, s string) bool {
 	e, _ := out["error"].(string)
 	return strings.Contains(e, s)
 }
+
+// TestMailboxPollAgain: a box that lost an answer asks with ?again=1 and
+// gets what its run was given (its brief's messages, its earlier polls')
+// and what is new, oldest first; nothing delivered to another run, and
+// the brief's messages stay for the supervisor to mark. A bad value is
+// 400 and takes nothing.
+func TestMailboxPollAgain(t *testing.T) {
+	f := newFixture(t)
+	briefed, _ := mailbox.Send(f.y, "yuko", "alice", "in the brief")
+	elsewhere, _ := mailbox.Send(f.y, "yuko", "alice", "for the other box")
+	if err := mailbox.MarkDelivered(f.y, "yuko", "r-0000000000000002", []string{elsewhere}); err != nil {
+		t.Fatal(err)
+	}
+	liveRun(t, f, "yuko", briefed)
+	tok := f.token(t, "yuko", "")
+	lost, _ := mailbox.Send(f.y, "yuko", "alice", "skip the sports section")
+	if code, out := f.do(t, tok, "GET", "/v1/mailbox", ""); code != 200 || len(messages(t, out)) != 1 {
+		t.Fatalf("poll: %d %v", code, out)
+	}
+	fresh, _ := mailbox.Send(f.y, "yuko", "alice", "and the weather")
+	if code, out := f.do(t, tok, "GET", "/v1/mailbox?again=maybe", ""); code != 400 || !contains(out, `again="maybe"`) {
+		t.Errorf("?again=maybe: %d %v", code, out)
+	}
+	if waiting, _ := mailbox.Undelivered(f.y, "yuko"); len(waiting) != 2 || waiting[1].ID != fresh {
+		t.Errorf("a refused poll took a message: undelivered %+v", waiting)
+	}
+	code, out := f.do(t, tok, "GET", "/v1/mailbox?again=1", "")
+	if got, want := strings.Join(messages(t, out), " "), strings.Join([]string{briefed, lost, fresh}, " "); code != 200 || got != want {
+		t.Fatalf("?again=1: %d %s, want %s", code, got, want)
+	}
+	if code, out := f.do(t, tok, "GET", "/v1/mailbox", ""); code != 200 || len(messages(t, out)) != 0 {
+		t.Errorf("a plain poll after ?again=1 took the new message again: %d %v", code, out)
+	}
+	waiting, _ := mailbox.Undelivered(f.y, "yuko")
+	if len(waiting) != 1 || waiting[0].ID != briefed {
+		t.Errorf("undelivered after ?again=1: %+v; want only the briefed one", waiting)
+	}
+	if code, out := f.do(t, tok, "GET", "/v1/mailbox?again=true", ""); code != 200 || len(messages(t, out)) != 3 {
+		t.Errorf("?again=true a second time: %d %v", code, out)
+	}
+}

@@ -78,8 +78,11 @@ func Undelivered(y *yard.Yard, imp string) ([]Message, error) {
 // and marks them delivered to runID in the same transaction, so each
 // reaches one box once: what a running box polls at its turn boundaries.
 // The messages in skip (those its brief carries, which the supervisor
-// marks) are neither returned nor marked.
-func Take(y *yard.Yard, imp, runID string, skip []string) ([]Message, error) {
+// marks) are neither returned nor marked. With again, those in skip and
+// those already delivered to runID are returned too, unmarked: what a
+// box asks for when it does not know whether an earlier answer reached
+// it, since the marking cannot be undone by a dropped connection.
+func Take(y *yard.Yard, imp, runID string, skip []string, again bool) ([]Message, error) {
 	if err := id.Check(id.Run, runID); err != nil {
 		return nil, err
 	}
@@ -89,18 +92,24 @@ func Take(y *yard.Yard, imp, runID string, skip []string) ([]Message, error) {
 	}
 	out := []Message{}
 	err = d.Update(func(tx *store.Tx) error {
-		waiting, err := undelivered(tx, d.Path())
+		all, err := messages(tx, d.Path())
 		if err != nil {
 			return err
 		}
 		now := store.Now()
-		for _, m := range waiting {
-			if slices.Contains(skip, m.ID) {
+		for _, m := range all {
+			switch {
+			case m.DeliveredTo == runID || m.DeliveredTo == "" && slices.Contains(skip, m.ID):
+				if !again {
+					continue
+				}
+			case m.DeliveredTo != "":
 				continue
-			}
-			m.DeliveredTo, m.Delivered = runID, &now
-			if err := write(tx, &m); err != nil {
-				return err
+			default:
+				m.DeliveredTo, m.Delivered = runID, &now
+				if err := write(tx, &m); err != nil {
+					return err
+				}
 			}
 			out = append(out, m)
 		}
@@ -113,6 +122,15 @@ func Take(y *yard.Yard, imp, runID string, skip []string) ([]Message, error) {
 }
 
 func undelivered(tx *store.Tx, path string) ([]Message, error) {
+	all, err := messages(tx, path)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(m Message) bool { return m.DeliveredTo != "" }), nil
+}
+
+// messages reads every message in the directory at path, oldest first.
+func messages(tx *store.Tx, path string) ([]Message, error) {
 	entries, err := os.ReadDir(path)
 	if err != nil {
 		return nil, err
@@ -127,9 +145,7 @@ func undelivered(tx *store.Tx, path string) ([]Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		if m.DeliveredTo == "" {
-			out = append(out, *m)
-		}
+		out = append(out, *m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil

@@ -89,7 +89,7 @@ func TestTakeOnce(t *testing.T) {
 		m, _ := Send(y, "yuko", "alice", "news")
 		sent = append(sent, m)
 	}
-	if _, err := Take(y, "yuko", "not-a-run", nil); err == nil {
+	if _, err := Take(y, "yuko", "not-a-run", nil, false); err == nil {
 		t.Fatal("a bad run id was taken")
 	}
 	runs := []string{"r-0000000000000001", "r-0000000000000002", "r-0000000000000003"}
@@ -99,7 +99,7 @@ func TestTakeOnce(t *testing.T) {
 	for _, r := range runs {
 		wg.Go(func() {
 			for range 5 {
-				msgs, err := Take(y, "yuko", r, nil)
+				msgs, err := Take(y, "yuko", r, nil, false)
 				if err != nil {
 					t.Error(err)
 				}
