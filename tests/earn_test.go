@@ -39,6 +39,33 @@ func (s *spine) promotions(t *testing.T) []*gate.Gate {
 	return out
 }
 
+// earnSpine is a spine whose kai earns email-send after after clean
+// approvals, with kaiTOML as imp.toml and impexec running; it returns the
+// spine, imp.toml's path and a token of kai's.
+func earnSpine(t *testing.T, after int) (s *spine, imp, tok string) {
+	t.Helper()
+	s = newSpine(t, true, bin)
+	org, _ := os.ReadFile(s.y.Path("org.toml"))
+	os.WriteFile(s.y.Path("org.toml"), append(org, fmt.Sprintf("\n[[earn]]\nintent = \"email-send\"\nimp = \"kai\"\nafter = %d\n", after)...), 0o640)
+	imp = config.ImpPath(s.y, "kai")
+	os.MkdirAll(s.y.Path("imps", "kai"), 0o750)
+	os.WriteFile(imp, []byte(kaiTOML), 0o640)
+	s.daemon(t, bin, "impexec", "run", "--rescan", "1s")
+	return s, imp, s.token(t, "kai")
+}
+
+// promotion waits for kai's one trust-promote gate.
+func (s *spine) promotion(t *testing.T) *gate.Gate {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if p := s.promotions(t); len(p) > 0 {
+			return p[0]
+		} else if time.Now().After(deadline) {
+			t.Fatal("no trust-promote gate after the clean approvals [[earn]] asks for")
+		}
+	}
+}
+
 // gated proposes an email from kai and checks that it waits at the desk.
 func (s *spine) gated(t *testing.T, tok, to, body string) string {
 	t.Helper()
@@ -69,14 +96,7 @@ func (s *spine) approveExecuted(t *testing.T, gid string) {
 // what a hand-written gate entry holds back; a deny of a gate the earned
 // entry would have approved removes it and says so.
 func TestEarnedTrust(t *testing.T) {
-	s := newSpine(t, true, bin)
-	org, _ := os.ReadFile(s.y.Path("org.toml"))
-	os.WriteFile(s.y.Path("org.toml"), append(org, "\n[[earn]]\nintent = \"email-send\"\nimp = \"kai\"\nafter = 5\n"...), 0o640)
-	imp := config.ImpPath(s.y, "kai")
-	os.MkdirAll(s.y.Path("imps", "kai"), 0o750)
-	os.WriteFile(imp, []byte(kaiTOML), 0o640)
-	s.daemon(t, bin, "impexec", "run", "--rescan", "1s")
-	tok := s.token(t, "kai")
+	s, imp, tok := earnSpine(t, 5)
 	report := func(i int) string { return fmt.Sprintf("report %d", i) }
 
 	// Two approvals, then a deny: the count starts again.
@@ -103,14 +123,7 @@ func TestEarnedTrust(t *testing.T) {
 	gid := s.gated(t, tok, "team@ourco.com", report(8))
 	s.approveExecuted(t, gid)
 	rests = append(rests, gid)
-	var promote *gate.Gate
-	for deadline := time.Now().Add(10 * time.Second); promote == nil; time.Sleep(50 * time.Millisecond) {
-		if p := s.promotions(t); len(p) > 0 {
-			promote = p[0]
-		} else if time.Now().After(deadline) {
-			t.Fatal("no trust-promote gate after five clean approvals")
-		}
-	}
+	promote := s.promotion(t)
 	show, err := s.run(t, "impgate", "show", promote.ID)
 	if err != nil {
 		t.Fatalf("show: %v\n%s", err, show)
@@ -199,24 +212,10 @@ func TestEarnedTrust(t *testing.T) {
 // broken streak, and approved anyway it fails with the deny named and
 // imp.toml untouched.
 func TestEarnedTrustBrokenWhileWaiting(t *testing.T) {
-	s := newSpine(t, true, bin)
-	org, _ := os.ReadFile(s.y.Path("org.toml"))
-	os.WriteFile(s.y.Path("org.toml"), append(org, "\n[[earn]]\nintent = \"email-send\"\nimp = \"kai\"\nafter = 2\n"...), 0o640)
-	imp := config.ImpPath(s.y, "kai")
-	os.MkdirAll(s.y.Path("imps", "kai"), 0o750)
-	os.WriteFile(imp, []byte(kaiTOML), 0o640)
-	s.daemon(t, bin, "impexec", "run", "--rescan", "1s")
-	tok := s.token(t, "kai")
+	s, imp, tok := earnSpine(t, 2)
 	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", "report 1"))
 	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", "report 2"))
-	var promote *gate.Gate
-	for deadline := time.Now().Add(10 * time.Second); promote == nil; time.Sleep(50 * time.Millisecond) {
-		if p := s.promotions(t); len(p) > 0 {
-			promote = p[0]
-		} else if time.Now().After(deadline) {
-			t.Fatal("no trust-promote gate after two clean approvals")
-		}
-	}
+	promote := s.promotion(t)
 
 	denied := s.gated(t, tok, "team@ourco.com", "report 3")
 	out, err := s.run(t, "impgate", "deny", "--reason", "wrong figures", denied)
