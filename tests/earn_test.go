@@ -130,6 +130,7 @@ func TestEarnedTrust(t *testing.T) {
 	}
 	for _, want := range append([]string{"intent     trust-promote", "proposed entry (appended to imp.toml on approval):",
 		`match = { subject = "status", to = "team@ourco.com" }`, `free = ["body"]`, "earned = true",
+		"WIDER than the approvals it rests on:\n  body: free, any value\n",
 		"rests on 5 gate(s) the owner approved:", "\n  intent = \"email-send\"\n",
 		`executed  by alice at `, `{"body":"report 4","subject":"status","to":["team@ourco.com"]}`, "goes to    trust-promote an earned [[trust]] entry appended to " + imp}, rests...) {
 		if !strings.Contains(show, want) {

@@ -181,6 +181,12 @@ func printPromotion(w io.Writer, p *desk.Promotion) {
 	}
 	entry := strings.ReplaceAll(printableLines(strings.TrimSuffix(p.TOML, "\n")), "\n", "\n  ")
 	fmt.Fprintf(w, "\nproposed entry (appended to imp.toml on approval):\n  %s\n", entry)
+	if len(p.Wide) > 0 {
+		fmt.Fprintf(w, "\nWIDER than the approvals it rests on:\n")
+		for _, wide := range p.Wide {
+			fmt.Fprintf(w, "  %s\n", cli.Printable(wide))
+		}
+	}
 	fmt.Fprintf(w, "\nrests on %d gate(s) the owner approved:\n", len(p.Gates))
 	for _, rg := range p.Gates {
 		if rg.Error != "" {

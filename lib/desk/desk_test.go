@@ -135,15 +135,18 @@ func TestInspectPromotion(t *testing.T) {
 	y := newYard(t)
 	rest := file(t, y, "email-send", nil)
 	approvaltest.Approve(t, y, t.TempDir(), rest.ID)
-	body := `{"intent":"email-send","match":{"to":"team@ourco.com"},"level":"auto","earned":true,"gates":["` + rest.ID + `","g-0000000000000001"]}`
+	body := `{"intent":"email-send","match":{"to":"*@ourco.com"},"free":["body"],"level":"auto","earned":true,"gates":["` + rest.ID + `","g-0000000000000001"]}`
 	g, err := gate.File(y, gate.FileOptions{Imp: "yuko", Intent: "trust-promote", Payload: []byte(body), By: "impexec", Actor: "impexec"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := Inspect(y, t.TempDir(), g)
 	p := r.Promotion
-	if p == nil || p.Error != "" || !strings.Contains(p.TOML, `match = { to = "team@ourco.com" }`) || len(p.Gates) != 2 {
+	if p == nil || p.Error != "" || !strings.Contains(p.TOML, `match = { to = "*@ourco.com" }`) || len(p.Gates) != 2 {
 		t.Fatalf("promotion %+v", p)
+	}
+	if strings.Join(p.Wide, "; ") != "to: any address at ourco.com, not only the addresses approved; body: free, any value" {
+		t.Errorf("wide %q", p.Wide)
 	}
 	if p.Gates[0].ID != rest.ID || p.Gates[0].State != state.Approved || p.Gates[0].By == "" || p.Gates[0].Error != "" || p.Gates[1].Error == "" {
 		t.Errorf("gates %+v", p.Gates)

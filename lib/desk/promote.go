@@ -16,7 +16,10 @@ type Promotion struct {
 	Entry *earn.Entry `json:"entry,omitempty"`
 	TOML  string      `json:"toml,omitempty"`
 	Gates []Rest      `json:"gates,omitempty"`
-	Error string      `json:"error,omitempty"`
+	// Wide is where the entry lets through more than the gates it rests
+	// on held (earn.Entry.Wide).
+	Wide  []string `json:"wide,omitempty"`
+	Error string   `json:"error,omitempty"`
 }
 
 // Rest is one gate a promotion rests on, as the owner decided it.
@@ -35,7 +38,7 @@ func promotion(y *yard.Yard, g *gate.Gate) *Promotion {
 	if err != nil {
 		return &Promotion{Error: err.Error()}
 	}
-	p := &Promotion{Entry: e, TOML: e.TOML("")}
+	p := &Promotion{Entry: e, TOML: e.TOML(""), Wide: e.Wide()}
 	for _, gid := range e.Gates {
 		rest := Rest{ID: gid}
 		rg, err := gate.Get(y, gid)

@@ -68,6 +68,24 @@ func (e *Entry) Trust() config.Trust {
 	return config.Trust{Intent: e.Intent, Match: e.Match, Free: e.Free, Level: e.Level, Earned: e.Earned, Gates: e.Gates}
 }
 
+// Wide says, field by field, where e lets through what none of the
+// payloads it rests on held: an address field matched by its domain
+// (past MaxAddresses distinct addresses), and each free field. An imp can
+// widen its own promotion by spreading recipients over many addresses of
+// one domain, so the owner is shown this before approving.
+func (e *Entry) Wide() []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(e.Match)) {
+		if domain, ok := strings.CutPrefix(e.Match[k], "*@"); ok {
+			out = append(out, fmt.Sprintf("%s: any address at %s, not only the addresses approved", k, domain))
+		}
+	}
+	for _, k := range e.Free {
+		out = append(out, k+": free, any value")
+	}
+	return out
+}
+
 // ErrNoNarrowEntry is a run of payloads no auto entry can cover without
 // letting an address field through as free.
 var ErrNoNarrowEntry = errors.New("no narrow entry covers these payloads")

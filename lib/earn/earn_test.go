@@ -464,3 +464,27 @@ func TestAppendAfterStreakBroken(t *testing.T) {
 		t.Error("a refused promotion left imp.toml.1")
 	}
 }
+
+// Wide names an address field matched by its domain and each free field,
+// and nothing for exact matches.
+func TestWide(t *testing.T) {
+	f := newFixture(t)
+	var many []string
+	for i := range MaxAddresses + 1 {
+		many = append(many, fmt.Sprintf(`{"to":["u%d@ourco.com"],"subject":"s","body":"b%d"}`, i, i))
+	}
+	e, err := Narrowest(f.org, "email-send", gates(t, f, many...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(e.Wide(), "; "), "to: any address at ourco.com, not only the addresses approved; body: free, any value"; got != want {
+		t.Errorf("Wide of %+v:\n got %s\nwant %s", e, got, want)
+	}
+	exact, err := Narrowest(f.org, "email-send", gates(t, f, `{"to":["a@x.com","b@x.com"],"subject":"s"}`, `{"to":["b@x.com"],"subject":"s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := exact.Wide(); len(w) != 0 {
+		t.Errorf("Wide of exact matches: %q", w)
+	}
+}
