@@ -84,8 +84,8 @@ func secretName(field string) bool {
 
 // Summarize is a one-line account of a JSON object payload within about
 // limit bytes: each field, sorted, with the start of its value (a field
-// named like a credential shows none). Each value has the secrets
-// replaced before it is shortened, so no prefix of one is left.
+// named like a credential shows none, at any depth). Each value has the
+// secrets replaced before it is shortened, so no prefix of one is left.
 func Summarize(payload []byte, limit int, secrets []string) string {
 	var obj map[string]any
 	if err := json.Unmarshal(payload, &obj); err != nil {
@@ -107,6 +107,32 @@ func Summarize(payload []byte, limit int, secrets []string) string {
 	return cut(strings.Join(parts, "; "), limit)
 }
 
+// blank is v with the value of every member named like a credential, in
+// it or in anything it holds, replaced by Redacted: a nested
+// {"headers":{"Authorization":"Bearer ..."}} would otherwise show the
+// start of the credential.
+func blank(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if secretName(k) {
+				out[k] = Redacted
+			} else {
+				out[k] = blank(e)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = blank(e)
+		}
+		return out
+	}
+	return v
+}
+
 func short(v any, n int, secrets []string) string {
 	var s string
 	switch x := v.(type) {
@@ -124,7 +150,7 @@ func short(v any, n int, secrets []string) string {
 		var b strings.Builder
 		enc := json.NewEncoder(&b)
 		enc.SetEscapeHTML(false)
-		enc.Encode(x)
+		enc.Encode(blank(x))
 		s = strings.TrimSuffix(b.String(), "\n")
 	}
 	return Excerpt(s, n, secrets)

@@ -264,6 +264,7 @@ func TestSummarize(t *testing.T) {
 		`{"password":"x","Token":"y","n":3,"ok":true,"list":[1,"two"],"o":{"a":1}}`: `Token=[redacted]; list=1, two; n=3; o={"a":1}; ok=true; password=[redacted]`,
 		`[1,2]`:                         `5 bytes`,
 		`{"text":"  many\n\tspaces  "}`: `text=many spaces`,
+		`{"headers":{"Authorization":"Bearer sk-live-1234","Accept":"*/*"},"to":[{"name":"a","api_key":"k-9876"}]}`: `headers={"Accept":"*/*","Authorization":"[redact…; to={"api_key":"[redacted]","name":"a"}`,
 	} {
 		if got := Summarize([]byte(in), 200, nil); got != want {
 			t.Errorf("Summarize(%s) = %q, want %q", in, got, want)
