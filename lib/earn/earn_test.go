@@ -361,6 +361,19 @@ func TestRemoveOddForm(t *testing.T) {
 	if err != nil || n != 0 || string(next) != impTOML {
 		t.Errorf("nothing to remove: %q %d %v", next, n, err)
 	}
+	// A match table written below an earned entry would, with the entry
+	// cut, narrow the hand-written entry above it.
+	sub := "[[trust]]\nintent = \"email-send\"\nlevel = \"gate\"\n\n[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\nearned = true\ngates = [\"g-0000000000000001\"]\n[trust.match]\nto = \"a@x.com\"\n"
+	if next, _, err := removeEarned("imp.toml", []byte(sub), "email-send"); err == nil || !strings.Contains(err.Error(), "would change others") {
+		t.Errorf("an earned entry with a [trust.match] table: %v\n%s", err, next)
+	}
+	// Every form the remover writes, and others beside it, still go.
+	both := impTOML + "\n[[trust]]\nintent = \"email-send\"\nmatch = { to = \"a@x.com\" }\nlevel = \"auto\"\nearned = true\ngates = [\"g-0000000000000001\"]\n" +
+		"\n[[trust]]\nintent = \"pr-open\"\nlevel = \"auto\"\nearned = true\ngates = [\"g-0000000000000002\"]\n"
+	next, n, err = removeEarned("imp.toml", []byte(both), "email-send")
+	if err != nil || n != 1 || !strings.HasPrefix(string(next), impTOML) || !strings.Contains(string(next), "pr-open") || strings.Contains(string(next), "a@x.com") {
+		t.Errorf("removing one of two earned entries: %d %v\n%s", n, err, next)
+	}
 }
 
 // An imp.toml that does not load is not rewritten.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -300,8 +301,31 @@ func removeEarned(p string, b []byte, in string) ([]byte, int, error) {
 			return nil, 0, fmt.Errorf("%s: an earned entry for %s is written in a form that cannot be removed automatically; remove it by hand", p, in)
 		}
 	}
-	if len(after.Trust) != len(before.Trust)-removed {
+	if len(after.Trust) != len(before.Trust)-removed || !onlyEarnedGone(string(b), string(next), in) {
 		return nil, 0, fmt.Errorf("%s: removing the earned entries for %s would change others; remove them by hand", p, in)
 	}
 	return next, removed, nil
+}
+
+// onlyEarnedGone reports whether next holds exactly what old does but for
+// the earned [[trust]] entries of intent in. Counting entries is not
+// enough: a [trust.match] table written by hand below an earned entry
+// would, with that entry cut, become the match of the entry above it.
+func onlyEarnedGone(old, next, in string) bool {
+	var before, after map[string]any
+	if _, err := toml.Decode(old, &before); err != nil {
+		return false
+	}
+	if _, err := toml.Decode(next, &after); err != nil {
+		return false
+	}
+	if entries, ok := before["trust"].([]map[string]any); ok {
+		kept := slices.DeleteFunc(entries, func(t map[string]any) bool { return t["earned"] == true && t["intent"] == in })
+		if len(kept) == 0 {
+			delete(before, "trust")
+		} else {
+			before["trust"] = kept
+		}
+	}
+	return reflect.DeepEqual(before, after)
 }
