@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,8 +110,9 @@ func (m *meterYard) client(t *testing.T, taskID string) *http.Client {
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxy), TLSClientConfig: &tls.Config{RootCAs: pool}}}
 }
 
-// call makes a model call and checks its status; it returns the body.
-func (m *meterYard) call(t *testing.T, c *http.Client, path string, want int) string {
+// call makes a model call and checks its status; it returns the body and
+// the answer's header.
+func (m *meterYard) call(t *testing.T, c *http.Client, path string, want int) (string, http.Header) {
 	t.Helper()
 	resp, err := c.Post(m.api.URL+path, "application/json", strings.NewReader(`{"model":"gpt-5","messages":[]}`))
 	if err != nil {
@@ -121,7 +123,7 @@ func (m *meterYard) call(t *testing.T, c *http.Client, path string, want int) st
 	if resp.StatusCode != want {
 		t.Fatalf("%s: %d %s, want %d", path, resp.StatusCode, body, want)
 	}
-	return string(body)
+	return string(body), resp.Header
 }
 
 // TestModelTokensMetered runs impgw serve in front of a loopback model
@@ -279,12 +281,18 @@ output = 10.0
 func TestUnknownUsageHeld(t *testing.T) {
 	m := newMeterYard(t, "[budget.yuko]\ntokens_daily = 500\n")
 	owner, proactive := m.client(t, m.task(t, "asked by alice")), m.client(t, m.task(t, "--proactive", "digest"))
-	if body := m.call(t, proactive, "/v1/chat/completions?stream=nousage", 200); !strings.Contains(body, `"content":"hi"`) {
+	if body, _ := m.call(t, proactive, "/v1/chat/completions?stream=nousage", 200); !strings.Contains(body, `"content":"hi"`) {
 		t.Errorf("the stream was not relayed whole: %q", body)
 	}
-	body := m.call(t, proactive, "/v1/chat/completions", http.StatusTooManyRequests)
+	now := time.Now().UTC()
+	body, h := m.call(t, proactive, "/v1/chat/completions", http.StatusTooManyRequests)
 	if !strings.Contains(body, "made 1 model call(s) on proactive work whose usage could not be read, so its daily 500 model tokens cannot be held") {
 		t.Errorf("refusal: %s", body)
+	}
+	// The budget passes at the next UTC midnight, and the client is told.
+	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+	if ra, err := strconv.Atoi(h.Get("Retry-After")); err != nil || ra < 1 || time.Duration(ra)*time.Second > time.Until(midnight)+5*time.Second || time.Duration(ra)*time.Second < time.Until(midnight)-5*time.Second {
+		t.Errorf("Retry-After %q, want the seconds to %s", h.Get("Retry-After"), midnight)
 	}
 	m.call(t, owner, "/v1/chat/completions?stream=nousage", 200)
 	m.call(t, owner, "/v1/chat/completions", 200)

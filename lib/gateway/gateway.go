@@ -42,10 +42,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -112,8 +114,8 @@ type Config struct {
 	Meter func(Spend)
 	// Admit is asked before a request a metering rule allows is
 	// forwarded, with the subject and its task; an error refuses the
-	// request with 429 Too Many Requests and is the reason given. Nil
-	// admits every request.
+	// request with 429 Too Many Requests and is the reason given, with a
+	// Retry-After when it was made by RetryAt. Nil admits every request.
 	Admit func(subject, task string) error
 	// Log receives diagnostics, one "impgw: ..." line each.
 	Log io.Writer
@@ -442,6 +444,30 @@ func (g *Gateway) meter(r *Record) {
 	if n := r.BytesIn + r.BytesOut; g.cfg.Meter != nil && r.Request.Imp != "" && (n > 0 || r.Usage != nil) {
 		g.cfg.Meter(Spend{Subject: r.Request.Imp, Task: r.task, Bytes: n, Usage: r.Usage})
 	}
+}
+
+// retryErr is a refusal that will pass at a known time.
+type retryErr struct {
+	err error
+	at  time.Time
+}
+
+func (e *retryErr) Error() string { return e.err.Error() }
+func (e *retryErr) Unwrap() error { return e.err }
+
+// RetryAt marks an Admit refusal that will pass at at (a budget's next
+// day, say): the 429 carries Retry-After, so a client backs off until
+// then instead of hammering the cap.
+func RetryAt(err error, at time.Time) error { return &retryErr{err, at} }
+
+// retryAfter is the Retry-After value for a refusal, "" for none: whole
+// seconds until it passes, at least 1.
+func retryAfter(err error, now time.Time) string {
+	var r *retryErr
+	if !errors.As(err, &r) {
+		return ""
+	}
+	return strconv.FormatInt(max(1, int64(math.Ceil(r.at.Sub(now).Seconds()))), 10)
 }
 
 // unrecorded is the reason given when a decision record is not accepted.

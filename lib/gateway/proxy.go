@@ -69,7 +69,7 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	rec.decided(d)
 	if status == 0 && d.Meter != "" && g.cfg.Admit != nil && subject != "" {
 		if err := g.cfg.Admit(subject, rec.task); err != nil {
-			status, reason = http.StatusTooManyRequests, err.Error()
+			status, reason, rec.retry = http.StatusTooManyRequests, err.Error(), retryAfter(err, time.Now())
 		}
 	}
 	if status != 0 {

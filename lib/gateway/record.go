@@ -131,6 +131,8 @@ type Record struct {
 	// shown, when set, is the reason the client is told instead of
 	// Reason, which names what only the host may know.
 	shown string
+	// retry, when set, is the Retry-After the client is told.
+	retry string
 }
 
 // RequestInfo is the judged request as recorded.

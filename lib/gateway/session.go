@@ -272,6 +272,9 @@ func (s *session) writeError(rec *Record, req *http1.Request, h http.Header, clo
 	}
 	h["Content-Type"] = []string{"text/plain; charset=utf-8"}
 	h["X-Impgw-Decision"] = []string{rec.ID}
+	if rec.retry != "" {
+		h["Retry-After"] = []string{rec.retry}
+	}
 	body := "impgw: " + rec.Verdict
 	if rec.Rule != "" {
 		body += " by rule " + rec.Rule

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -128,6 +129,9 @@ func TestMeteredModelCalls(t *testing.T) {
 				if refuse[task] {
 					return fmt.Errorf("imp %s is over its proactive budget", subject)
 				}
+				if task == "t-later" {
+					return RetryAt(errors.New("over until later"), time.Now().Add(90*time.Second))
+				}
 				return nil
 			}
 		})
@@ -165,14 +169,21 @@ func TestMeteredModelCalls(t *testing.T) {
 		if tc.status == 429 && (r.RefusedBy != RefusedByGateway || !strings.Contains(r.Reason, "over its proactive budget") || !strings.Contains(body, "over its proactive budget")) {
 			t.Errorf("429: record %+v, body %q", r, body)
 		}
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			t.Errorf("%s: Retry-After %q from a refusal that names no time", tc.path, ra)
+		}
+	}
+	// A refusal made with RetryAt tells the client when to come back.
+	if resp, body := h.do(client("t-later"), "POST", base+"/v1/chat/completions", `{"model":"gpt-5"}`, nil); resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "90" || !strings.Contains(body, "over until later") {
+		t.Errorf("a refusal until later: %d Retry-After %q %q", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 	// An unmetered rule is not admitted or metered: a proactive request passes.
 	if resp, _ := h.do(proactive, "GET", fmt.Sprintf("https://mail.test:%d/", ups.port), "", nil); resp.StatusCode != 200 {
 		t.Errorf("unmetered proactive request: %d", resp.StatusCode)
 	}
-	recs := h.waitRecords(7)
-	if n := len(recs); n != 7 {
-		t.Errorf("%d records, want 7: each refusal once", n)
+	recs := h.waitRecords(8)
+	if n := len(recs); n != 8 {
+		t.Errorf("%d records, want 8: each refusal once", n)
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -184,7 +184,13 @@ func admit(y *yard.Yard, meter *ledger.Meter) func(subject, task string) error {
 			return fmt.Errorf("proactive work is not admitted while org.toml does not load: %w", err)
 		}
 		meter.Sync()
-		return ledger.Check(y, org, subject, true, time.Now())
+		now := time.Now()
+		err = ledger.Check(y, org, subject, true, now)
+		if errors.Is(err, ledger.ErrOverBudget) {
+			_, next := ledger.Day(now)
+			return gateway.RetryAt(err, next)
+		}
+		return err
 	}
 }
 
