@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -235,5 +238,43 @@ func TestEarnedTrustBrokenWhileWaiting(t *testing.T) {
 	}
 	if _, err := os.Stat(imp + ".1"); err == nil {
 		t.Error("a broken promotion left imp.toml.1")
+	}
+}
+
+// TestDenyRemovesEarnedFirst: impgate deny killed between removing the
+// earned entry its deny disagrees with and committing the deny leaves the
+// gate pending and the entry gone, never the deny without the removal;
+// the deny run again commits and removes nothing more.
+func TestDenyRemovesEarnedFirst(t *testing.T) {
+	s, imp, tok := earnSpine(t, 2)
+	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", "report 1"))
+	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", "report 2"))
+	promote := s.promotion(t)
+	early := s.gated(t, tok, "team@ourco.com", "report 3")
+	s.approveExecuted(t, promote.ID)
+	if b, _ := os.ReadFile(imp); !strings.Contains(string(b), "earned = true") {
+		t.Fatalf("no earned entry after the promotion:\n%s", b)
+	}
+
+	cmd := exec.Command(filepath.Join(crashBin, "impgate"), "deny", early)
+	cmd.Env = append(os.Environ(), append(s.env, "IMPYARD_CRASH=after-earned-removal")...)
+	out, err := cmd.CombinedOutput()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("impgate deny did not die at the crash point: %v\n%s", err, out)
+	}
+	if b, _ := os.ReadFile(imp); string(b) != kaiTOML {
+		t.Errorf("imp.toml after a deny killed before its commit:\n%s", b)
+	}
+	if g, err := gate.Get(s.y, early); err != nil || g.State != state.Filed {
+		t.Fatalf("gate %s after the killed deny: %v %v", early, g.State, err)
+	}
+
+	out2, err := s.run(t, "impgate", "deny", early)
+	if err != nil || !strings.Contains(out2, early+" denied by alice") || strings.Contains(out2, "removed") {
+		t.Fatalf("deny again: %v\n%s", err, out2)
+	}
+	journal, _ := os.ReadFile(s.y.Path("journal", "kai", "events.jsonl"))
+	if n := strings.Count(string(journal), `"event":"trust-earned-removed"`); n != 1 {
+		t.Errorf("%d trust-earned-removed records, want 1", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/crash"
 	"github.com/impyard/impyard/lib/earn"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/state"
@@ -122,9 +123,27 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 		}
 		keys = func() (*approval.Keyring, error) { return approval.LoadKeyring(home) }
 	}
+	// An earned entry the deny disagrees with goes first, so that no
+	// crash leaves a committed deny with that entry still in force; the
+	// deny stands whatever the removal's fate.
+	var removed string
+	var rerr error
+	if c.To == state.Denied {
+		removed, rerr = denying(y, gateID, c.By)
+		crash.Point("after-earned-removal")
+	}
 	g, repeated, err := gate.Decide(y, gateID, c, keys)
 	if err != nil {
-		return err
+		if removed != "" {
+			fmt.Fprintf(e.Stderr, "%s: note: %s\n", e.Name, removed)
+		}
+		if rerr != nil {
+			rerr = fmt.Errorf("the earned trust entries a deny of %s disagrees with were not removed: %w", gateID, rerr)
+		}
+		return errors.Join(err, rerr)
+	}
+	if rerr != nil {
+		rerr = fmt.Errorf("%s denied, but the earned trust entries it disagrees with were not removed: %w", g.ID, rerr)
 	}
 	if repeated {
 		h := g.History[len(g.History)-1]
@@ -133,14 +152,7 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 			return nil
 		}
 	}
-	// The deny stands whatever follows; an earned entry it disagrees with
-	// goes, or the owner is told it could not: with --json as without.
-	var removed string
-	var rerr error
 	if c.To == state.Denied {
-		if removed, rerr = earn.Denied(y, g); rerr != nil {
-			rerr = fmt.Errorf("%s denied, but the earned trust entries it disagrees with were not removed: %w", g.ID, rerr)
-		}
 		if p, err := earn.Broke(y, g); err != nil {
 			fmt.Fprintf(e.Stderr, "%s: note: %s denied; whether a trust-promote gate waits on the approvals it broke is unknown: %v\n", e.Name, g.ID, err)
 		} else if p != nil {
@@ -168,6 +180,28 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 		}
 	}
 	return rerr
+}
+
+// denying runs earn.Denied for a deny by by of the gate gateID: for a
+// pending gate as the transition the deny will be, for one already
+// denied (the deny repeated after a crash) as the deny it had. Any other
+// gate the deny will refuse, and nothing is removed.
+func denying(y *yard.Yard, gateID, by string) (string, error) {
+	g, err := gate.Get(y, gateID)
+	if err != nil {
+		return "", nil
+	}
+	switch g.State {
+	case state.Filed:
+		return earn.Denied(y, g, by, len(g.History)+1)
+	case state.Denied:
+		for i, h := range g.History {
+			if h.To == state.Denied {
+				return earn.Denied(y, g, h.By, i+1)
+			}
+		}
+	}
+	return "", nil
 }
 
 // gateJSONFlag adds --json to a command that prints the gate it changed.

@@ -137,16 +137,21 @@ func approver(g *gate.Gate) string {
 	return ""
 }
 
-// Denied is called when the owner has denied g. When the trust ladder as
-// configured now would have auto-approved g's payload by an earned entry
-// of g's imp (a gate filed before the entry was earned, say), the owner
-// disagrees with what was earned: every earned entry of that (imp,
-// intent) is removed from imp.toml (the previous file kept as imp.toml.N)
-// and the removal recorded in the journal and the audit log. A deny of a
-// gate that a hand-written entry holds back, or that no earned entry
-// covers, agrees with the ladder and removes nothing. It returns what it
-// did, "" when nothing.
-func Denied(y *yard.Yard, g *gate.Gate) (string, error) {
+// Denied is called when the owner, by, denies g in its seq-th
+// transition. When the trust ladder as configured now would have
+// auto-approved g's payload by an earned entry of g's imp (a gate filed
+// before the entry was earned, say), the owner disagrees with what was
+// earned: every earned entry of that (imp, intent) is removed from
+// imp.toml (the previous file kept as imp.toml.N) and the removal recorded
+// in the journal and the audit log. A deny of a gate that a hand-written
+// entry holds back, or that no earned entry covers, agrees with the
+// ladder and removes nothing. It returns what it did, "" when nothing.
+//
+// It is called before the deny is committed, and again if the deny is
+// repeated: a crash between the two leaves the gate pending with the
+// entry gone, the safe side, never a committed deny with the entry it
+// disagrees with still in force.
+func Denied(y *yard.Yard, g *gate.Gate, by string, seq int) (string, error) {
 	if g.Intent == intent.TrustPromote {
 		return "", nil
 	}
@@ -179,12 +184,12 @@ func Denied(y *yard.Yard, g *gate.Gate) (string, error) {
 		return next, fmt.Sprintf("the owner denied gate %s, which %s would have approved: %d earned entr%s for %s removed from %s",
 			g.ID, covered, n, plural(n), g.Intent, p), nil
 	}, func(detail string) event.Event {
-		return event.Event{Event: EventRemoved, Imp: g.Imp, Actor: "impgate", By: approver(g), ID: g.ID, Intent: g.Intent, Why: detail}
+		return event.Event{Event: EventRemoved, Imp: g.Imp, Actor: "impgate", By: by, ID: g.ID, Intent: g.Intent, Why: detail}
 	}, func(e event.Event) error {
 		// The owner is told of trust taken back through [notify], under
 		// the id of the deny that took it: the outbox entry is written
 		// before the journal line, as a transition writes its own.
-		e.Seq = len(g.History)
+		e.Seq = seq
 		return notify.Enqueue(y, e, config.Notifies)
 	})
 }
