@@ -39,8 +39,10 @@ import (
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/http1"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/judge"
+	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/mailbox"
 	"github.com/impyard/impyard/lib/proposal"
 	"github.com/impyard/impyard/lib/queue"
@@ -85,6 +87,7 @@ type Envelope = proposal.Envelope
 type apiError struct {
 	status int
 	msg    string
+	retry  string // Retry-After, when the refusal passes at a known time
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -94,30 +97,33 @@ func fail(status int, format string, a ...any) error {
 }
 
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	status, body := a.serve(r)
+	status, body, retry := a.serve(r)
+	if retry != "" {
+		w.Header().Set("Retry-After", retry)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	b, _ := json.Marshal(body)
 	w.Write(append(b, '\n'))
 }
 
-func (a *API) serve(r *http.Request) (int, any) {
+func (a *API) serve(r *http.Request) (status int, body any, retry string) {
 	sub, err := a.authenticate(r)
 	if err == nil {
 		var out any
 		out, err = a.route(r, sub)
 		if err == nil {
 			if res, ok := out.(*actionResult); ok {
-				return res.status, res
+				return res.status, res, ""
 			}
-			return http.StatusOK, out
+			return http.StatusOK, out, ""
 		}
 	}
 	var ae *apiError
 	if errors.As(err, &ae) {
-		return ae.status, map[string]string{"error": ae.msg}
+		return ae.status, map[string]string{"error": ae.msg}, ae.retry
 	}
-	return http.StatusInternalServerError, map[string]string{"error": err.Error()}
+	return http.StatusInternalServerError, map[string]string{"error": err.Error()}, ""
 }
 
 func (a *API) authenticate(r *http.Request) (*token.Subject, error) {
@@ -318,7 +324,14 @@ func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
 	case proposal.AutoApproved:
 		return a.await(r, d.Gate.ID, d.Wait)
 	}
-	return nil, fail(refusalStatus[d.Refusal], "%s", d.Reason)
+	err = fail(refusalStatus[d.Refusal], "%s", d.Reason)
+	if d.Refusal == proposal.OverBudget {
+		// Budgets start afresh at the next UTC midnight.
+		now := time.Now()
+		_, next := ledger.Day(now)
+		err.(*apiError).retry = http1.RetryAfter(next, now)
+	}
+	return nil, err
 }
 
 // refusalStatus answers each kind of refused proposal; a kind not listed

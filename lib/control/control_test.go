@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -282,6 +283,29 @@ func TestBudgetSoftDeny(t *testing.T) {
 		code, out := f.do(t, pt, "POST", "/v1/actions", `{"intent":"email-send","payload":{"to":["a@ourco.com"],"subject":"n`+string(rune('0'+i))+`"}}`)
 		if code != want {
 			t.Fatalf("proactive proposal %d: %d %v, want %d", i, code, out, want)
+		}
+	}
+	// Refused over budget, a proposal is told when budgets start afresh:
+	// the next UTC midnight. Other refusals name no time.
+	for _, tc := range []struct {
+		tok, body string
+		budget    bool
+	}{
+		{pt, `{"intent":"email-send","payload":{"to":["a@ourco.com"],"subject":"late"}}`, true},
+		{pt, `{"intent":"no-such-intent","payload":{}}`, false},
+	} {
+		req := httptest.NewRequest("POST", "/v1/actions", strings.NewReader(tc.body))
+		req.Header.Set("Authorization", "Bearer "+tc.tok)
+		rec := httptest.NewRecorder()
+		before := time.Now().UTC()
+		f.api.ServeHTTP(rec, req)
+		midnight := time.Date(before.Year(), before.Month(), before.Day()+1, 0, 0, 0, 0, time.UTC)
+		ra, err := strconv.Atoi(rec.Header().Get("Retry-After"))
+		switch {
+		case tc.budget && (rec.Code != 429 || err != nil || ra < 1 || time.Duration(ra)*time.Second > time.Until(midnight)+2*time.Second || time.Duration(ra)*time.Second < time.Until(midnight)-2*time.Second):
+			t.Errorf("over budget: %d Retry-After %q, want the seconds to %s", rec.Code, rec.Header().Get("Retry-After"), midnight)
+		case !tc.budget && (rec.Code < 400 || rec.Header().Get("Retry-After") != ""):
+			t.Errorf("a refusal of no budget: %d Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
 		}
 	}
 	if code, out := f.do(t, f.token(t, "yuko", owner), "POST", "/v1/actions", `{"intent":"email-send","payload":{"to":["a@ourco.com"]}}`); code != 200 {

@@ -42,12 +42,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -55,6 +53,7 @@ import (
 
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/dial"
+	"github.com/impyard/impyard/lib/http1"
 	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/store"
 )
@@ -467,7 +466,7 @@ func retryAfter(err error, now time.Time) string {
 	if !errors.As(err, &r) {
 		return ""
 	}
-	return strconv.FormatInt(max(1, int64(math.Ceil(r.at.Sub(now).Seconds()))), 10)
+	return http1.RetryAfter(r.at, now)
 }
 
 // unrecorded is the reason given when a decision record is not accepted.

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // hopByHopFields describe one connection, not the message; a proxy never
@@ -193,4 +195,10 @@ func WriteSimple(w *bufio.Writer, minor, code int, header http.Header, body []by
 
 func hasCTL(s string) bool {
 	return strings.IndexFunc(s, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }) >= 0
+}
+
+// RetryAfter is the Retry-After value for a refusal that passes at at:
+// whole seconds from now, rounded up, and at least 1.
+func RetryAfter(at, now time.Time) string {
+	return strconv.FormatInt(max(1, int64(math.Ceil(at.Sub(now).Seconds()))), 10)
 }

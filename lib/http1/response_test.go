@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStripHopByHop(t *testing.T) {
@@ -206,6 +207,22 @@ func TestWriteResponseFieldEdges(t *testing.T) {
 		}
 		if want := "HTTP/1.1 204 No Content\r\n" + c.want + "\r\n"; buf.String() != want {
 			t.Errorf("field %q: %q\ngot  %q\nwant %q", c.name, c.value, buf.String(), want)
+		}
+	}
+}
+
+// RetryAfter rounds up to whole seconds and never says less than one.
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 1, 23, 59, 0, 0, time.UTC)
+	for at, want := range map[time.Time]string{
+		now.Add(60 * time.Second):                  "60",
+		now.Add(59*time.Second + time.Millisecond): "60",
+		now.Add(time.Millisecond):                  "1",
+		now:                                        "1",
+		now.Add(-time.Hour):                        "1",
+	} {
+		if got := RetryAfter(at, now); got != want {
+			t.Errorf("RetryAfter(%s) = %s, want %s", at.Sub(now), got, want)
 		}
 	}
 }
