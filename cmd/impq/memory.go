@@ -8,7 +8,9 @@ import (
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/memory"
+	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -16,8 +18,9 @@ const memoryUsage = `usage: impq memory [--json] IMP
 
 Show the core memory of an imp, imps/<imp>/memory.md, entry by entry with
 its provenance: a promoted entry with its id, the memory-promote gate that
-kept it, when, and who approved that gate; the owner's own text (anything
-outside the entry markers) as "owner". The file is plain markdown: edit it
+kept it, when, and who approved that gate (UNVERIFIED, and why, when that
+gate is not an executed memory-promote of the imp); the owner's own text
+(anything outside the entry markers) as "owner". The file is plain markdown: edit it
 in any editor, and the next brief carries the edit.
 
 Examples:
@@ -27,12 +30,30 @@ Examples:
 `
 
 // memoryEntry is one entry as impq prints it: the file's entry and who
-// approved its gate, when the gate can be read.
+// approved its gate, or why the gate it names does not vouch for it.
 type memoryEntry struct {
 	Imp  string `json:"imp"`
 	File string `json:"file"`
 	memory.Entry
-	Approved string `json:"approved_by,omitempty"`
+	Approved   string `json:"approved_by,omitempty"`
+	Unverified string `json:"unverified,omitempty"`
+}
+
+// vouch says who approved the gate an entry names, or why that gate does
+// not vouch for the entry: the marker is text anyone who can edit
+// memory.md can write, so the gate must be an executed memory-promote of
+// this imp, approved by someone.
+func vouch(y *yard.Yard, imp, gateID string) (approved, unverified string) {
+	g, err := gate.Get(y, gateID)
+	switch {
+	case err != nil:
+		return "", "its gate cannot be read: " + err.Error()
+	case g.Imp != imp || g.Intent != intent.MemoryPromote:
+		return "", fmt.Sprintf("its gate is %s's %s, not a memory-promote of %s", g.Imp, g.Intent, imp)
+	case g.State != state.Executed || g.Approval == nil:
+		return "", fmt.Sprintf("its gate is %s, not approved and executed", g.State)
+	}
+	return g.Approval.By, ""
 }
 
 func memoryCmd(e *cli.Env, args []string) error {
@@ -58,9 +79,7 @@ func memoryCmd(e *cli.Env, args []string) error {
 	for _, en := range entries {
 		m := memoryEntry{Imp: imp, File: file, Entry: en}
 		if en.Gate != "" {
-			if g, err := gate.Get(y, en.Gate); err == nil && g.Approval != nil {
-				m.Approved = g.Approval.By
-			}
+			m.Approved, m.Unverified = vouch(y, imp, en.Gate)
 		}
 		if *asJSON {
 			if err := cli.JSONLine(e.Stdout, m); err != nil {
@@ -73,6 +92,9 @@ func memoryCmd(e *cli.Env, args []string) error {
 			head = fmt.Sprintf("%s  gate %s  %s", en.ID, en.Gate, en.At.Format(time.RFC3339))
 			if m.Approved != "" {
 				head += "  approved by " + m.Approved
+			}
+			if m.Unverified != "" {
+				head += "  UNVERIFIED: " + cli.Printable(m.Unverified)
 			}
 		}
 		fmt.Fprintln(e.Stdout, head)
