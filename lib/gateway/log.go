@@ -1,12 +1,8 @@
 package gateway
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -95,9 +91,7 @@ func awaitsOutcome(r *Record) bool {
 type LogReader struct {
 	Path string
 
-	off     int64
-	line    int
-	partial []byte
+	tail    store.Tail
 	pending map[string]*Record
 	order   []*Record // pending, in the order their decisions were written
 }
@@ -107,73 +101,17 @@ type LogReader struct {
 // it could not read). A line without its newline yet is kept for the next
 // call. A missing file has no lines.
 func (l *LogReader) Next() ([]*Record, []store.BadLine, error) {
-	f, err := os.Open(l.Path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return nil, nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s: not a regular file", l.Path)
-	} else if fi.Size() < l.off {
-		// Truncated or replaced: start over.
-		l.off, l.line, l.partial = 0, 0, nil
-	}
-	if _, err := f.Seek(l.off, io.SeekStart); err != nil {
-		return nil, nil, err
-	}
+	l.tail.Path = l.Path
 	var out []*Record
-	var bad []store.BadLine
-	buf := make([]byte, 1<<20)
-	for {
-		n, err := f.Read(buf)
-		l.off += int64(n)
-		out, bad = l.lines(append(l.partial, buf[:n]...), out, bad)
-		if err == io.EOF || n == 0 && err == nil {
-			break
-		}
-		if err != nil {
-			return out, bad, fmt.Errorf("read %s: %w", l.Path, err)
-		}
-	}
-	return out, bad, nil
-}
-
-// lines takes the whole lines of data, keeping the rest as partial.
-func (l *LogReader) lines(data []byte, out []*Record, bad []store.BadLine) ([]*Record, []store.BadLine) {
-	l.partial = nil
-	for len(data) > 0 {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			if len(data) > store.MaxLine {
-				// No record is this long: drop it rather than grow.
-				bad = append(bad, store.BadLine{Path: l.Path, Line: l.line + 1, Err: fmt.Errorf("line over the %d byte limit", store.MaxLine)})
-				data = nil
-			}
-			l.partial = append([]byte(nil), data...)
-			break
-		}
-		line := bytes.TrimSpace(data[:i])
-		data = data[i+1:]
-		l.line++
-		if len(line) == 0 {
-			continue
-		}
-		if !json.Valid(line) {
-			bad = append(bad, store.BadLine{Path: l.Path, Line: l.line, Err: errors.New("not a whole JSON record (torn or damaged)")})
-			continue
-		}
+	var skipped []store.BadLine
+	bad, err := l.tail.Next(nil, func(line []byte, n int) {
 		if r, err := l.take(line); err != nil {
-			bad = append(bad, store.BadLine{Path: l.Path, Line: l.line, Err: err})
+			skipped = append(skipped, store.BadLine{Path: l.Path, Line: n, Err: err})
 		} else if r != nil {
 			out = append(out, r)
 		}
-	}
-	return out, bad
+	})
+	return out, append(bad, skipped...), err
 }
 
 // take reads one line and returns the record it completes, if any.
@@ -230,12 +168,7 @@ func (l *LogReader) drop(id string) {
 func (l *LogReader) Flush() ([]*Record, []store.BadLine) {
 	out := l.order
 	l.order, l.pending = nil, nil
-	var bad []store.BadLine
-	if len(bytes.TrimSpace(l.partial)) > 0 {
-		bad = append(bad, store.BadLine{Path: l.Path, Line: l.line + 1, Err: errors.New("not a whole JSON record (torn or damaged)")})
-	}
-	l.partial = nil
-	return out, bad
+	return out, l.tail.Torn()
 }
 
 // OutcomeJSON is the outcome line (without its newline) that completes

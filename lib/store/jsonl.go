@@ -258,3 +258,108 @@ func ScanBack(path string, fn func(line []byte) (stop bool)) error {
 	}
 	return nil
 }
+
+// Tail reads a JSONL file as it grows: each Next passes on the lines
+// appended since the last, keeping a line not yet ended by its newline
+// for the next. A file replaced by another, or shorter than what was
+// read, is read again from its start, reset being called first so that
+// the caller drops what it made of the old one. A missing file has no
+// lines. Like ReadJSONL it opens only a regular file, never through a
+// symbolic link.
+type Tail struct {
+	Path string
+
+	fi      os.FileInfo // the file read last
+	off     int64
+	line    int
+	partial []byte
+}
+
+// Next calls fn with each well-formed JSON line appended since the last
+// call, and its number in the file; a line that is not valid JSON is
+// skipped and returned in bad.
+func (t *Tail) Next(reset func(), fn func(line []byte, n int)) (bad []BadLine, err error) {
+	f, err := openRegular(t.Path, os.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		if t.fi != nil || t.off > 0 {
+			t.restart(reset)
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if t.fi != nil && !os.SameFile(t.fi, fi) || fi.Size() < t.off {
+		t.restart(reset)
+	}
+	t.fi = fi
+	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.Read(buf)
+		t.off += int64(n)
+		bad = t.lines(append(t.partial, buf[:n]...), bad, fn)
+		if err == io.EOF || n == 0 && err == nil {
+			return bad, nil
+		}
+		if err != nil {
+			return bad, fmt.Errorf("read %s: %w", t.Path, err)
+		}
+	}
+}
+
+func (t *Tail) restart(reset func()) {
+	t.fi, t.off, t.line, t.partial = nil, 0, 0, nil
+	if reset != nil {
+		reset()
+	}
+}
+
+// lines takes the whole lines of data, keeping the rest as partial.
+func (t *Tail) lines(data []byte, bad []BadLine, fn func(line []byte, n int)) []BadLine {
+	t.partial = nil
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			if len(data) > MaxLine {
+				// No record is this long: drop it rather than grow.
+				bad = append(bad, BadLine{t.Path, t.line + 1, fmt.Errorf("line over the %d byte limit", MaxLine)})
+				data = nil
+			}
+			t.partial = append([]byte(nil), data...)
+			break
+		}
+		line := bytes.TrimSpace(data[:i])
+		data = data[i+1:]
+		t.line++
+		switch {
+		case len(line) == 0:
+		case len(line) > MaxLine:
+			bad = append(bad, BadLine{t.Path, t.line, fmt.Errorf("line over the %d byte limit", MaxLine)})
+		case !json.Valid(line):
+			bad = append(bad, BadLine{t.Path, t.line, errors.New("not a whole JSON record (torn or damaged)")})
+		default:
+			fn(line, t.line)
+		}
+	}
+	return bad
+}
+
+// Torn returns the line not yet ended by its newline, if any, as a bad
+// line, and forgets it: what a reader that stops following says of a
+// writer that died mid-line.
+func (t *Tail) Torn() []BadLine {
+	torn := len(bytes.TrimSpace(t.partial)) > 0
+	t.partial = nil
+	if !torn {
+		return nil
+	}
+	return []BadLine{{t.Path, t.line + 1, errors.New("not a whole JSON record (torn or damaged)")}}
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -305,5 +306,76 @@ func TestAppendLineIn(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(target); len(b) != 0 {
 		t.Errorf("written through a link: %q", b)
+	}
+}
+
+// Tail passes on each line once, as it is appended; keeps a line without
+// its newline for later; starts over, after reset, on a file replaced or
+// cut short; has no lines for a missing file; refuses a symbolic link; and
+// says a line left without its newline is torn.
+func TestTail(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "log.jsonl")
+	tl := &Tail{Path: p}
+	resets := 0
+	next := func() (got []string, bad []BadLine) {
+		t.Helper()
+		bad, err := tl.Next(func() { resets++ }, func(line []byte, n int) { got = append(got, fmt.Sprintf("%d:%s", n, line)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, bad
+	}
+	appendTo := func(s string) {
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(s)
+		f.Close()
+	}
+	if got, bad := next(); got != nil || bad != nil || resets != 0 {
+		t.Fatalf("missing file: %v %v %d", got, bad, resets)
+	}
+	appendTo("{\"a\":1}\n{\"b\":")
+	if got, _ := next(); strings.Join(got, " ") != `1:{"a":1}` {
+		t.Fatalf("first read: %v", got)
+	}
+	appendTo("2}\nnot json\n\n{\"c\":3}\n")
+	got, bad := next()
+	if strings.Join(got, " ") != `2:{"b":2} 5:{"c":3}` || len(bad) != 1 || bad[0].Line != 3 {
+		t.Fatalf("second read: %v %v", got, bad)
+	}
+	if got, bad := next(); got != nil || bad != nil {
+		t.Fatalf("nothing new: %v %v", got, bad)
+	}
+
+	// Replaced by a longer file: read from its start.
+	os.WriteFile(p+".new", []byte("{\"x\":1}\n{\"y\":2}\n{\"z\":3}\n{\"w\":4}\n{\"v\":5}\n{\"u\":6}\n"), 0o644)
+	os.Rename(p+".new", p)
+	if got, _ := next(); len(got) != 6 || got[0] != `1:{"x":1}` || resets != 1 {
+		t.Fatalf("after a replacement: %v, %d resets", got, resets)
+	}
+	// Cut short in place: read from its start.
+	os.Truncate(p, 8)
+	if got, _ := next(); strings.Join(got, " ") != `1:{"x":1}` || resets != 2 {
+		t.Fatalf("after a truncation: %v, %d resets", got, resets)
+	}
+	appendTo("{\"half\":")
+	next()
+	if torn := tl.Torn(); len(torn) != 1 || torn[0].Line != 2 {
+		t.Errorf("torn: %v", torn)
+	}
+	if torn := tl.Torn(); torn != nil {
+		t.Errorf("torn twice: %v", torn)
+	}
+	os.Remove(p)
+	if got, _ := next(); got != nil || resets != 3 {
+		t.Errorf("after removal: %v, %d resets", got, resets)
+	}
+	os.WriteFile(filepath.Join(dir, "elsewhere"), []byte("{\"s\":1}\n"), 0o644)
+	os.Symlink(filepath.Join(dir, "elsewhere"), p)
+	if _, err := tl.Next(nil, func([]byte, int) { t.Error("a line through a symbolic link") }); err == nil {
+		t.Error("a symbolic link was followed")
 	}
 }
