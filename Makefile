@@ -67,6 +67,7 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench 'Transition|AddUniqueAt10k' -benchtime 2000x ./lib/queue/
 	$(GO) test -run '^$$' -bench 'List10k' ./lib/queue/
+	$(GO) test -run '^$$' -bench 'Spent' -benchtime 20x ./lib/ledger/
 	$(GO) test -run '^$$' -bench 'AddVsNq' -benchtime 500x ./tests/
 	$(GO) test -run '^$$' -bench 'Scale100k' -benchtime 100x ./tests/
 	$(GO) test -run '^$$' -bench 'WatchLatency' -benchtime 50x ./tests/

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"sync"
 	"time"
@@ -151,27 +152,37 @@ func Read(y *yard.Yard, imp string, since, until time.Time, f func(Entry)) error
 	if err := id.CheckName(imp); err != nil {
 		return err
 	}
-	// Reading makes nothing: a missing ledger/ has no entries.
-	p := filepath.Join(y.Path("ledger"), imp+".jsonl")
 	gates := map[string]bool{}
-	_, err := store.ReadJSONL(p, func(line []byte) error {
-		var e Entry
-		if json.Unmarshal(line, &e) != nil || e.TS.Before(since) || !e.TS.Before(until) {
-			return nil
+	_, err := store.ReadJSONL(file(y, imp), func(line []byte) error {
+		if e, ok := entry(line, since, until, gates); ok {
+			f(e)
 		}
-		if e.Gate != "" {
-			if gates[e.Gate] {
-				return nil
-			}
-			gates[e.Gate] = true
-		}
-		if e.Class == "" {
-			e.Class = Proactive
-		}
-		f(e)
 		return nil
 	})
 	return err
+}
+
+// file is the imp's ledger; reading makes nothing, and a missing ledger/
+// has no entries.
+func file(y *yard.Yard, imp string) string { return filepath.Join(y.Path("ledger"), imp+".jsonl") }
+
+// entry reads one ledger line: false when it is not an entry from since
+// until before until, or an action of a gate already in gates.
+func entry(line []byte, since, until time.Time, gates map[string]bool) (Entry, bool) {
+	var e Entry
+	if json.Unmarshal(line, &e) != nil || e.TS.Before(since) || !e.TS.Before(until) {
+		return e, false
+	}
+	if e.Gate != "" {
+		if gates[e.Gate] {
+			return e, false
+		}
+		gates[e.Gate] = true
+	}
+	if e.Class == "" {
+		e.Class = Proactive
+	}
+	return e, true
 }
 
 // Day is the UTC day of at, from its midnight to the next.
@@ -181,16 +192,55 @@ func Day(at time.Time) (since, until time.Time) {
 }
 
 // Spent sums the imp's spend on the UTC day of at, by class.
+//
+// A process keeps, per ledger, the day it last asked for and where it
+// stopped reading, and reads only what was appended since: impgw asks
+// before every proactive model call and impsup at every pass, and a
+// ledger holds every day the imp has worked.
 func Spent(y *yard.Yard, imp string, at time.Time) (map[string]Totals, error) {
+	if err := id.CheckName(imp); err != nil {
+		return nil, err
+	}
 	since, until := Day(at)
-	out := map[string]Totals{}
-	err := Read(y, imp, since, until, func(e Entry) {
-		t := out[e.Class]
-		t.Add(e)
-		out[e.Class] = t
+	p := file(y, imp)
+	days.Lock()
+	defer days.Unlock()
+	d := days.m[p]
+	if d == nil || !d.since.Equal(since) {
+		d = &day{since: since, tail: store.Tail{Path: p}}
+		d.clear()
+		days.m[p] = d
+	}
+	_, err := d.tail.Next(d.clear, func(line []byte, _ int) {
+		if e, ok := entry(line, since, until, d.gates); ok {
+			t := d.totals[e.Class]
+			t.Add(e)
+			d.totals[e.Class] = t
+		}
 	})
-	return out, err
+	if err != nil {
+		delete(days.m, p)
+		return nil, err
+	}
+	return maps.Clone(d.totals), nil
 }
+
+// days is what Spent has read of each ledger.
+var days = struct {
+	sync.Mutex
+	m map[string]*day
+}{m: map[string]*day{}}
+
+// day is one UTC day of a ledger as read so far.
+type day struct {
+	since  time.Time
+	tail   store.Tail
+	totals map[string]Totals
+	gates  map[string]bool
+}
+
+// clear forgets what was read: the ledger is read again from its start.
+func (d *day) clear() { d.totals, d.gates = map[string]Totals{}, map[string]bool{} }
 
 // Over says which cap of b the proactive spend of a day reached, "" when
 // none did; a budget of zero caps nothing. A model call whose usage could

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -149,5 +150,69 @@ func TestUnknownUsageHoldsCaps(t *testing.T) {
 	}
 	if err := Check(y, tokens, "yuko", true, now.Add(24*time.Hour)); err != nil {
 		t.Errorf("the next UTC day held: %v", err)
+	}
+}
+
+// Spent, asked again and again in one process, reads what was appended
+// since it last looked (an action of a gate already counted stays counted
+// once), and reads again from the start a ledger replaced, or one cut
+// short, and a day it was not following.
+func TestSpentFollowsTheLedger(t *testing.T) {
+	y := yardtest.New(t)
+	now := time.Now()
+	debit := func(e Entry) {
+		t.Helper()
+		e.Imp, e.Class = "yuko", Proactive
+		if err := Debit(y, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spent := func(at time.Time) Totals {
+		t.Helper()
+		s, err := Spent(y, "yuko", at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s[Proactive]
+	}
+	if got := spent(now); got != (Totals{}) {
+		t.Fatalf("no ledger: %+v", got)
+	}
+	debit(Entry{Kind: Action, Gate: "g-0000000000000001", Cost: 1})
+	debit(Entry{Kind: Bytes, Bytes: 10, TS: now.Add(-24 * time.Hour)})
+	if got := spent(now); got.Cost != 1 || got.Bytes != 0 {
+		t.Fatalf("first look: %+v", got)
+	}
+	debit(Entry{Kind: Action, Gate: "g-0000000000000001", Cost: 1})
+	debit(Entry{Kind: Action, Gate: "g-0000000000000002", Cost: 2})
+	debit(Entry{Kind: Bytes, Bytes: 5})
+	if got := spent(now); got.Cost != 3 || got.Bytes != 5 {
+		t.Fatalf("after appends: %+v, want cost 3 (gate 1 once) and 5 bytes", got)
+	}
+	if got := spent(now.Add(-24 * time.Hour)); got.Cost != 0 || got.Bytes != 10 {
+		t.Fatalf("yesterday: %+v", got)
+	}
+	if got := spent(now); got.Cost != 3 || got.Bytes != 5 {
+		t.Fatalf("today again: %+v", got)
+	}
+
+	// Replaced by hand with a longer ledger: what it holds now.
+	p := y.Path("ledger", "yuko.jsonl")
+	line := `{"schema":"impyard.ledger/1","ts":"` + now.UTC().Format(time.RFC3339) + `","imp":"yuko","kind":"bytes","class":"proactive","bytes":7}` + "\n"
+	if err := os.WriteFile(p+".new", []byte(strings.Repeat(line, 20)), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".new", p); err != nil {
+		t.Fatal(err)
+	}
+	if got := spent(now); got.Cost != 0 || got.Bytes != 140 {
+		t.Fatalf("after the ledger was replaced: %+v", got)
+	}
+	// Cut short in place.
+	if err := os.Truncate(p, int64(len(line))); err != nil {
+		t.Fatal(err)
+	}
+	if got := spent(now); got.Bytes != 7 {
+		t.Fatalf("after the ledger was cut short: %+v", got)
 	}
 }
