@@ -159,7 +159,7 @@ func brokenBy(y *yard.Yard, imp, in string, since time.Time) (*gate.Gate, time.T
 		}
 		return nil
 	})
-	if err == nil && len(bad) > 0 {
+	if err == nil {
 		err = errors.Join(bad...)
 	}
 	if err != nil {

@@ -457,6 +457,15 @@ func TestAppendAfterStreakBroken(t *testing.T) {
 	if d, _, err := brokenBy(f.y, "yuko", "email-send", promote.Created); d != nil || err != nil {
 		t.Errorf("the promotion counts as broken by %v (%v) before the owner denied a proposal", d, err)
 	}
+	// A gate that cannot be read might be the deny: nothing is appended.
+	damaged := filepath.Join(f.y.Root, "gates", "resolved", "g-0000000000000009.json")
+	if err := os.WriteFile(damaged, []byte("{not json"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := brokenBy(f.y, "yuko", "email-send", promote.Created); err == nil || !strings.Contains(err.Error(), "g-0000000000000009") {
+		t.Errorf("a damaged gate file: %v", err)
+	}
+	os.Remove(damaged)
 
 	broken := f.denied(t, mail("team@ourco.com"))
 	if w, err := Broke(f.y, broken); err != nil || w == nil || w.ID != promote.ID {

@@ -226,3 +226,39 @@ func TestRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// failAfter accepts n bytes, then fails every write.
+type failAfter struct{ n int }
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	if len(p) > f.n {
+		w := f.n
+		f.n = 0
+		return w, errors.New("connection reset")
+	}
+	f.n -= len(p)
+	return len(p), nil
+}
+
+// A body of unknown length that cannot be written to the client, in a
+// chunk or at a flush, is an error that closes the connection, with the
+// bytes taken from the body so far.
+func TestWriteResponseStreamFails(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		minor int
+		buf   int   // the bufio.Writer's size: small, a chunk's write fails
+		n     int64 // the body's bytes counted before the failure
+	}{
+		{"chunked, the chunk's write", 1, 16, 0},
+		{"chunked, the flush", 1, 4096, 100},
+		{"close-delimited, the flush", 0, 4096, 100},
+	} {
+		resp := &http.Response{StatusCode: 200, Header: http.Header{}, ContentLength: -1, Body: io.NopCloser(strings.NewReader(strings.Repeat("x", 100)))}
+		w := bufio.NewWriterSize(&failAfter{n: 10}, tc.buf)
+		n, closeConn, err := WriteResponse(w, resp, "GET", tc.minor, false)
+		if err == nil || !strings.Contains(err.Error(), "connection reset") || !closeConn || n != tc.n {
+			t.Errorf("%s: %d bytes, close %v, %v", tc.name, n, closeConn, err)
+		}
+	}
+}

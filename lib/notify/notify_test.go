@@ -443,3 +443,23 @@ func TestDeliveredPrunesSent(t *testing.T) {
 		t.Errorf("a file that is not an entry was pruned: %v", err)
 	}
 }
+
+// cut leaves a string of exactly n bytes whole and never splits a rune.
+func TestCut(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"abcd", 4, "abcd"},
+		{"abcde", 4, "abcd…"},
+		{"abé", 3, "ab…"}, // é is two bytes: the cut falls inside it
+		{"ééé", 3, "é…"},  // ... and inside the second
+		{"日本", 2, "…"},    // no whole rune fits
+		{"aé", 2, "a…"},
+	} {
+		if got := cut(tc.s, tc.n); got != tc.want {
+			t.Errorf("cut(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}
