@@ -306,7 +306,7 @@ func (t *Tail) Next(reset func(), fn func(line []byte, n int)) (bad []BadLine, e
 		n, err := f.Read(buf)
 		t.off += int64(n)
 		bad = t.lines(append(t.partial, buf[:n]...), bad, fn)
-		if err == io.EOF || n == 0 && err == nil {
+		if err == io.EOF {
 			return bad, nil
 		}
 		if err != nil {
@@ -324,8 +324,7 @@ func (t *Tail) restart(reset func()) {
 
 // lines takes the whole lines of data, keeping the rest as partial.
 func (t *Tail) lines(data []byte, bad []BadLine, fn func(line []byte, n int)) []BadLine {
-	t.partial = nil
-	for len(data) > 0 {
+	for {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
 			if len(data) > MaxLine {
@@ -334,7 +333,7 @@ func (t *Tail) lines(data []byte, bad []BadLine, fn func(line []byte, n int)) []
 				data = nil
 			}
 			t.partial = append([]byte(nil), data...)
-			break
+			return bad
 		}
 		line := bytes.TrimSpace(data[:i])
 		data = data[i+1:]
@@ -349,7 +348,6 @@ func (t *Tail) lines(data []byte, bad []BadLine, fn func(line []byte, n int)) []
 			fn(line, t.line)
 		}
 	}
-	return bad
 }
 
 // Torn returns the line not yet ended by its newline, if any, as a bad

@@ -379,3 +379,65 @@ func TestTail(t *testing.T) {
 		t.Error("a symbolic link was followed")
 	}
 }
+
+// Tail reads past its buffer in one Next, and holds lines to MaxLine as
+// ReadJSONL does: a line of exactly MaxLine bytes, even one that arrives
+// in two appends, passes; one byte more is skipped, whether its newline
+// has come or not.
+func TestTailLongLines(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "log.jsonl")
+	var many strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&many, "{\"n\":%d,\"pad\":%q}\n", i, strings.Repeat("x", 80))
+	}
+	os.WriteFile(p, []byte(many.String()), 0o644)
+	tl := &Tail{Path: p}
+	count := 0
+	next := func() []BadLine {
+		t.Helper()
+		bad, err := tl.Next(nil, func([]byte, int) { count++ })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bad
+	}
+	if bad := next(); count != 2000 || bad != nil {
+		t.Fatalf("%d lines of 2000 past the read buffer, bad %v", count, bad)
+	}
+	appendTo := func(s string) {
+		f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0o644)
+		f.WriteString(s)
+		f.Close()
+	}
+	// A JSON string of exactly MaxLine bytes, in two appends.
+	long := `"` + strings.Repeat("y", MaxLine-2) + `"`
+	appendTo(long[:MaxLine-10])
+	if bad := next(); bad != nil || count != 2000 {
+		t.Fatalf("the first part of a line: %v", bad)
+	}
+	appendTo(long[MaxLine-10:] + "\n")
+	if bad := next(); bad != nil || count != 2001 {
+		t.Fatalf("a line of exactly MaxLine bytes: %d lines, bad %v", count-2000, bad)
+	}
+	// One byte more, its newline come: skipped.
+	longer := `"` + strings.Repeat("y", MaxLine-1) + `"`
+	appendTo(longer[:MaxLine-10])
+	next()
+	appendTo(longer[MaxLine-10:] + "\n")
+	if bad := next(); len(bad) != 1 || !strings.Contains(bad[0].Err.Error(), "over the") || count != 2001 {
+		t.Fatalf("a line of MaxLine+1 bytes: %v", bad)
+	}
+	// Without its newline: kept at MaxLine (torn if it never ends) ...
+	appendTo(strings.Repeat("z", MaxLine))
+	if bad := next(); bad != nil {
+		t.Fatalf("MaxLine bytes waiting for their newline: %v", bad)
+	}
+	if torn := tl.Torn(); len(torn) != 1 {
+		t.Fatalf("torn: %v", torn)
+	}
+	// ... and dropped past it.
+	appendTo(strings.Repeat("z", MaxLine+1))
+	if bad := next(); len(bad) != 1 || !strings.Contains(bad[0].Err.Error(), "over the") {
+		t.Fatalf("MaxLine+1 bytes without a newline: %v", bad)
+	}
+}
