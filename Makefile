@@ -83,7 +83,7 @@ bench:
 PKGS ?= lib/store lib/gate lib/queue lib/executor lib/trust lib/judge \
 	lib/control lib/http1 lib/mcp lib/strictjson lib/transition \
 	lib/proposal lib/payload lib/approval lib/inbound lib/earn \
-	lib/notify lib/memory
+	lib/notify lib/memory lib/ledger lib/mailbox
 mutate:
 	@command -v gremlins >/dev/null 2>&1 || \
 	  $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)

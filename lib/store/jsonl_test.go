@@ -437,7 +437,7 @@ func TestTailLongLines(t *testing.T) {
 	}
 	// ... and dropped past it.
 	appendTo(strings.Repeat("z", MaxLine+1))
-	if bad := next(); len(bad) != 1 || !strings.Contains(bad[0].Err.Error(), "over the") {
-		t.Fatalf("MaxLine+1 bytes without a newline: %v", bad)
+	if bad := next(); len(bad) != 1 || !strings.Contains(bad[0].Err.Error(), "over the") || bad[0].Line != 2003 {
+		t.Fatalf("MaxLine+1 bytes without a newline: %v, want line 2003", bad)
 	}
 }
