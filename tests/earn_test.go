@@ -57,6 +57,16 @@ func earnSpine(t *testing.T, after int) (s *spine, imp, tok string) {
 	return s, imp, s.token(t, "kai")
 }
 
+// waitingPromotion is an earnSpine whose kai has made two clean
+// approvals, and the trust-promote gate they filed.
+func waitingPromotion(t *testing.T) (s *spine, imp, tok string, promote *gate.Gate) {
+	t.Helper()
+	s, imp, tok = earnSpine(t, 2)
+	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", "report 1"))
+	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", "report 2"))
+	return s, imp, tok, s.promotion(t)
+}
+
 // promotion waits for kai's one trust-promote gate.
 func (s *spine) promotion(t *testing.T) *gate.Gate {
 	t.Helper()
@@ -216,10 +226,7 @@ func TestEarnedTrust(t *testing.T) {
 // broken streak, and approved anyway it fails with the deny named and
 // imp.toml untouched.
 func TestEarnedTrustBrokenWhileWaiting(t *testing.T) {
-	s, imp, tok := earnSpine(t, 2)
-	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", "report 1"))
-	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", "report 2"))
-	promote := s.promotion(t)
+	s, imp, tok, promote := waitingPromotion(t)
 
 	denied := s.gated(t, tok, "team@ourco.com", "report 3")
 	out, err := s.run(t, "impgate", "deny", "--reason", "wrong figures", denied)
@@ -246,10 +253,7 @@ func TestEarnedTrustBrokenWhileWaiting(t *testing.T) {
 // gate pending and the entry gone, never the deny without the removal;
 // the deny run again commits and removes nothing more.
 func TestDenyRemovesEarnedFirst(t *testing.T) {
-	s, imp, tok := earnSpine(t, 2)
-	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", "report 1"))
-	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", "report 2"))
-	promote := s.promotion(t)
+	s, imp, tok, promote := waitingPromotion(t)
 	early := s.gated(t, tok, "team@ourco.com", "report 3")
 	s.approveExecuted(t, promote.ID)
 	if b, _ := os.ReadFile(imp); !strings.Contains(string(b), "earned = true") {
