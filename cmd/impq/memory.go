@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
@@ -19,7 +20,8 @@ const memoryUsage = `usage: impq memory [--json] IMP
 Show the core memory of an imp, imps/<imp>/memory.md, entry by entry with
 its provenance: a promoted entry with its id, the memory-promote gate that
 kept it, when, and who approved that gate (UNVERIFIED, and why, when that
-gate is not an executed memory-promote of the imp); the owner's own text
+gate is not an executed memory-promote of the imp whose approval
+verifies); the owner's own text
 (anything outside the entry markers) as "owner". The file is plain markdown: edit it
 in any editor, and the next brief carries the edit.
 
@@ -41,9 +43,11 @@ type memoryEntry struct {
 
 // vouch says who approved the gate an entry names, or why that gate does
 // not vouch for the entry: the marker is text anyone who can edit
-// memory.md can write, so the gate must be an executed memory-promote of
-// this imp, approved by someone.
-func vouch(y *yard.Yard, imp, gateID string) (approved, unverified string) {
+// memory.md can write, and so is a gate file, so the gate must be an
+// executed memory-promote of this imp whose approval verifies against
+// the owner's keys (keys, or keysErr when they could not be loaded), as
+// impexec checks it before executing.
+func vouch(y *yard.Yard, keys *approval.Keyring, keysErr error, imp, gateID string) (approved, unverified string) {
 	g, err := gate.Get(y, gateID)
 	switch {
 	case err != nil:
@@ -52,6 +56,11 @@ func vouch(y *yard.Yard, imp, gateID string) (approved, unverified string) {
 		return "", fmt.Sprintf("its gate is %s's %s, not a memory-promote of %s", g.Imp, g.Intent, imp)
 	case g.State != state.Executed || g.Approval == nil:
 		return "", fmt.Sprintf("its gate is %s, not approved and executed", g.State)
+	case keysErr != nil:
+		return "", "its gate's approval cannot be checked: " + keysErr.Error()
+	}
+	if _, err := g.VerifyApproval(keys); err != nil {
+		return "", "its gate's approval does not verify: " + err.Error()
 	}
 	return g.Approval.By, ""
 }
@@ -76,10 +85,15 @@ func memoryCmd(e *cli.Env, args []string) error {
 		return err
 	}
 	file := config.MemoryPath(y, imp)
+	var keys *approval.Keyring
+	home, keysErr := yard.Home()
+	if keysErr == nil {
+		keys, keysErr = approval.LoadKeyring(home)
+	}
 	for _, en := range entries {
 		m := memoryEntry{Imp: imp, File: file, Entry: en}
 		if en.Gate != "" {
-			m.Approved, m.Unverified = vouch(y, imp, en.Gate)
+			m.Approved, m.Unverified = vouch(y, keys, keysErr, imp, en.Gate)
 		}
 		if *asJSON {
 			if err := cli.JSONLine(e.Stdout, m); err != nil {
