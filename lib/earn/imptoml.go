@@ -293,44 +293,46 @@ func removeEarned(p string, b []byte, in string) ([]byte, int, error) {
 	if strings.TrimSpace(out.String()) == "" {
 		next = []byte{}
 	}
-	var before, after struct {
-		Trust []config.Trust `toml:"trust"`
-	}
+	// Both files are compared as decoded: counting entries is not enough,
+	// as a [trust.match] table written by hand below an earned entry
+	// would, with that entry cut, become the match of the entry above it.
+	var before, after map[string]any
 	_, err1 := toml.Decode(string(b), &before)
 	_, err2 := toml.Decode(string(next), &after)
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", p, err)
 	}
-	for _, t := range after.Trust {
-		if t.Earned && t.Intent == in {
-			return nil, 0, fmt.Errorf("%s: an earned entry for %s is written in a form that cannot be removed automatically; remove it by hand", p, in)
+	earned := func(t map[string]any) bool { return t["earned"] == true && t["intent"] == in }
+	if slices.ContainsFunc(trustTables(after), earned) {
+		return nil, 0, fmt.Errorf("%s: an earned entry for %s is written in a form that cannot be removed automatically; remove it by hand", p, in)
+	}
+	if entries, ok := before["trust"].([]map[string]any); ok {
+		if kept := slices.DeleteFunc(entries, earned); len(kept) > 0 {
+			before["trust"] = kept
+		} else {
+			delete(before, "trust")
 		}
 	}
-	if len(after.Trust) != len(before.Trust)-removed || !onlyEarnedGone(string(b), string(next), in) {
+	if !reflect.DeepEqual(before, after) {
 		return nil, 0, fmt.Errorf("%s: removing the earned entries for %s would change others; remove them by hand", p, in)
 	}
 	return next, removed, nil
 }
 
-// onlyEarnedGone reports whether next holds exactly what old does but for
-// the earned [[trust]] entries of intent in. Counting entries is not
-// enough: a [trust.match] table written by hand below an earned entry
-// would, with that entry cut, become the match of the entry above it.
-func onlyEarnedGone(old, next, in string) bool {
-	var before, after map[string]any
-	if _, err := toml.Decode(old, &before); err != nil {
-		return false
-	}
-	if _, err := toml.Decode(next, &after); err != nil {
-		return false
-	}
-	if entries, ok := before["trust"].([]map[string]any); ok {
-		kept := slices.DeleteFunc(entries, func(t map[string]any) bool { return t["earned"] == true && t["intent"] == in })
-		if len(kept) == 0 {
-			delete(before, "trust")
-		} else {
-			before["trust"] = kept
+// trustTables is the trust entries of a decoded imp.toml, written as
+// [[trust]] tables or as an inline array.
+func trustTables(m map[string]any) []map[string]any {
+	switch t := m["trust"].(type) {
+	case []map[string]any:
+		return t
+	case []any:
+		var out []map[string]any
+		for _, e := range t {
+			if table, ok := e.(map[string]any); ok {
+				out = append(out, table)
+			}
 		}
+		return out
 	}
-	return reflect.DeepEqual(before, after)
+	return nil
 }
