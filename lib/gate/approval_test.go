@@ -263,17 +263,19 @@ func TestApprovalCoversTheGate(t *testing.T) {
 	check("as filed", func(*Gate) {}, true)
 	check("rationale", func(g *Gate) { g.Rationale = "something else" }, true)
 	for name, edit := range map[string]func(g *Gate){
-		"imp":           func(g *Gate) { g.Imp = "rex" },
-		"intent":        func(g *Gate) { g.Intent = "memory-promote" },
-		"task":          func(g *Gate) { g.Task = "t-0000000000000002" },
-		"no task":       func(g *Gate) { g.Task = "" },
-		"run":           func(g *Gate) { g.Run = "r-0000000000000002" },
-		"created":       func(g *Gate) { g.Created = g.Created.Add(time.Second) },
-		"filer":         func(g *Gate) { g.History[0].By = "rex" },
-		"program":       func(g *Gate) { g.History[0].Actor = "impgate" },
-		"trust level":   func(g *Gate) { g.Trust.Level = "gate" },
-		"trust entry":   func(g *Gate) { g.Trust.Entry = "imps/rex/imp.toml [[trust]] #1" },
-		"trust rule":    func(g *Gate) { g.Trust.Rule = json.RawMessage(`{"free":["text","to"],"intent":"message-user","level":"auto"}`) },
+		"imp":         func(g *Gate) { g.Imp = "rex" },
+		"intent":      func(g *Gate) { g.Intent = "memory-promote" },
+		"task":        func(g *Gate) { g.Task = "t-0000000000000002" },
+		"no task":     func(g *Gate) { g.Task = "" },
+		"run":         func(g *Gate) { g.Run = "r-0000000000000002" },
+		"created":     func(g *Gate) { g.Created = g.Created.Add(time.Second) },
+		"filer":       func(g *Gate) { g.History[0].By = "rex" },
+		"program":     func(g *Gate) { g.History[0].Actor = "impgate" },
+		"trust level": func(g *Gate) { g.Trust.Level = "gate" },
+		"trust entry": func(g *Gate) { g.Trust.Entry = "imps/rex/imp.toml [[trust]] #1" },
+		"trust rule": func(g *Gate) {
+			g.Trust.Rule = json.RawMessage(`{"free":["text","to"],"intent":"message-user","level":"auto"}`)
+		},
 		"no trust":      func(g *Gate) { g.Trust = nil },
 		"decider":       func(g *Gate) { g.Approval.By, g.History[1].By = "alice", "alice" },
 		"approval time": func(g *Gate) { g.Approval.At = g.Approval.At.Add(time.Second); g.History[1].At = g.Approval.At },

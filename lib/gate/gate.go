@@ -542,7 +542,9 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 	// An approved gate without a signature of the current schema
 	// (approved before approvals were signed, or signed as
 	// impyard.approval/1) may be approved again: that signs it anew.
-	resign := func(g *Gate) bool { return c.To == state.Approved && g.State == state.Approved && !g.Approval.Current() }
+	resign := func(g *Gate) bool {
+		return c.To == state.Approved && g.State == state.Approved && !g.Approval.Current()
+	}
 	repeat := func(g *Gate) bool {
 		return again && g.State == c.To && (c.To == state.Denied || c.To == state.Approved && g.Approval.Current())
 	}
