@@ -96,13 +96,18 @@ type Trust struct {
 	Rule json.RawMessage `json:"rule,omitempty"`
 }
 
-// Sum is the sha256 of the verdict's JSON, which an approval signs; ""
+// Sum is the sha256 of the verdict's canonical JSON, which an approval signs; ""
 // for a gate filed before verdicts were recorded.
 func (t *Trust) Sum() string {
 	if t == nil {
 		return ""
 	}
+	// Canonical, so a file rewritten with its keys in another order, as
+	// any JSON tool may, still verifies.
 	b, err := json.Marshal(t)
+	if err == nil {
+		b, err = Canonical(b)
+	}
 	if err != nil {
 		// Only a Rule that is not JSON fails to encode; no approval can
 		// have been signed over it, so none verifies.
