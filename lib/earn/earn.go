@@ -25,6 +25,7 @@
 package earn
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +36,7 @@ import (
 
 	"github.com/gobwas/glob"
 
+	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/intent"
@@ -110,6 +112,20 @@ func Parse(body []byte) (*Entry, error) {
 		return nil, fmt.Errorf("trust-promote payload: %w: trust-promote is never earned", ErrNotEntry)
 	}
 	return &e, nil
+}
+
+// checkFree refuses an entry that frees an address, URL or object field
+// of its intent: free would let any value through, wider than any payload
+// the owner approved, and Narrowest never makes such an entry.
+func (e *Entry) checkFree(org *config.Org) error {
+	fields, _ := org.Fields(e.Intent)
+	for _, k := range e.Free {
+		typ := fields[k]
+		if typ == payload.Address || typ == payload.Addresses || typ == payload.URL || !payload.Matchable(typ) {
+			return fmt.Errorf("trust-promote payload: %w: field %q (%s) is free; an earned entry never frees an address, URL or object field", ErrNotEntry, k, typ)
+		}
+	}
+	return nil
 }
 
 // decided returns the transition that decided g (approved or denied) and
@@ -190,10 +206,18 @@ func Broke(y *yard.Yard, g *gate.Gate) (*gate.Gate, error) {
 // time; of two in the same second a deny counts as the later, so a deny
 // is never outrun.
 func Streak(y *yard.Yard, imp, in string) (streak []*gate.Gate, waiting *gate.Gate, err error) {
+	return streakAt(y, imp, in, nil)
+}
+
+// streakAt is Streak, or with at set the streak as it stood when at, a
+// trust-promote gate, was filed: at itself, trust-promote gates filed
+// after it and decisions made after it was filed are left out.
+func streakAt(y *yard.Yard, imp, in string, at *gate.Gate) (streak []*gate.Gate, waiting *gate.Gate, err error) {
 	all, bad := gate.List(y, gate.Filter{All: true, Imp: imp})
 	if len(bad) > 0 {
 		return nil, nil, fmt.Errorf("counting approvals of %s %s: %w", imp, in, errors.Join(bad...))
 	}
+	later := func(t time.Time) bool { return at != nil && t.After(at.Created) }
 	var cut time.Time
 	type decision struct {
 		g  *gate.Gate
@@ -204,18 +228,18 @@ func Streak(y *yard.Yard, imp, in string) (streak []*gate.Gate, waiting *gate.Ga
 	for _, g := range all {
 		if g.Intent == intent.TrustPromote {
 			e, err := Parse(g.Payload)
-			if err != nil || e.Intent != in {
+			if err != nil || e.Intent != in || at != nil && (g.ID == at.ID || later(g.Created)) {
 				continue
 			}
 			if g.State == state.Filed {
 				waiting = g
 			}
-			at := g.Created
+			decidedAt := g.Created
 			if h, ok := decided(g); ok {
-				at = h.At
+				decidedAt = h.At
 			}
-			if at.After(cut) {
-				cut = at
+			if decidedAt.After(cut) {
+				cut = decidedAt
 			}
 			continue
 		}
@@ -223,7 +247,7 @@ func Streak(y *yard.Yard, imp, in string) (streak []*gate.Gate, waiting *gate.Ga
 			continue
 		}
 		h, ok := decided(g)
-		if !ok || !byOwner(h) {
+		if !ok || !byOwner(h) || later(h.At) {
 			continue
 		}
 		ds = append(ds, decision{g: g, h: h, no: h.To == state.Denied})
@@ -250,6 +274,65 @@ func Streak(y *yard.Yard, imp, in string) (streak []*gate.Gate, waiting *gate.Ga
 		}
 	}
 	return streak, waiting, nil
+}
+
+// ErrNotDerived is a trust-promote gate whose entry is not the one the
+// owner's approvals derive: a gate written or edited by hand.
+var ErrNotDerived = errors.New("not the entry the owner's approvals derive")
+
+// Derive recomputes the entry that the trust-promote gate g may append,
+// from the gates themselves and never from g's payload: the streak of g's
+// (imp, intent) as it stood when g was filed, its last [[earn]] after
+// gates, each of whose approvals must verify with kr by a key other than
+// the gateway's, and the narrowest entry covering them (Narrowest).
+func Derive(y *yard.Yard, org *config.Org, kr *approval.Keyring, g *gate.Gate) (*Entry, error) {
+	claimed, err := Parse(g.Payload)
+	if err != nil {
+		return nil, err
+	}
+	in := claimed.Intent
+	want := org.EarnFor(g.Imp, in)
+	if want == nil {
+		return nil, fmt.Errorf("trust-promote gate %s: %w: org.toml has no [[earn]] entry for %s %s", g.ID, ErrNotDerived, g.Imp, in)
+	}
+	streak, _, err := streakAt(y, g.Imp, in, g)
+	if err != nil {
+		return nil, err
+	}
+	if len(streak) < want.After {
+		return nil, fmt.Errorf("trust-promote gate %s: %w: when it was filed %s %s had %d consecutive approvals by the owner, not the %d [[earn]] asks for",
+			g.ID, ErrNotDerived, g.Imp, in, len(streak), want.After)
+	}
+	streak = streak[len(streak)-want.After:]
+	for _, s := range streak {
+		key, err := s.VerifyApproval(kr)
+		if err != nil {
+			return nil, fmt.Errorf("trust-promote gate %s rests on gate %s: %w", g.ID, s.ID, err)
+		}
+		if key.Name == approval.Gateway {
+			return nil, fmt.Errorf("trust-promote gate %s: %w: gate %s was approved with the gateway's key, not by the owner", g.ID, ErrNotDerived, s.ID)
+		}
+	}
+	return Narrowest(org, in, streak)
+}
+
+// Check refuses the payload body of the trust-promote gate g unless it is
+// exactly the entry Derive derives, and says how the two differ.
+func Check(y *yard.Yard, org *config.Org, kr *approval.Keyring, g *gate.Gate, body []byte) error {
+	claimed, err := Parse(body)
+	if err != nil {
+		return err
+	}
+	derived, err := Derive(y, org, kr, g)
+	if err != nil {
+		return err
+	}
+	a, _ := json.Marshal(claimed)
+	b, _ := json.Marshal(derived)
+	if !bytes.Equal(a, b) {
+		return fmt.Errorf("trust-promote gate %s: %w: it proposes %s, the approvals it rests on derive %s", g.ID, ErrNotDerived, a, b)
+	}
+	return nil
 }
 
 // Narrowest returns the narrowest auto entry for intent that covers every
