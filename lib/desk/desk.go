@@ -68,7 +68,7 @@ func Inspect(y *yard.Yard, home string, g *gate.Gate) *Report {
 	}
 	r.verify(home)
 	if g.Intent == intent.TrustPromote {
-		r.Promotion = promotion(y, g)
+		r.Promotion = promotion(y, home, g)
 	}
 	if g.State == state.Filed && r.PayloadMatches {
 		r.Approve = g.ApproveCommand()

@@ -206,18 +206,10 @@ func Broke(y *yard.Yard, g *gate.Gate) (*gate.Gate, error) {
 // time; of two in the same second a deny counts as the later, so a deny
 // is never outrun.
 func Streak(y *yard.Yard, imp, in string) (streak []*gate.Gate, waiting *gate.Gate, err error) {
-	return streakAt(y, imp, in, nil)
-}
-
-// streakAt is Streak, or with at set the streak as it stood when at, a
-// trust-promote gate, was filed: at itself, trust-promote gates filed
-// after it and decisions made after it was filed are left out.
-func streakAt(y *yard.Yard, imp, in string, at *gate.Gate) (streak []*gate.Gate, waiting *gate.Gate, err error) {
 	all, bad := gate.List(y, gate.Filter{All: true, Imp: imp})
 	if len(bad) > 0 {
 		return nil, nil, fmt.Errorf("counting approvals of %s %s: %w", imp, in, errors.Join(bad...))
 	}
-	later := func(t time.Time) bool { return at != nil && t.After(at.Created) }
 	var cut time.Time
 	type decision struct {
 		g  *gate.Gate
@@ -228,18 +220,18 @@ func streakAt(y *yard.Yard, imp, in string, at *gate.Gate) (streak []*gate.Gate,
 	for _, g := range all {
 		if g.Intent == intent.TrustPromote {
 			e, err := Parse(g.Payload)
-			if err != nil || e.Intent != in || at != nil && (g.ID == at.ID || later(g.Created)) {
+			if err != nil || e.Intent != in {
 				continue
 			}
 			if g.State == state.Filed {
 				waiting = g
 			}
-			decidedAt := g.Created
+			at := g.Created
 			if h, ok := decided(g); ok {
-				decidedAt = h.At
+				at = h.At
 			}
-			if decidedAt.After(cut) {
-				cut = decidedAt
+			if at.After(cut) {
+				cut = at
 			}
 			continue
 		}
@@ -247,7 +239,7 @@ func streakAt(y *yard.Yard, imp, in string, at *gate.Gate) (streak []*gate.Gate,
 			continue
 		}
 		h, ok := decided(g)
-		if !ok || !byOwner(h) || later(h.At) {
+		if !ok || !byOwner(h) {
 			continue
 		}
 		ds = append(ds, decision{g: g, h: h, no: h.To == state.Denied})
@@ -280,40 +272,113 @@ func streakAt(y *yard.Yard, imp, in string, at *gate.Gate) (streak []*gate.Gate,
 // owner's approvals derive: a gate written or edited by hand.
 var ErrNotDerived = errors.New("not the entry the owner's approvals derive")
 
-// Derive recomputes the entry that the trust-promote gate g may append,
-// from the gates themselves and never from g's payload: the streak of g's
-// (imp, intent) as it stood when g was filed, its last [[earn]] after
-// gates, each of whose approvals must verify with kr by a key other than
-// the gateway's, and the narrowest entry covering them (Narrowest).
+// Derive recomputes the entry that the trust-promote gate g may append
+// from the gates themselves, trusting nothing in g's payload but the ids
+// of the gates it names: exactly [[earn]] after of them, each a proposal
+// of g's (imp, intent) approved by the owner (its approval verifies with
+// kr, by a key other than the gateway's) and executed; none decided
+// before a promotion filed before g consumed it; no approval of that
+// (imp, intent) decided between them left out; no deny by the owner at
+// or after the first of them (ErrStreakBroken). The entry is the
+// narrowest covering them (Narrowest), their ids in decision order.
 func Derive(y *yard.Yard, org *config.Org, kr *approval.Keyring, g *gate.Gate) (*Entry, error) {
 	claimed, err := Parse(g.Payload)
 	if err != nil {
 		return nil, err
 	}
 	in := claimed.Intent
+	notDerived := func(format string, a ...any) error {
+		return fmt.Errorf("trust-promote gate %s: %w: %s", g.ID, ErrNotDerived, fmt.Sprintf(format, a...))
+	}
 	want := org.EarnFor(g.Imp, in)
 	if want == nil {
-		return nil, fmt.Errorf("trust-promote gate %s: %w: org.toml has no [[earn]] entry for %s %s", g.ID, ErrNotDerived, g.Imp, in)
+		return nil, notDerived("org.toml has no [[earn]] entry for %s %s", g.Imp, in)
 	}
-	streak, _, err := streakAt(y, g.Imp, in, g)
+	if len(claimed.Gates) != want.After {
+		return nil, notDerived("it rests on %d gates, [[earn]] for %s %s asks for %d", len(claimed.Gates), g.Imp, in, want.After)
+	}
+	all, bad := gate.List(y, gate.Filter{All: true, Imp: g.Imp})
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("checking trust-promote gate %s: %w", g.ID, errors.Join(bad...))
+	}
+	named := map[string]bool{}
+	for _, id := range claimed.Gates {
+		named[id] = true
+	}
+	type rest struct {
+		g  *gate.Gate
+		at time.Time
+	}
+	var rests []rest
+	var cut time.Time
+	var approvals []rest // every approval by the owner of (imp, in), executed
+	for _, o := range all {
+		h, ok := decided(o)
+		if o.Intent == intent.TrustPromote {
+			e, err := Parse(o.Payload)
+			if err != nil || e.Intent != in || o.ID == g.ID || o.Created.After(g.Created) {
+				continue
+			}
+			at := o.Created
+			if ok {
+				at = h.At
+			}
+			if at.After(cut) {
+				cut = at
+			}
+			continue
+		}
+		if o.Intent != in || !proposed(o) || !ok || h.To != state.Approved || !byOwner(h) || o.State != state.Executed {
+			if named[o.ID] {
+				return nil, notDerived("gate %s is not a proposal of %s %s approved by the owner and executed", o.ID, g.Imp, in)
+			}
+			continue
+		}
+		approvals = append(approvals, rest{o, h.At})
+		if named[o.ID] {
+			rests = append(rests, rest{o, h.At})
+			delete(named, o.ID)
+		}
+	}
+	if len(named) > 0 {
+		return nil, notDerived("it names gates that are not among %s's: %v", g.Imp, slices.Sorted(maps.Keys(named)))
+	}
+	order := func(a, b rest) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return strings.Compare(a.g.ID, b.g.ID)
+	}
+	slices.SortStableFunc(rests, order)
+	first, last := rests[0].at, rests[len(rests)-1].at
+	if !first.After(cut) {
+		return nil, notDerived("gate %s was decided before an earlier trust-promote gate of %s %s was, which consumed it", rests[0].g.ID, g.Imp, in)
+	}
+	for _, a := range approvals {
+		if a.at.After(first) && a.at.Before(last) && !slices.ContainsFunc(rests, func(r rest) bool { return r.g.ID == a.g.ID }) {
+			return nil, notDerived("it leaves out gate %s, approved between the gates it rests on", a.g.ID)
+		}
+	}
+	d, at, err := brokenBy(y, g.Imp, in, first)
 	if err != nil {
 		return nil, err
 	}
-	if len(streak) < want.After {
-		return nil, fmt.Errorf("trust-promote gate %s: %w: when it was filed %s %s had %d consecutive approvals by the owner, not the %d [[earn]] asks for",
-			g.ID, ErrNotDerived, g.Imp, in, len(streak), want.After)
+	if d != nil {
+		return nil, fmt.Errorf("trust-promote gate %s: the owner denied gate %s of %s %s at %s: %w",
+			g.ID, d.ID, g.Imp, in, at.UTC().Format(time.RFC3339), ErrStreakBroken)
 	}
-	streak = streak[len(streak)-want.After:]
-	for _, s := range streak {
-		key, err := s.VerifyApproval(kr)
+	gates := make([]*gate.Gate, len(rests))
+	for i, r := range rests {
+		key, err := r.g.VerifyApproval(kr)
 		if err != nil {
-			return nil, fmt.Errorf("trust-promote gate %s rests on gate %s: %w", g.ID, s.ID, err)
+			return nil, fmt.Errorf("trust-promote gate %s rests on gate %s: %w", g.ID, r.g.ID, err)
 		}
 		if key.Name == approval.Gateway {
-			return nil, fmt.Errorf("trust-promote gate %s: %w: gate %s was approved with the gateway's key, not by the owner", g.ID, ErrNotDerived, s.ID)
+			return nil, notDerived("gate %s was approved with the gateway's key, not by the owner", r.g.ID)
 		}
+		gates[i] = r.g
 	}
-	return Narrowest(org, in, streak)
+	return Narrowest(org, in, gates)
 }
 
 // Check refuses the payload body of the trust-promote gate g unless it is

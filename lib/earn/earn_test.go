@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -537,7 +539,7 @@ func (f *fixture) handPromotion(t *testing.T, body string) *gate.Gate {
 	t.Helper()
 	g, err := gate.File(f.y, gate.FileOptions{Imp: "yuko", Intent: intent.TrustPromote, Payload: []byte(body),
 		Rationale: "3 consecutive approvals of email-send by the owner, no deny between them: this auto entry covers them",
-		By: Actor, Actor: Actor, Trust: &gate.Trust{Level: config.Gate, Why: "a trust-promote gate always waits for the owner"}})
+		By:        Actor, Actor: Actor, Trust: &gate.Trust{Level: config.Gate, Why: "a trust-promote gate always waits for the owner"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,15 +593,68 @@ func TestAppendRederives(t *testing.T) {
 	}
 	body, _ := json.Marshal(derived)
 	same := f.handPromotion(t, string(body))
-	if _, err := Append(f.y, f.org, f.keys(t), same, same.Payload); !errors.Is(err, ErrNotDerived) || !strings.Contains(err.Error(), "had 0 consecutive approvals") {
+	if _, err := Append(f.y, f.org, f.keys(t), same, same.Payload); !errors.Is(err, ErrNotDerived) || !strings.Contains(err.Error(), "which consumed it") {
 		t.Errorf("a promotion filed after another consumed the streak: %v", err)
 	}
 	unchanged(p, "a promotion with no streak")
 
+	f, p, _, gs = setup()
+	// Two of three approvals, skipping the one between them, with
+	// [[earn]] asking for two: refused; with [[earn]] asking for three,
+	// refused for naming two.
+	skip := f.handPromotion(t, fmt.Sprintf(`{"intent":"email-send","match":{"subject":"digest","to":"team@ourco.com"},"free":["body"],"level":"auto","earned":true,"gates":[%q,%q]}`, gs[0].ID, gs[2].ID))
+	two := *f.org
+	two.Earn = slices.Clone(f.org.Earn)
+	two.Earn[0].After = 2
+	if _, err := Append(f.y, &two, f.keys(t), skip, skip.Payload); !errors.Is(err, ErrNotDerived) || !strings.Contains(err.Error(), "leaves out gate "+gs[1].ID) {
+		t.Errorf("skipping an approval: %v", err)
+	}
+	if _, err := Append(f.y, f.org, f.keys(t), skip, skip.Payload); !errors.Is(err, ErrNotDerived) || !strings.Contains(err.Error(), "rests on 2 gates, [[earn]] for yuko email-send asks for 3") {
+		t.Errorf("fewer gates than [[earn]] asks for: %v", err)
+	}
+	unchanged(p, "a promotion skipping an approval")
+
+
+	// Three approvals with a deny by the owner after the first: no
+	// streak, however the promotion is written; nor one naming the deny.
+	f, p, _, before := setup()
+	first := before[2]
+	denied := f.denied(t, mail("team@ourco.com"))
+	gs = []*gate.Gate{f.approved(t, mail("team@ourco.com")), f.approved(t, mail("team@ourco.com"))}
+	across := f.handPromotion(t, fmt.Sprintf(`{"intent":"email-send","match":{"subject":"digest","to":"team@ourco.com"},"free":["body"],"level":"auto","earned":true,"gates":[%q,%q,%q]}`, first.ID, gs[0].ID, gs[1].ID))
+	if _, err := Append(f.y, f.org, f.keys(t), across, across.Payload); !errors.Is(err, ErrStreakBroken) || !strings.Contains(err.Error(), "denied gate "+denied.ID) {
+		t.Errorf("across a deny: %v", err)
+	}
+	withDeny := f.handPromotion(t, fmt.Sprintf(`{"intent":"email-send","match":{"subject":"digest","to":"team@ourco.com"},"free":["body"],"level":"auto","earned":true,"gates":[%q,%q,%q]}`, denied.ID, gs[0].ID, gs[1].ID))
+	if _, err := Append(f.y, f.org, f.keys(t), withDeny, withDeny.Payload); !errors.Is(err, ErrNotDerived) || !strings.Contains(err.Error(), "gate "+denied.ID+" is not a proposal of yuko email-send approved by the owner and executed") {
+		t.Errorf("naming a denied gate: %v", err)
+	}
+	unchanged(p, "a promotion across a deny")
+
+	// One of three approvals made with the gateway's key, as the owner:
+	// the gateway approves only by trust entries, so it is refused.
+	f, p, _, _ = setup()
+	gw, err := approval.Ensure(f.home, approval.Gateway, io.Discard, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byGateway := f.file(t, mail("team@ourco.com"), "impgw")
+	if _, err := gate.Move(f.y, byGateway.ID, gate.Change{To: state.Approved, By: "alice", Actor: "impgate", Signer: gw}); err != nil {
+		t.Fatal(err)
+	}
+	f.move(t, byGateway.ID, state.Executing, "impexec", "impexec")
+	f.move(t, byGateway.ID, state.Executed, "impexec", "impexec")
+	promote := f.propose(t)
+	promote = f.move(t, promote.ID, state.Approved, "alice", "impgate")
+	if _, err := Append(f.y, f.org, f.keys(t), promote, promote.Payload); !errors.Is(err, ErrNotDerived) || !strings.Contains(err.Error(), "gate "+byGateway.ID+" was approved with the gateway's key") {
+		t.Errorf("resting on the gateway's approval: %v", err)
+	}
+	unchanged(p, "a promotion resting on the gateway's approval")
+
 	// The promotion impyard files, once one approval it rests on is
 	// forged on disk: nothing is appended.
 	f, p, _, gs = setup()
-	promote := f.propose(t)
+	promote = f.propose(t)
 	if promote == nil {
 		t.Fatal("no promotion")
 	}
