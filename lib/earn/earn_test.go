@@ -614,7 +614,6 @@ func TestAppendRederives(t *testing.T) {
 	}
 	unchanged(p, "a promotion skipping an approval")
 
-
 	// Three approvals with a deny by the owner after the first: no
 	// streak, however the promotion is written; nor one naming the deny.
 	f, p, _, before := setup()
