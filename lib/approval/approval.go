@@ -421,8 +421,8 @@ func (kr *Keyring) Verify(s Subject, a *Approval) (*Trusted, error) {
 	}
 	sig, err := base64.StdEncoding.DecodeString(a.Sig)
 	if err != nil || !ed25519.Verify(key.pub, Message(s, a.By, a.At, a.Key), sig) {
-		return nil, fmt.Errorf("%w: gate %s: the signature by %s (%s) is not over this gate id, imp %s, intent %s, task %q, run %q, filing (%s by %q via %q), payload sha256 %s, trust verdict %q, decider %q and time %s",
-			ErrInvalid, s.Gate, key.Name, key.Path, s.Imp, s.Intent, s.Task, s.Run, stamp(s.Filed), s.Filer, s.Via, s.SHA256, s.Trust, a.By, stamp(a.At))
+		return nil, fmt.Errorf("%w: gate %s: the signature by %s (%s) is not over this gate id, payload sha256 %s, imp %s, intent %s, task %q, run %q, filing (%s by %q via %q), trust verdict sha256 %q, decider %q and time %s",
+			ErrInvalid, s.Gate, key.Name, key.Path, s.SHA256, s.Imp, s.Intent, s.Task, s.Run, stamp(s.Filed), s.Filer, s.Via, s.Trust, a.By, stamp(a.At))
 	}
 	return key, nil
 }
