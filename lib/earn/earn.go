@@ -12,10 +12,11 @@
 // (Append), but only when it is exactly the entry those gates and their
 // signed approvals derive (Derive): a gate file is anyone's to write who
 // can write the yard, so its payload is never taken as it stands, and an
-// address, URL or object field is never free in an earned entry. The ladder (lib/trust) consults earned entries after every
-// hand-written one. A deny of a gate that an earned entry would have
-// approved is the owner disagreeing with it: Denied removes every earned
-// entry of that (imp, intent) and records it.
+// address, URL or object field is never free in an earned entry. The
+// ladder (lib/trust) consults earned entries after every hand-written
+// one. A deny of a gate that an earned entry would have approved is the
+// owner disagreeing with it: Denied removes every earned entry of that
+// (imp, intent) and records it.
 //
 // The count is not kept anywhere: Streak derives it each time from the
 // gates themselves, which are the authoritative record of who decided
