@@ -24,7 +24,9 @@ func executorFor(org *config.Org, in string) *config.Executor {
 }
 
 // promote appends the earned entry of an approved trust-promote gate to
-// the imp's imp.toml.
+// the imp's imp.toml, once earn.Append has derived it again from the
+// gates it names and their approvals, checked with the keys in
+// IMPYARD_HOME/keys/.
 func (r *Runner) promote(g *gate.Gate, org *config.Org, payload []byte) (*Result, error) {
 	kr, err := approval.LoadKeyring(r.Home)
 	if err != nil {
