@@ -187,6 +187,9 @@ func printPromotion(w io.Writer, p *desk.Promotion) {
 			fmt.Fprintf(w, "  %s\n", cli.Printable(wide))
 		}
 	}
+	if p.NotDerived != "" {
+		fmt.Fprintf(w, "\nNOT WHAT THE APPROVALS DERIVE (impexec will append nothing): %s\n", cli.Printable(p.NotDerived))
+	}
 	fmt.Fprintf(w, "\nrests on %d gate(s) the owner approved:\n", len(p.Gates))
 	for _, rg := range p.Gates {
 		if rg.Error != "" {

@@ -37,6 +37,24 @@ type Decision struct {
 	Level string // config.Gate, config.Auto or config.Deny
 	Entry string // the deciding entry ("" when none matched)
 	Why   string
+	// Rule is the deciding entry itself (see Rule), nil when none
+	// matched: a gate records it, and an auto-approval signs it.
+	Rule json.RawMessage
+}
+
+// Rule is the canonical JSON of a trust entry: every field that decides
+// what it lets through (keys sorted, where it was written left out).
+func Rule(t config.Trust) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		Intent string            `json:"intent"`
+		Imp    string            `json:"imp,omitempty"`
+		Match  map[string]string `json:"match,omitempty"`
+		Free   []string          `json:"free,omitempty"`
+		Level  string            `json:"level"`
+		Earned bool              `json:"earned,omitempty"`
+		Gates  []string          `json:"gates,omitempty"`
+	}{t.Intent, t.Imp, t.Match, t.Free, t.Level, t.Earned, t.Gates})
+	return b
 }
 
 // Admit checks a proposed payload against the fields its intent declares
@@ -86,7 +104,7 @@ func Decide(org *config.Org, impCfg *config.Imp, imp, intent string, body []byte
 		}
 		if t.Level != config.Auto {
 			if restricts(t.Match, doc, fields, typed) {
-				return Decision{Level: t.Level, Entry: t.Where, Why: fmt.Sprintf("%s: level %s", t.Where, t.Level)}
+				return Decision{Level: t.Level, Entry: t.Where, Why: fmt.Sprintf("%s: level %s", t.Where, t.Level), Rule: Rule(t)}
 			}
 			continue
 		}
@@ -109,7 +127,7 @@ func Decide(org *config.Org, impCfg *config.Imp, imp, intent string, body []byte
 			}
 			continue
 		}
-		return Decision{Level: t.Level, Entry: t.Where, Why: fmt.Sprintf("%s: level %s", t.Where, t.Level)}
+		return Decision{Level: t.Level, Entry: t.Where, Why: fmt.Sprintf("%s: level %s", t.Where, t.Level), Rule: Rule(t)}
 	}
 	return Decision{Level: config.Gate, Why: why}
 }
