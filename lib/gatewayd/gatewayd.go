@@ -66,6 +66,9 @@ type Config struct {
 	// listener may face the internet, and serves nothing else.
 	Inbound         *inbound.Relay
 	InboundListener net.Listener
+	// Unsynced leaves decision records unsynced: only for measuring what
+	// the sync costs (gateway.Config.Unsynced).
+	Unsynced bool
 }
 
 // Server is a gateway with its control API and box listeners.
@@ -131,6 +134,7 @@ func New(cfg Config) (*Server, error) {
 		Meter:         spend(y, meter, logf),
 		Admit:         admit(y, meter),
 		Authenticate:  boxnet.Authenticate(cfg.Home),
+		Unsynced:      cfg.Unsynced,
 	})
 	if err != nil {
 		return nil, err
