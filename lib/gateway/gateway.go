@@ -115,7 +115,8 @@ type Config struct {
 	// Admit is asked before a request a metering rule allows is
 	// forwarded, with the subject and its task; an error refuses the
 	// request with 429 Too Many Requests and is the reason given, with a
-	// Retry-After when it was made by RetryAt. Nil admits every request.
+	// Retry-After when it was made by RetryAt, or with 503 when it wraps
+	// ErrUnmetered. Nil admits every request.
 	Admit func(subject, task string) error
 	// Log receives diagnostics, one "impgw: ..." line each.
 	Log io.Writer
@@ -455,6 +456,11 @@ func (g *Gateway) meter(r *Record) {
 		g.cfg.Meter(Spend{Subject: r.Request.Imp, Task: r.task, Bytes: n, Usage: r.Usage})
 	}
 }
+
+// ErrUnmetered marks an Admit refusal of a request whose spend could not
+// be recorded (the ledger cannot be written): it is answered 503, as the
+// gateway, not the budget, is what fails.
+var ErrUnmetered = errors.New("its spend cannot be recorded")
 
 // retryErr is a refusal that will pass at a known time.
 type retryErr struct {

@@ -175,9 +175,12 @@ func spend(y *yard.Yard, meter *ledger.Meter, logf func(string, ...any)) func(ga
 	}
 }
 
-// admit refuses a model call of proactive work over its imp's budget;
-// owner work always passes. The metered entries before it are written
-// first, so a call never passes on spend not yet on disk.
+// admit refuses a model call of proactive work over its imp's budget,
+// or whose usage the ledger could not take (a Call line, synced, is
+// written first: a full or failing disk refuses the call with 503
+// rather than let it spend unrecorded); owner work always passes. The
+// metered entries before it are written first, so a call never passes
+// on spend not yet on disk.
 func admit(y *yard.Yard, meter *ledger.Meter) func(subject, task string) error {
 	return func(subject, task string) error {
 		if meter.Class(task) != ledger.Proactive {
@@ -194,7 +197,13 @@ func admit(y *yard.Yard, meter *ledger.Meter) func(subject, task string) error {
 			_, next := ledger.Day(now)
 			return gateway.RetryAt(err, next)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		if err := meter.Open(subject, task); err != nil {
+			return fmt.Errorf("%w: a model call of proactive work goes out only once the ledger takes a line: %w", gateway.ErrUnmetered, err)
+		}
+		return nil
 	}
 }
 
