@@ -90,3 +90,22 @@ func TestOpenWritesACallLine(t *testing.T) {
 		t.Error("a call opened for a bad imp name")
 	}
 }
+
+// Over holds every cap, and only a cap that is set, for damaged lines.
+func TestOverDamaged(t *testing.T) {
+	damaged := Totals{Damaged: 1, DamagedAt: "ledger/yuko.jsonl:4"}
+	for _, b := range []config.Budget{{Daily: 1}, {Bytes: 1}, {TokensDaily: 1}} {
+		if got := Over(b, damaged); !strings.Contains(got, "1 damaged line(s) in its ledger, the first at ledger/yuko.jsonl:4") {
+			t.Errorf("Over(%+v) = %q", b, got)
+		}
+	}
+	if got := Over(config.Budget{}, damaged); got != "" {
+		t.Errorf("no budget: %q", got)
+	}
+	var sum Totals
+	sum.Merge(Totals{Damaged: 2, DamagedAt: "a:1"})
+	sum.Merge(Totals{Damaged: 1, DamagedAt: "b:9"})
+	if sum.Damaged != 3 || sum.DamagedAt != "a:1" {
+		t.Errorf("merged %+v, want 3 from a:1", sum)
+	}
+}
