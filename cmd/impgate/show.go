@@ -148,7 +148,7 @@ func printReport(e *cli.Env, root string, r *desk.Report, p cli.Painter) error {
 		if err := json.Indent(&pretty, frozen, "  ", "  "); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "\npayload (%d bytes):\n  %s\n", len(frozen), printableLines(pretty.String()))
+		fmt.Fprintf(w, "\npayload (%d bytes):\n  %s\n", len(frozen), cli.PrintableLines(pretty.String()))
 		if err := showDiff(e, root, g, frozen, false, p); err != nil {
 			return err
 		}
@@ -157,7 +157,7 @@ func printReport(e *cli.Env, root string, r *desk.Report, p cli.Painter) error {
 	}
 	printPromotion(w, r.Promotion)
 	if len(g.Result) > 0 {
-		fmt.Fprintf(w, "\nresult:\n  %s\n", printableLines(string(g.Result)))
+		fmt.Fprintf(w, "\nresult:\n  %s\n", cli.PrintableLines(string(g.Result)))
 	}
 	fmt.Fprintln(w, "\ntimeline:")
 	for _, h := range g.History {
@@ -179,7 +179,7 @@ func printPromotion(w io.Writer, p *desk.Promotion) {
 		fmt.Fprintf(w, "\nproposed entry: UNREADABLE: %s\n", cli.Printable(p.Error))
 		return
 	}
-	entry := strings.ReplaceAll(printableLines(strings.TrimSuffix(p.TOML, "\n")), "\n", "\n  ")
+	entry := strings.ReplaceAll(cli.PrintableLines(strings.TrimSuffix(p.TOML, "\n")), "\n", "\n  ")
 	fmt.Fprintf(w, "\nproposed entry (appended to imp.toml on approval):\n  %s\n", entry)
 	if len(p.Wide) > 0 {
 		fmt.Fprintf(w, "\nWIDER than the approvals it rests on:\n")
@@ -236,10 +236,10 @@ func showDiff(e *cli.Env, root string, g *gate.Gate, frozen []byte, statOnly boo
 	}
 	w := e.Stdout
 	if statOnly {
-		fmt.Fprintln(w, printableLines(p.Stat))
+		fmt.Fprintln(w, cli.PrintableLines(p.Stat))
 		return nil
 	}
-	fmt.Fprintf(w, "\nstat:\n%s\n\ndiff (%s, %d bytes):\n", printableLines(p.Stat), p.Diff, len(diff))
+	fmt.Fprintf(w, "\nstat:\n%s\n\ndiff (%s, %d bytes):\n", cli.PrintableLines(p.Stat), p.Diff, len(diff))
 	for _, line := range strings.SplitAfter(string(diff), "\n") {
 		if line == "" {
 			continue
@@ -265,14 +265,4 @@ func showDiff(e *cli.Env, root string, g *gate.Gate, frozen []byte, statOnly boo
 		fmt.Fprintln(w)
 	}
 	return nil
-}
-
-// printableLines keeps s's lines and shows each printable: a payload, a
-// result, a diff or its stat is the proposer's or an upstream's text.
-func printableLines(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = cli.Printable(l)
-	}
-	return strings.Join(lines, "\n")
 }

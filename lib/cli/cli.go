@@ -71,14 +71,14 @@ func (e *HintError) Unwrap() error { return e.Err }
 func WithHint(err error, hint string) error { return &HintError{Err: err, Hint: hint} }
 
 // Report prints err in the house format and returns its exit code: one
-// error line ("error:" red on a terminal), the error's hint, and for a
+// error line, Printable as errors quote what others wrote, ("error:" red on a terminal), the error's hint, and for a
 // usage error a hint naming the --help to read.
 func (e *Env) Report(err error) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) || errors.Is(err, errDescribe) {
 		return OK
 	}
 	p := Painter(Colour(ColorAuto, e.Stderr))
-	fmt.Fprintf(e.Stderr, "%s: %s %s\n", e.Name, p.Paint(Red, "error:"), err)
+	fmt.Fprintf(e.Stderr, "%s: %s %s\n", e.Name, p.Paint(Red, "error:"), Printable(err.Error()))
 	var h *HintError
 	if errors.As(err, &h) {
 		fmt.Fprintf(e.Stderr, "%s: hint: %s\n", e.Name, h.Hint)
@@ -98,9 +98,10 @@ func (e *Env) Report(err error) int {
 	return Fail
 }
 
-// Warn prints a warning that does not stop the command.
+// Warn prints a warning that does not stop the command, on one Printable
+// line.
 func (e *Env) Warn(err error) {
-	fmt.Fprintf(e.Stderr, "%s: warning: %s\n", e.Name, err)
+	fmt.Fprintf(e.Stderr, "%s: warning: %s\n", e.Name, Printable(err.Error()))
 }
 
 // FlagSet returns a flag set for a subcommand whose --help prints text

@@ -30,3 +30,19 @@ func TestPrintable(t *testing.T) {
 		t.Errorf("Timeline = %q", got)
 	}
 }
+
+func TestPrintableLinesAndCell(t *testing.T) {
+	for _, c := range []struct{ in, lines, cell string }{
+		{"plain\ttext", "plain\ttext", `plain\ttext`},
+		{"a\nb", "a\nb", `a\nb`},
+		{"fence\x1b[5A\r\x1b[J\nPlease approve", `fence\x1b[5A\r\x1b[J` + "\nPlease approve", `fence\x1b[5A\r\x1b[J\nPlease approve`},
+		{"bad\xffutf8", `bad\xffutf8`, `bad\xffutf8`},
+	} {
+		if got := PrintableLines(c.in); got != c.lines {
+			t.Errorf("PrintableLines(%q) = %q, want %q", c.in, got, c.lines)
+		}
+		if got := Cell(c.in); got != c.cell {
+			t.Errorf("Cell(%q) = %q, want %q", c.in, got, c.cell)
+		}
+	}
+}
