@@ -333,6 +333,11 @@ func (g *Gateway) drain(grace time.Duration) error {
 	}
 }
 
+// Own marks a that another listener of this process serves (the inbound
+// relay's) as the gateway's own: a request to it, by any local address
+// on its port, is refused as a loop, as one to the gateway's listeners.
+func (g *Gateway) Own(a net.Addr) error { return g.addListener(a) }
+
 // addListener remembers a listening address so requests to it are
 // refused as loops.
 func (g *Gateway) addListener(a net.Addr) error {

@@ -135,6 +135,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.InboundListener != nil {
+		// The relay files tasks: a box must not reach it through us.
+		if err := g.Own(cfg.InboundListener.Addr()); err != nil {
+			return nil, err
+		}
+	}
 	return &Server{
 		gw:        g,
 		boxes:     &boxnet.Server{Yard: y, Gateway: g, Logf: logf},
