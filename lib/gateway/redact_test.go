@@ -80,3 +80,25 @@ func TestCredentialParam(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactUserinfo: the user information ends at the authority's last
+// @, so one with an @ of its own (a password, a user named by an e-mail
+// address) is redacted whole; an @ in the path, the query or an
+// origin-form target is left alone.
+func TestRedactUserinfo(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://alice:hunter2@sink.test/p":     "http://" + Redacted + "@sink.test/p",
+		"http://al@ce:hun@ter2@sink.test/p":    "http://" + Redacted + "@sink.test/p",
+		"https://me@ourco.com:p@ss@sink.test":  "https://" + Redacted + "@sink.test",
+		"alice@ourco.com:p@ss@sink.test:443":   Redacted + "@sink.test:443",
+		"pw@://sink.test/":                     Redacted + "@://sink.test/",
+		"http://u:p@w@sink.test/x@y?e=a@b#f@g": "http://" + Redacted + "@sink.test/x@y?e=a@b#f@g",
+		"http://sink.test/x@y?e=a@b":           "http://sink.test/x@y?e=a@b",
+		"/v1/gates?by=a@b":                     "/v1/gates?by=a@b",
+		"sink.test:443":                        "sink.test:443",
+	} {
+		if got := redactUserinfo(in); got != want {
+			t.Errorf("redactUserinfo(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
