@@ -53,6 +53,6 @@ func ls(e *cli.Env, args []string) error {
 		if !g.PayloadMatches {
 			match = p.Paint(cli.Red, "EDITED")
 		}
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), g.SHA256[:12], match, cli.OneLine(g.Rationale, 50))
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", g.ID, cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), g.SHA256[:12], match, cli.OneLine(g.Rationale, 50))
 	}, func(fn func(*gate.Listed) error) ([]error, error) { return gate.EachListed(y, f, fn) })
 }

@@ -111,19 +111,21 @@ func show(e *cli.Env, args []string) error {
 // A payload that no longer matches its sha256 is not shown.
 func printReport(e *cli.Env, root string, r *desk.Report, p cli.Painter) error {
 	g, w := r.Gate, e.Stdout
-	fmt.Fprintf(w, "gate       %s\nimp        %s\nintent     %s\nstate      %s\n", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)))
+	// Every field but the id and the state is text whoever writes the
+	// yard chose.
+	fmt.Fprintf(w, "gate       %s\nimp        %s\nintent     %s\nstate      %s\n", g.ID, cli.Printable(g.Imp), cli.Printable(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)))
 	if g.Task != "" {
-		fmt.Fprintf(w, "task       %s\n", g.Task)
+		fmt.Fprintf(w, "task       %s\n", cli.Printable(g.Task))
 	}
 	if g.Run != "" {
-		fmt.Fprintf(w, "run        %s\n", g.Run)
+		fmt.Fprintf(w, "run        %s\n", cli.Printable(g.Run))
 	}
 	if r.Destination != nil {
 		fmt.Fprintf(w, "goes to    %s\n", r.Destination)
 	} else {
-		fmt.Fprintf(w, "goes to    UNKNOWN: %s\n", r.DestinationError)
+		fmt.Fprintf(w, "goes to    UNKNOWN: %s\n", cli.Printable(r.DestinationError))
 	}
-	fmt.Fprintf(w, "trust      %s\n", r.Verdict)
+	fmt.Fprintf(w, "trust      %s\n", cli.Printable(r.Verdict))
 	if r.PayloadMatches {
 		fmt.Fprintf(w, "sha256     %s (the payload matches)\n", g.SHA256)
 	} else {

@@ -46,7 +46,7 @@ func show(e *cli.Env, args []string) error {
 		return cli.JSONLine(e.Stdout, t)
 	}
 	w := e.Stdout
-	fmt.Fprintf(w, "task     %s\nimp      %s\nstate    %s\nkind     %s\nattempt  %d\n", t.ID, t.Imp, t.State, t.Kind, t.Attempt)
+	fmt.Fprintf(w, "task     %s\nimp      %s\nstate    %s\nkind     %s\nattempt  %d\n", t.ID, t.Imp, t.State, cli.Printable(t.Kind), t.Attempt)
 	owner := "owner"
 	if t.Proactive {
 		owner = "proactive"

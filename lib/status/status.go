@@ -332,7 +332,8 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 	} else {
 		fmt.Fprintf(tw, "  ID\tIMP\tINTENT\t%s\tAGE\n", p.Paint(cli.Plain, "STATE"))
 		for _, g := range s.Gates {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(s.At.Time, g.Created.Time))
+			// A gate's imp and intent are whatever the yard's writer put.
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", g.ID, cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(s.At.Time, g.Created.Time))
 		}
 	}
 	tw.Flush()
