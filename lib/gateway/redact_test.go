@@ -102,3 +102,16 @@ func TestRedactUserinfo(t *testing.T) {
 		}
 	}
 }
+
+// TestLogfOneLine: a log line quotes what a box sent or an upstream
+// answered; its line breaks and escape sequences are shown escaped, so
+// it stays one line and cannot pass for a line of the gateway's own.
+func TestLogfOneLine(t *testing.T) {
+	var b strings.Builder
+	g := &Gateway{cfg: Config{Log: &b}}
+	g.logf("error: control %s: %s", "POST /v1/actions", "bad\r\x1b[2Kimpgw: policy loaded again\nimpgw: ok")
+	want := `impgw: error: control POST /v1/actions: bad\r\x1b[2Kimpgw: policy loaded again\nimpgw: ok` + "\n"
+	if b.String() != want {
+		t.Errorf("logged %q, want %q", b.String(), want)
+	}
+}
