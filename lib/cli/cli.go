@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -143,14 +144,39 @@ func RootFlag(fs *flag.FlagSet) *string {
 	return fs.String("root", "", "the yard `DIR`, a directory 'impsup init' made (default $IMPYARD_ROOT, else the current directory)")
 }
 
-// JSONLine writes v as one NDJSON line.
+// JSONLine writes v as one NDJSON line, every control character in it
+// escaped.
 func JSONLine(w io.Writer, v any) error {
 	b, err := store.Line(v)
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(b)
+	_, err = w.Write(inertJSON(b))
 	return err
+}
+
+// inertJSON escapes in b, one line of JSON from encoding/json, what that
+// leaves as it is but a terminal may act on: DEL and the C1 controls
+// (U+009B is CSI to a terminal that reads 8-bit controls). Outside its
+// strings JSON is printable ASCII, and in UTF-8 0xC2 only ever leads a
+// character, so the bytes are found without decoding.
+func inertJSON(b []byte) []byte {
+	if bytes.IndexByte(b, 0x7f) < 0 && bytes.IndexByte(b, 0xc2) < 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for i := 0; i < len(b); i++ {
+		switch {
+		case b[i] == 0x7f:
+			out = append(out, `\u007f`...)
+		case b[i] == 0xc2 && i+1 < len(b) && b[i+1] >= 0x80 && b[i+1] <= 0x9f:
+			out = fmt.Appendf(out, `\u%04x`, b[i+1])
+			i++
+		default:
+			out = append(out, b[i])
+		}
+	}
+	return out
 }
 
 // User is the default decider and actor name: $USER, else "unknown".
