@@ -129,7 +129,7 @@ func printReport(e *cli.Env, root string, r *desk.Report, p cli.Painter) error {
 	if r.PayloadMatches {
 		fmt.Fprintf(w, "sha256     %s (the payload matches)\n", g.SHA256)
 	} else {
-		fmt.Fprintf(w, "sha256     %s DOES NOT MATCH the payload (edited after filing?)\n", g.SHA256)
+		fmt.Fprintf(w, "sha256     %s DOES NOT MATCH the payload (edited after filing?)\n", cli.Printable(g.SHA256))
 	}
 	switch {
 	case r.Verifies == nil:
