@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -113,5 +115,38 @@ func TestLogfOneLine(t *testing.T) {
 	want := `impgw: error: control POST /v1/actions: bad\r\x1b[2Kimpgw: policy loaded again\nimpgw: ok` + "\n"
 	if b.String() != want {
 		t.Errorf("logged %q, want %q", b.String(), want)
+	}
+}
+
+// TestFrontingReasonRedacted: the reason a fronted request is refused
+// with names its target, and that target's credential parameters are
+// redacted there too, in the record and in the answer.
+func TestFrontingReasonRedacted(t *testing.T) {
+	var up seen
+	ups := newTLSUpstream(t, up.handler("x"))
+	h := startGateway(t, policy(
+		`{"name": "api", "match": {"host": ["api.test", "other.api.test"], "network": "127.0.0.0/8"}, "verdict": "allow"}`),
+		func(c *Config) { c.UpstreamCA = ups.bundle })
+	h.resolve("api.test", "127.0.0.1")
+	h.resolve("other.api.test", "127.0.0.1")
+	tc, br, err := h.connectTLS(fmt.Sprintf("api.test:%d", ups.port), "api.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	fmt.Fprintf(tc, "GET https://other.api.test:%d/p?token=q-fronted&page=2 HTTP/1.1\r\nHost: other.api.test\r\n\r\n", ups.port)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	r := h.last()
+	if resp.StatusCode != 403 || !strings.Contains(r.Reason, "domain fronting") || !strings.Contains(r.Reason, "token="+Redacted+"&page=2") {
+		t.Fatalf("%d %q, record reason %q", resp.StatusCode, body, r.Reason)
+	}
+	raw, _ := os.ReadFile(h.decisions)
+	if strings.Contains(string(raw), "q-fronted") || strings.Contains(string(body), "q-fronted") {
+		t.Errorf("the fronted request's token is in the record or the answer:\n%s\n%s", raw, body)
 	}
 }
