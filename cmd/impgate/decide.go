@@ -149,7 +149,7 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 	}
 	if repeated {
 		h := g.History[len(g.History)-1]
-		fmt.Fprintf(e.Stderr, "%s: note: %s already %s by %s at %s; nothing to do\n", e.Name, g.ID, g.State, h.By, h.At.UTC().Format(time.RFC3339))
+		fmt.Fprintf(e.Stderr, "%s: note: %s already %s by %s at %s; nothing to do\n", e.Name, g.ID, g.State, cli.Printable(h.By), h.At.UTC().Format(time.RFC3339))
 		if !asJSON {
 			return nil
 		}
@@ -158,7 +158,7 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 		if p, err := earn.Broke(y, g); err != nil {
 			fmt.Fprintf(e.Stderr, "%s: note: %s denied; whether a trust-promote gate waits on the approvals it broke is unknown: %v\n", e.Name, g.ID, err)
 		} else if p != nil {
-			fmt.Fprintf(e.Stderr, "%s: note: trust-promote gate %s rests on approvals of %s %s that this deny broke: approved, it fails and appends nothing; deny it\n", e.Name, p.ID, g.Imp, g.Intent)
+			fmt.Fprintf(e.Stderr, "%s: note: trust-promote gate %s rests on approvals of %s %s that this deny broke: approved, it fails and appends nothing; deny it\n", e.Name, p.ID, cli.Printable(g.Imp), cli.Printable(g.Intent))
 		}
 	}
 	if asJSON {

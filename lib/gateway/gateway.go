@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/ca"
+	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/dial"
 	"github.com/impyard/impyard/lib/http1"
 	"github.com/impyard/impyard/lib/judge"
@@ -198,8 +199,10 @@ func New(cfg Config) (*Gateway, error) {
 // Policy is the policy in force now; a broken one denies everything.
 func (g *Gateway) Policy() *judge.Policy { return g.policy.get().policy }
 
+// logf writes one line of the gateway's log; what it quotes of a box's
+// request or an upstream's answer is shown Printable, on that line.
 func (g *Gateway) logf(format string, a ...any) {
-	fmt.Fprintf(g.cfg.Log, "impgw: "+format+"\n", a...)
+	fmt.Fprintf(g.cfg.Log, "impgw: %s\n", cli.Printable(fmt.Sprintf(format, a...)))
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln, gives
@@ -341,6 +344,11 @@ func (g *Gateway) drain(grace time.Duration) error {
 		}
 	}
 }
+
+// Own marks a that another listener of this process serves (the inbound
+// relay's) as the gateway's own: a request to it, by any local address
+// on its port, is refused as a loop, as one to the gateway's listeners.
+func (g *Gateway) Own(a net.Addr) error { return g.addListener(a) }
 
 // addListener remembers a listening address so requests to it are
 // refused as loops.

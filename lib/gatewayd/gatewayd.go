@@ -28,6 +28,7 @@ import (
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/boxnet"
 	"github.com/impyard/impyard/lib/ca"
+	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/control"
 	"github.com/impyard/impyard/lib/gateway"
@@ -109,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	logf := func(format string, a ...any) { fmt.Fprintf(log, "impgw: "+format+"\n", a...) }
+	logf := lineLogger(log)
 	y := cfg.Yard
 	policy := cfg.PolicyPath
 	if policy == "" {
@@ -139,6 +140,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.InboundListener != nil {
+		// The relay files tasks: a box must not reach it through us.
+		if err := g.Own(cfg.InboundListener.Addr()); err != nil {
+			return nil, err
+		}
+	}
 	return &Server{
 		gw:        g,
 		boxes:     &boxnet.Server{Yard: y, Gateway: g, Logf: logf},
@@ -150,6 +157,14 @@ func New(cfg Config) (*Server, error) {
 		inbound:   cfg.Inbound,
 		inboundLn: cfg.InboundListener,
 	}, nil
+}
+
+// lineLogger writes one "impgw: " line per call to w, Printable: a
+// line quotes model names an upstream chose.
+func lineLogger(w io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		fmt.Fprintf(w, "impgw: %s\n", cli.Printable(fmt.Sprintf(format, a...)))
+	}
 }
 
 // spend debits what an exchange cost: its bytes, and the tokens of a
