@@ -15,9 +15,18 @@
 //   - A gate executes at most once to completion. The approved -> executing
 //     move happens under the gates lock, so one executor wins; a per-gate
 //     lock held for the whole execution tells a live executor from a dead one.
-//   - After a crash in executing: an idempotent executor resumes (HTTP with
-//     the same Idempotency-Key, the gate id); one that is not goes to failed
-//     with "outcome unknown" and is never retried without a new approval.
+//   - Nothing is sent before the gate's move to executing is recorded in
+//     the journal and the audit log and its began mark, the replay marker,
+//     is written whole and synced.
+//   - An executing gate without a whole began mark was never begun (its
+//     move's record or its mark could not be written, or a crash came
+//     between them): it is begun, once. With one, the executor may have
+//     acted: an idempotent executor resumes (HTTP with the same
+//     Idempotency-Key, the gate id); one that is not goes to failed with
+//     "outcome unknown" and is never retried without a new approval.
+//   - A gate whose intent has no executor configured is left as it is,
+//     approved (or executing), nothing sent, until org.toml names one:
+//     only the executor itself refusing the action fails the gate.
 //   - Transient failures of idempotent executors are retried with backoff,
 //     a bounded number of times.
 //   - Every step is a gate transition, so it lands in the gate's timeline,
@@ -41,6 +50,7 @@ import (
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/temporary"
+	"github.com/impyard/impyard/lib/transition"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -139,37 +149,62 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		return g, err
 	}
 	exe := executorFor(org, g.Intent)
-	switch g.State {
-	case state.Approved:
-		if exe == nil {
-			return r.fail(g, fmt.Sprintf("no executor is configured for intent %q in %s; nothing was sent", g.Intent, org.Path()))
+	began := false
+	if g.State == state.Executing {
+		if began, err = r.began(gateID); err != nil {
+			return g, fmt.Errorf("gate %s not taken up, nothing sent: %w", gateID, err)
 		}
+	}
+	if exe == nil {
+		// The owner can add the executor: nothing is decided, the gate
+		// waits as it is. Even one that began waits, since whether it may
+		// be resumed depends on the executor.
+		_, err := org.Executor(g.Intent)
+		return g, fmt.Errorf("gate %s waits, %s, nothing sent: %w", gateID, g.State, err)
+	}
+	switch {
+	case g.State == state.Approved:
 		if err := gatewayUp(org, exe); err != nil {
 			return g, fmt.Errorf("gate %s not executed: %w", gateID, err)
 		}
 		// Verified again under the gates lock, over the very file moved.
-		g, err = gate.Move(r.Yard, gateID, gate.Change{To: state.Executing, By: Actor, Actor: Actor, Why: "executor " + exe.Kind,
+		moved, err := gate.Move(r.Yard, gateID, gate.Change{To: state.Executing, By: Actor, Actor: Actor, Why: "executor " + exe.Kind,
 			Edit: func(g *gate.Gate) error { return r.verifyOnly(g) }})
-		if err != nil {
-			return g, err
+		if errors.Is(err, transition.ErrUnrecorded) {
+			// Nothing is sent before its record is written; without a
+			// began mark the next pass begins it once it is.
+			return g, fmt.Errorf("gate %s not executed, nothing sent: %w", gateID, err)
 		}
+		if err != nil {
+			return moved, err
+		}
+		g = moved
 		if err := r.markStarted(gateID); err != nil {
 			return g, fmt.Errorf("gate %s not executed, nothing sent: %w", gateID, err)
 		}
 		crash.Point("after-mark-executing")
-	case state.Executing:
-		if exe == nil || !idempotent(exe) {
-			return r.fail(g, "outcome unknown: an executor stopped while this gate was executing and its executor is not idempotent; not retried without a new approval")
+	case !began:
+		// Taken to executing by an executor that stopped before its began
+		// mark: nothing was sent, so it is begun now, once the record of
+		// its move to executing is written.
+		if err := gate.Repair(r.Yard); err != nil {
+			return g, fmt.Errorf("gate %s not executed, nothing sent: %w", gateID, err)
 		}
+		if err := gatewayUp(org, exe); err != nil {
+			return g, fmt.Errorf("gate %s not executed: %w", gateID, err)
+		}
+		r.logf("gate %s: beginning an execution that stopped before anything was sent", gateID)
+		if err := r.markStarted(gateID); err != nil {
+			return g, fmt.Errorf("gate %s not executed, nothing sent: %w", gateID, err)
+		}
+		crash.Point("after-mark-executing")
+	case !idempotent(exe):
+		return r.fail(g, "outcome unknown: an executor stopped while this gate was executing and its executor is not idempotent; not retried without a new approval")
+	default:
 		if err := gatewayUp(org, exe); err != nil {
 			return g, fmt.Errorf("gate %s not resumed: %w", gateID, err)
 		}
 		r.logf("gate %s: resuming an interrupted execution (idempotent)", gateID)
-		if err := r.markStarted(gateID); err != nil {
-			return g, fmt.Errorf("gate %s not resumed, nothing sent: %w", gateID, err)
-		}
-	default:
-		return g, nil
 	}
 	payload, err := g.Frozen()
 	if err != nil {
