@@ -38,6 +38,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,6 +48,7 @@ import (
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/signers"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/temporary"
@@ -145,6 +147,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 	if g.State != state.Approved && g.State != state.Executing {
 		return g, nil
 	}
+	r.recordSigners()
 	if g, err = r.verify(g); err != nil || g.State == state.Failed {
 		return g, err
 	}
@@ -254,7 +257,7 @@ func (r *Runner) verify(g *gate.Gate) (*gate.Gate, error) {
 	switch {
 	case err == nil:
 		return g, nil
-	case errors.Is(err, approval.ErrNoKeys):
+	case errors.Is(err, approval.ErrNoKeys), errors.Is(err, ErrUnknownKey):
 		return g, fmt.Errorf("gate %s not executed: %w", g.ID, err)
 	case errors.Is(err, approval.ErrUnsigned) && g.State == state.Approved:
 		return g, fmt.Errorf("gate %s not executed: %w (approved before approvals were signed or covered the whole gate, or written into the yard by hand); check it with 'impgate show %s' and approve it again with 'impgate approve %s'",
@@ -265,13 +268,35 @@ func (r *Runner) verify(g *gate.Gate) (*gate.Gate, error) {
 	return r.fail(g, err.Error()+"; nothing was sent")
 }
 
+// ErrUnknownKey is an approval signed by a key that is not in
+// IMPYARD_HOME/keys/, made perhaps with another IMPYARD_HOME: the owner
+// can approve again with a key that is, so the gate waits as it is.
+var ErrUnknownKey = errors.New("approval signed by a key this executor does not trust")
+
 func (r *Runner) verifyOnly(g *gate.Gate) error {
 	kr, err := approval.LoadKeyring(r.Home)
 	if err != nil {
 		return err
 	}
 	_, err = g.VerifyApproval(kr)
+	if errors.Is(err, approval.ErrInvalid) && !errors.Is(err, approval.ErrUnsigned) && !slices.ContainsFunc(kr.Keys, func(k *approval.Trusted) bool { return k.Fingerprint == g.Approval.Key }) {
+		return fmt.Errorf("%w: gate %s was signed by key %q, which is not in %s; nothing was sent, and 'impgate approve %s' with the IMPYARD_HOME impexec uses approves it again",
+			ErrUnknownKey, g.ID, g.Approval.Key, kr.Dir, g.ID)
+	}
 	return err
+}
+
+// recordSigners records the keys this executor verifies approvals with
+// in the yard, for approvers to check theirs against before they sign
+// (lib/signers); a failure is logged, never the gate's.
+func (r *Runner) recordSigners() {
+	kr, err := approval.LoadKeyring(r.Home)
+	if err == nil {
+		err = signers.Record(r.Yard, kr, Actor)
+	}
+	if err != nil && !errors.Is(err, approval.ErrNoKeys) {
+		r.logf("recording the keys approvals are verified with: %v", err)
+	}
 }
 
 func (r *Runner) fail(g *gate.Gate, why string) (*gate.Gate, error) {
