@@ -26,18 +26,25 @@ payload. With --sha, the approval is refused unless the payload's sha256
 starts with PREFIX (at least 8 hex digits): a script approves only what it
 reviewed. The decider (--as, default $USER) is recorded.
 
-The approval is signed with the owner's key, IMPYARD_HOME/keys/owner.key
-(created on first use, with a notice), as impyard.approval/2: over the
-gate id, imp, intent, task, run, filing, payload sha256, trust verdict,
-decider and time (impyard(7)); impexec executes only what verifies.
+The approval is signed with the owner's key, IMPYARD_HOME/keys/owner.key,
+as impyard.approval/2: over the gate id, imp, intent, task, run, filing,
+payload sha256, trust verdict, decider and time (impyard(7)); impexec
+executes only what verifies. A key the yard's executors do not trust
+(signers/trusted.json: IMPYARD_HOME names another home) is refused,
+exit 1, naming the keys they do. The key is created on first use, with
+a notice, only in a yard without that record, or whose record names no
+owner key and only keys this home holds.
+
+An approval made whose audit record cannot be written yet exits 0 with a
+warning ("approved, but its record is not written yet"), as impq add does.
 
 Approving a gate already approved changes nothing and exits 0 with a
 note, once the approval made is verified (its signature, the payload's
 sha256, and --sha when given); otherwise, and for a gate denied,
 executing, executed or failed, it fails (exit 1) saying why. An approved
-gate with no signature (approved before approvals were signed) or an
-impyard.approval/1 one is signed by approving it again, recorded in its
-timeline.
+gate with no signature (approved before approvals were signed), an
+impyard.approval/1 one, or one signed by a key not in IMPYARD_HOME/keys/
+is signed by approving it again, recorded in its timeline.
 
 GATE is a gate id or a unique prefix of one (at least 4 characters after
 "g-"). --timeout bounds the wait for the gates' lock (exit 111).

@@ -7,9 +7,12 @@
 //   - Only an approval signed by a key in IMPYARD_HOME/keys/ over the
 //     gate's id, imp, intent, task, run, filing, sha256, trust verdict,
 //     decider and time (approval.Subject) is executed (or resumed); any
-//     other fails the gate with "approval signature does not verify", and
-//     an approval with no signature at all, or one of the older schema
-//     impyard.approval/1, is refused and left approved. An
+//     other fails the gate with "approval signature does not verify",
+//     except that an approval with no signature at all, one of the older
+//     schema impyard.approval/1, or one signed by a key not in keys/ (made
+//     with another IMPYARD_HOME), is refused and left as it is, for the
+//     owner to approve again. The keys it verifies with are recorded in
+//     the yard for approvers (lib/signers). An
 //     approved gate already taken to executing once (a marker in
 //     IMPYARD_HOME/executed/) is a replayed approval and fails unsent.
 //   - A gate executes at most once to completion. The approved -> executing
@@ -113,6 +116,9 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 	if err != nil {
 		return nil, err
 	}
+	// Whatever the gate, so that 'impexec once' of any gate brings the
+	// record up to date, for the approval that may follow.
+	r.recordSigners()
 	if g.State != state.Approved && g.State != state.Executing {
 		if g.State == state.Filed {
 			return g, fmt.Errorf("gate %s is filed, not approved", gateID)
@@ -147,7 +153,6 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 	if g.State != state.Approved && g.State != state.Executing {
 		return g, nil
 	}
-	r.recordSigners()
 	if g, err = r.verify(g); err != nil || g.State == state.Failed {
 		return g, err
 	}
