@@ -181,7 +181,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		if errors.Is(err, transition.ErrUnrecorded) {
 			// Nothing is sent before its record is written; without a
 			// began mark the next pass begins it once it is.
-			return g, fmt.Errorf("gate %s not executed, nothing sent: %w", gateID, err)
+			return moved, fmt.Errorf("gate %s not executed, nothing sent: %w", gateID, err)
 		}
 		if err != nil {
 			return moved, err
