@@ -17,10 +17,11 @@
 //     yard records an owner key, a home without one is refused, and
 //     nothing is created.
 //
-// What it rests on: a yard made before the record existed has none until
-// impexec or an approver writes it; until then an approver in the wrong
-// home is not refused, and impexec leaves what it signs approved, waiting
-// for an approval with a key it trusts.
+// What it rests on: impexec reading the same IMPYARD_HOME whenever it
+// runs. A yard made before the record existed has none until impexec
+// writes it (an approver never starts one); until then an approver in the
+// wrong home is not refused, and impexec leaves what it signs approved,
+// waiting for an approval with a key it trusts.
 package signers
 
 import (
