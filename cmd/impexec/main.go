@@ -114,8 +114,11 @@ const onceUsage = `usage: impexec once [--json] GATE
 
 Execute one gate now and print its final state. A gate that is already
 executed, failed or denied is left alone. Exits 1 when the gate ends
-failed; 111, leaving the gate as it was, when another executor is working
-on it or impgw does not answer for an http executor: try again later.
+failed, and when it is left as it was, nothing sent, for what the owner
+can fix: no executor for its intent in org.toml, an approval signed by a
+key not in IMPYARD_HOME/keys/, an audit log that cannot be written; 111,
+leaving the gate as it was, when another executor is working on it or
+impgw does not answer for an http executor: try again later.
 
 Examples:
   impexec once g-01m8nfx70pjmyn2n

@@ -45,9 +45,13 @@ An approved gate's approval is checked as impexec checks it: signed by a
 key in IMPYARD_HOME/keys/ over this gate id, payload sha256, decider and
 time.
 
+An approved gate that impexec cannot execute as org.toml stands (no
+executor for its intent, or org.toml does not load) says that it waits
+and why; it is executed once org.toml is fixed.
+
 --json prints the gate file's fields and the same facts: payload_matches
 (and payload_error), destination (kind, method, url; repo, remote, branch;
-log; policy) or destination_error, trust_verdict, approval_verifies,
+log; policy) or destination_error, waiting, trust_verdict, approval_verifies,
 approval_key, approval_error, promotion (a trust-promote gate's entry,
 toml and gates) and approve_command.
 
@@ -114,6 +118,9 @@ func printReport(e *cli.Env, root string, r *desk.Report, p cli.Painter) error {
 	// Every field but the id and the state is text whoever writes the
 	// yard chose.
 	fmt.Fprintf(w, "gate       %s\nimp        %s\nintent     %s\nstate      %s\n", g.ID, cli.Printable(g.Imp), cli.Printable(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)))
+	if r.Waiting != "" {
+		fmt.Fprintf(w, "waiting    %s\n", cli.Printable(r.Waiting))
+	}
 	if g.Task != "" {
 		fmt.Fprintf(w, "task       %s\n", cli.Printable(g.Task))
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/signers"
 	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/policies"
 )
@@ -138,6 +139,17 @@ func create(dir, home string) (made []created, err error) {
 		add("signing-key", k.Path, approval.PubPath(home, approval.Owner))
 	} else if !errors.Is(err, approval.ErrExists) {
 		return made, err
+	}
+	// The keys this home verifies approvals with, so that an approver in
+	// another IMPYARD_HOME is refused before it signs.
+	kr, err := approval.LoadKeyring(home)
+	if err != nil {
+		return made, err
+	}
+	if ok, err := signers.Init(y, kr, "impsup"); err != nil {
+		return made, err
+	} else if ok {
+		add("signers", signers.Path(y))
 	}
 	if ok, err := y.Mark(); err != nil {
 		return made, err

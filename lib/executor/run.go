@@ -48,6 +48,7 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 			}
 		}()
 	}
+	r.recordSigners()
 	var ready sync.Once
 	return gate.Watch(ctx, r.Yard, rescan, gate.Handler{
 		Gate: func(g *gate.Gate) {
@@ -62,6 +63,7 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 			if org, err := config.LoadOrg(r.Yard); err == nil {
 				r.earnedAll(org)
 			}
+			r.recordSigners()
 		},
 		Scanned: func() {
 			if r.Ready != nil {

@@ -79,6 +79,9 @@ type Pending struct {
 	State      string `json:"state"`
 	Created    Time   `json:"created"`
 	AgeSeconds int64  `json:"age_seconds"`
+	// Waiting says why impexec leaves an approved or executing gate as it
+	// is: no executor in org.toml for its intent.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // Spend is one imp's spend on the UTC day against its budget in org.toml
@@ -203,8 +206,14 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 	bad, _ = gate.Each(y, gate.Filter{All: true}, func(g *gate.Gate) error {
 		switch g.State {
 		case state.Filed, state.Approved, state.Executing:
-			s.Gates = append(s.Gates, Pending{ID: g.ID, Imp: g.Imp, Intent: g.Intent, State: g.State,
-				Created: Time{g.Created}, AgeSeconds: int64(o.Now.Sub(g.Created) / time.Second)})
+			p := Pending{ID: g.ID, Imp: g.Imp, Intent: g.Intent, State: g.State,
+				Created: Time{g.Created}, AgeSeconds: int64(o.Now.Sub(g.Created) / time.Second)}
+			if g.State != state.Filed && g.Intent != config.TrustPromote {
+				if _, err := org.Executor(g.Intent); err != nil {
+					p.Waiting = err.Error()
+				}
+			}
+			s.Gates = append(s.Gates, p)
 		case state.Failed:
 			fails = append(fails, Failure{Kind: "gate", ID: g.ID, Imp: g.Imp, At: Time{g.Updated}, Reason: lastWhy(g.History)})
 		}
@@ -334,6 +343,13 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 		for _, g := range s.Gates {
 			// A gate's imp and intent are whatever the yard's writer put.
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", g.ID, cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(s.At.Time, g.Created.Time))
+		}
+		// After the table, so that a long reason does not widen it; it
+		// names the intent, as the yard's writer put it.
+		for _, g := range s.Gates {
+			if g.Waiting != "" {
+				fmt.Fprintf(tw, "  %s waits: %s\n", g.ID, cli.Cell(g.Waiting))
+			}
 		}
 	}
 	tw.Flush()
