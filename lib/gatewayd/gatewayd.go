@@ -120,6 +120,7 @@ func New(cfg Config) (*Server, error) {
 	api := &control.API{Yard: y, Home: cfg.Home, Signer: cfg.Signer, Policy: gateway.PolicyOf, RunOf: runOf}
 	g, err := gateway.New(gateway.Config{
 		PolicyPath:    policy,
+		ReadPolicy:    y.ReadAuthority,
 		UpstreamCA:    cfg.UpstreamCA,
 		DecisionsPath: decisions,
 		Home:          cfg.Home,
