@@ -1,12 +1,15 @@
 package proposal
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/state"
 )
 
 // TestWriterCannotGrantAuto: the one-line edit a writer of the yard would
@@ -39,5 +42,50 @@ func TestWriterCannotGrantAuto(t *testing.T) {
 				t.Fatalf("%d gates filed", len(filed))
 			}
 		})
+	}
+}
+
+// TestKeeperKeepsTrust: under a daemon's config.Keeper, the same edit
+// leaves the org.toml the gateway took before in force: the email to an
+// outside address is gated for a human, as the owner's file says, and the
+// refusal is logged once, naming the file.
+func TestKeeperKeepsTrust(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a file to another uid")
+	}
+	key := signer(t)
+	y := newYard(t)
+	var logged []string
+	var k config.Keeper
+	load := func() (*config.Org, error) {
+		return k.Load(y, func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) })
+	}
+	propose := func() Decision {
+		d, _ := Decide(y, Proposal{Imp: "yuko", Run: run, Body: strings.NewReader(`{"intent":"email-send","payload":{"to":["x@elsewhere.com"]}}`), Rules: rules, Signer: key, Now: time.Now(), Org: load})
+		return d
+	}
+	if d := propose(); d.Verdict != Gated {
+		t.Fatalf("under the owner's org.toml: %v/%v %q", d.Verdict, d.Refusal, d.Reason)
+	}
+	p := y.Path("org.toml")
+	if err := os.WriteFile(p, []byte(org+"[[trust]]\nintent = \"email-send\"\nfree = [\"to\", \"subject\", \"body\"]\nlevel = \"auto\"\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if d := propose(); d.Verdict != Gated {
+			t.Fatalf("under the writer's org.toml: %v/%v %q; want gated, as the last good one says", d.Verdict, d.Refusal, d.Reason)
+		}
+	}
+	if len(logged) != 1 || !strings.Contains(logged[0], p+" is owned by uid 65534") {
+		t.Fatalf("logged %q; want the refusal once, naming %s", logged, p)
+	}
+	filed, _ := gate.List(y, gate.Filter{All: true})
+	for _, g := range filed {
+		if g.State != state.Filed {
+			t.Fatalf("gate %s is %s; every gate should wait for a human", g.ID, g.State)
+		}
 	}
 }
