@@ -95,3 +95,54 @@ func TestHomelessSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestDispatchKeepsLastGoodImp: a writer of the yard's imp.toml naming
+// IMPYARD_HOME as repo is refused, and the imp's last good imp.toml stays
+// in force: the task goes on as the owner configured it (here to the
+// missing gateway CA, which leaves it waiting), and the refusal is logged
+// once, naming the file.
+func TestDispatchKeepsLastGoodImp(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a file to another uid")
+	}
+	s, _ := newSup(t)
+	var logged []string
+	s.Logf = func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer gw.Close()
+	rootfs := t.TempDir()
+	writeImp(t, s.Yard, "yuko", fmt.Sprintf("rootfs = %q\ncommand = [\"x\"]\n", rootfs))
+	taskID, _, err := queue.Add(s.Yard, queue.AddOptions{Imp: "yuko", Text: "digest", By: "alice", Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	org := &config.Org{}
+	org.Supervisor.Concurrency = 1
+	org.Gateway.Listen = strings.TrimPrefix(gw.URL, "http://")
+	caMissing := filepath.Join(s.Home, "ca", "ca.crt")
+	if _, err := s.dispatch(context.Background(), org); err == nil || !strings.Contains(err.Error(), caMissing) {
+		t.Fatalf("first pass: %v; want the missing CA", err)
+	}
+	p := config.ImpPath(s.Yard, "yuko")
+	writeImp(t, s.Yard, "yuko", fmt.Sprintf("rootfs = %q\ncommand = [\"x\"]\nrepo = %q\nuser = \"1000:1000\"\n", rootfs, s.Home))
+	if err := os.Chown(p, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := s.dispatch(context.Background(), org); err == nil || !strings.Contains(err.Error(), caMissing) {
+			t.Fatalf("after the writer's edit: %v; want the missing CA, as the last good imp.toml goes", err)
+		}
+	}
+	if task, _ := queue.Get(s.Yard, taskID); task.State != state.Waiting {
+		t.Fatalf("task is %s: %q; want it waiting", task.State, task.Reason)
+	}
+	n := 0
+	for _, l := range logged {
+		if strings.Contains(l, p+" is owned by uid 65534") && strings.Contains(l, "last good") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("refusal logged %d times, want once: %q", n, logged)
+	}
+}
