@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -62,5 +63,17 @@ func TestInitRefusesWritableRoot(t *testing.T) {
 	}
 	if _, err := yard.Open(dir); !errors.Is(err, yard.ErrNotAYard) {
 		t.Fatalf("a yard was made: %v", err)
+	}
+}
+
+// TestConfirm: only y or yes, in any case, is a yes; anything else, an
+// empty line or none, is a no.
+func TestConfirm(t *testing.T) {
+	for in, want := range map[string]bool{"y\n": true, "YES\n": true, " y \n": true, "n\n": false, "\n": false, "": false, "yep\n": false} {
+		var stderr strings.Builder
+		e := &cli.Env{Name: "impsup", Stdin: strings.NewReader(in), Stderr: &stderr}
+		if got := confirm(e, "apply? [y/N] "); got != want || stderr.String() != "apply? [y/N] " {
+			t.Errorf("confirm(%q) = %v asking %q, want %v", in, got, stderr.String(), want)
+		}
 	}
 }

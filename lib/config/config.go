@@ -253,6 +253,13 @@ func LoadOrg(y *yard.Yard) (*Org, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseOrg(p, b)
+}
+
+// ParseOrg reads org.toml from b as LoadOrg does; p names it in errors.
+// A writer checks what it is about to write with it.
+func ParseOrg(p string, b []byte) (*Org, error) {
+	o := &Org{path: p}
 	if err := decode(p, b, o); err != nil {
 		return nil, err
 	}
