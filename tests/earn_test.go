@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -245,6 +246,49 @@ func TestEarnedTrustBrokenWhileWaiting(t *testing.T) {
 	}
 	if _, err := os.Stat(imp + ".1"); err == nil {
 		t.Error("a broken promotion left imp.toml.1")
+	}
+}
+
+// TestHandWrittenPromotionRefused: the promotion impexec filed, its
+// payload rewritten in gates/pending/ (sha256 and all) to free the
+// address fields, is shown at the desk as not what the approvals derive;
+// approved with the owner's key, impexec refuses it with that reason and
+// imp.toml is unchanged. (TestEarnedTrust executes a genuine one.)
+func TestHandWrittenPromotionRefused(t *testing.T) {
+	s, imp, _, promote := waitingPromotion(t)
+	p := s.y.Path("gates", "pending", promote.ID+".json")
+	genuine, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same promotion, filed again by hand under another id with a
+	// wider entry.
+	var m map[string]any
+	json.Unmarshal(genuine, &m)
+	entry := m["payload"].(map[string]any)
+	delete(entry, "match")
+	entry["free"] = []string{"body", "subject", "to", "bcc", "cc"}
+	body, _ := json.Marshal(entry)
+	canon, _ := gate.Canonical(body)
+	hand := "g-0000000000000077"
+	m["id"], m["payload"], m["sha256"] = hand, json.RawMessage(canon), gate.Sum(canon)
+	b, _ := json.Marshal(m)
+	os.Remove(p) // only the forgery waits, as if the genuine one were never filed
+	if err := os.WriteFile(s.y.Path("gates", "pending", hand+".json"), b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if show, err := s.run(t, "impgate", "show", hand); err != nil || !strings.Contains(show, "NOT WHAT THE APPROVALS DERIVE (impexec will append nothing): ") {
+		t.Errorf("impgate show of the hand-written promotion: %v\n%s", err, show)
+	}
+	if out, err := s.run(t, "impgate", "approve", hand); err != nil {
+		t.Fatalf("approve %s: %v %s", hand, err, out)
+	}
+	g := s.waitState(t, hand, state.Executed, state.Failed)
+	if why := g.History[len(g.History)-1].Why; g.State != state.Failed || !strings.Contains(why, `field "to" (addresses) is free; an earned entry never frees an address`) {
+		t.Fatalf("hand-written promotion ended %s: %s", g.State, why)
+	}
+	if b, _ := os.ReadFile(imp); string(b) != kaiTOML {
+		t.Errorf("imp.toml after a hand-written promotion:\n%s", b)
 	}
 }
 

@@ -25,15 +25,17 @@ starts with PREFIX (at least 8 hex digits): a script approves only what it
 reviewed. The decider (--as, default $USER) is recorded.
 
 The approval is signed with the owner's key, IMPYARD_HOME/keys/owner.key
-(created on first use, with a notice), over the gate id, the payload
-sha256, the decider and the time; impexec executes only what verifies.
+(created on first use, with a notice), as impyard.approval/2: over the
+gate id, imp, intent, task, run, filing, payload sha256, trust verdict,
+decider and time (impyard(7)); impexec executes only what verifies.
 
 Approving a gate already approved changes nothing and exits 0 with a
 note, once the approval made is verified (its signature, the payload's
 sha256, and --sha when given); otherwise, and for a gate denied,
 executing, executed or failed, it fails (exit 1) saying why. An approved
-gate with no signature (approved before approvals were signed) is signed
-by approving it again, recorded in its timeline.
+gate with no signature (approved before approvals were signed) or an
+impyard.approval/1 one is signed by approving it again, recorded in its
+timeline.
 
 GATE is a gate id or a unique prefix of one (at least 4 characters after
 "g-"). --timeout bounds the wait for the gates' lock (exit 111).
@@ -147,7 +149,7 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 	}
 	if repeated {
 		h := g.History[len(g.History)-1]
-		fmt.Fprintf(e.Stderr, "%s: note: %s already %s by %s at %s; nothing to do\n", e.Name, g.ID, g.State, h.By, h.At.UTC().Format(time.RFC3339))
+		fmt.Fprintf(e.Stderr, "%s: note: %s already %s by %s at %s; nothing to do\n", e.Name, g.ID, g.State, cli.Printable(h.By), h.At.UTC().Format(time.RFC3339))
 		if !asJSON {
 			return nil
 		}
@@ -156,7 +158,7 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 		if p, err := earn.Broke(y, g); err != nil {
 			fmt.Fprintf(e.Stderr, "%s: note: %s denied; whether a trust-promote gate waits on the approvals it broke is unknown: %v\n", e.Name, g.ID, err)
 		} else if p != nil {
-			fmt.Fprintf(e.Stderr, "%s: note: trust-promote gate %s rests on approvals of %s %s that this deny broke: approved, it fails and appends nothing; deny it\n", e.Name, p.ID, g.Imp, g.Intent)
+			fmt.Fprintf(e.Stderr, "%s: note: trust-promote gate %s rests on approvals of %s %s that this deny broke: approved, it fails and appends nothing; deny it\n", e.Name, p.ID, cli.Printable(g.Imp), cli.Printable(g.Intent))
 		}
 	}
 	if asJSON {
@@ -169,7 +171,7 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 	}
 	again := ""
 	if h := g.History[len(g.History)-1]; h.From == state.Approved && h.To == state.Approved {
-		again = " (signed now; its first approval had no signature)"
+		again = " (signed now; its first approval had no signature of " + approval.Schema + ")"
 	}
 	if _, err := fmt.Fprintf(e.Stdout, "%s %s by %s%s\n", g.ID, g.State, c.By, again); err != nil {
 		return err

@@ -2,13 +2,24 @@
 // keys kept in IMPYARD_HOME/keys/, never in the yard and never in a box.
 //
 // Guarantees:
-//   - An approval is a signature over one canonical, domain-separated
-//     message of the gate id, the payload's sha256, the state "approved",
-//     the decider, the time and the signing key's fingerprint. Changing any
+//   - An approval (schema impyard.approval/2) is a signature over one
+//     canonical, domain-separated message of every field of the gate that
+//     decides what is executed, where and for whom (Subject): the gate id,
+//     the imp, the intent (which chooses the executor), the task, the run
+//     (whose worktree a push reads), when, by whom and through which
+//     program the gate was filed, the payload's sha256, the state
+//     "approved", the decider, the time, the signing key's fingerprint and
+//     the sha256 of the trust verdict recorded at filing, which for an
+//     auto-approval holds the trust entry that applied, whole. Changing any
 //     of them, or moving the signature to another gate, breaks it.
+//   - An impyard.approval/1 approval (over id, sha256, decider, time and
+//     key only) no longer verifies: Verify refuses it with ErrOutdated,
+//     which wraps ErrUnsigned, so it is treated as a gate approved without
+//     a signature and the owner approves it again.
 //   - Verify accepts only a signature by a public key in IMPYARD_HOME/keys/
-//     (*.pub). Writing to the yard alone therefore cannot approve anything:
-//     that takes a private key from IMPYARD_HOME/keys/.
+//     (*.pub). Writing to the yard alone therefore cannot approve anything,
+//     nor point an approval at another imp, executor, task or run: that
+//     takes a private key from IMPYARD_HOME/keys/.
 //   - keys/ is 0700; a private key is 0600 and Load refuses one that is a
 //     symlink, a hard link or readable by anyone else; a public key that
 //     others may write is refused, since adding one grants the power to
@@ -17,7 +28,9 @@
 // What it rests on: whoever can read a private key in IMPYARD_HOME/keys/
 // can approve; whoever can write IMPYARD_HOME/keys/ can add a key that
 // approves. The owner's key ("owner") is used by impgate, the gateway's
-// ("gateway") by impgw for trust auto-approvals.
+// ("gateway") by impgw for trust auto-approvals. What the fields outside
+// the message (the rationale, the result, the timeline after the
+// approval) say is not vouched for by any signature.
 package approval
 
 import (
@@ -48,8 +61,10 @@ const (
 	Gateway = "gateway" // impgw's trust auto-approvals
 )
 
-// domain separates an approval's signature from any other use of the key.
-const domain = "impyard.approval/1"
+// Schema is the approval schema signed and verified: it is the domain
+// that separates an approval's signature from any other use of the key,
+// and it is written in every approval.
+const Schema = "impyard.approval/2"
 
 // approvedState is the state every approval attests.
 const approvedState = "approved"
@@ -63,6 +78,11 @@ var ErrInvalid = errors.New("approval signature does not verify")
 // ErrInvalid without fmt.Errorf, which at package init was fmt's first
 // use in every process linking this package, each impq add among them.
 var ErrUnsigned error = &wrapped{msg: ErrInvalid.Error() + ": no signed approval", err: ErrInvalid}
+
+// ErrOutdated is an approval of an older schema (impyard.approval/1, which
+// left the imp, intent, task and trust verdict outside the signature). It
+// wraps ErrUnsigned: such a gate is approved again, as an unsigned one is.
+var ErrOutdated error = &wrapped{msg: ErrUnsigned.Error() + " of the current schema " + Schema, err: ErrUnsigned}
 
 // wrapped is an error with its own text that wraps err.
 type wrapped struct {
@@ -78,18 +98,41 @@ var ErrExists = errors.New("key already exists")
 
 // Approval is the signed approval kept in a gate.
 type Approval struct {
-	By  string    `json:"by"`
-	At  time.Time `json:"at"`
-	Key string    `json:"key"` // the signing key's fingerprint
-	Sig string    `json:"sig"` // base64 Ed25519 signature of Message
+	// Schema is Schema; an approval without one is impyard.approval/1.
+	Schema string    `json:"schema,omitempty"`
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	Key    string    `json:"key"` // the signing key's fingerprint
+	Sig    string    `json:"sig"` // base64 Ed25519 signature of Message
 }
 
-// Message is the exact byte string an approval signs: a JSON array of the
-// domain and the fields, which cannot be read two ways.
-func Message(gateID, sha256, by string, at time.Time, key string) []byte {
-	b, _ := json.Marshal([]string{domain, gateID, sha256, approvedState, by, at.UTC().Format(time.RFC3339Nano), key})
+// Current reports whether a is of the schema Verify checks.
+func (a *Approval) Current() bool { return a != nil && a.Schema == Schema }
+
+// Subject is what an approval approves: every field of a gate that
+// decides what is executed, where and for whom.
+type Subject struct {
+	Gate   string    // the gate id: the executor's idempotency key
+	Imp    string    // for whom: memory.md, imp.toml, refs/heads/imp/<imp>/, the ledger
+	Intent string    // what: the executor is chosen by it
+	Task   string    // the task it answers, continued and charged with it
+	Run    string    // the run whose worktree a push reads
+	Filed  time.Time // when it was filed: earned trust counts from it
+	Filer  string    // who filed it: the imp for a proposal
+	Via    string    // the program that filed it: impgw for a proposal
+	SHA256 string    // the payload's canonical bytes
+	Trust  string    // sha256 of the trust verdict recorded at filing, or ""
+}
+
+// Message is the exact byte string an approval of s signs: a JSON array
+// of the schema and the fields, which cannot be read two ways.
+func Message(s Subject, by string, at time.Time, key string) []byte {
+	b, _ := json.Marshal([]string{Schema, s.Gate, s.Imp, s.Intent, s.Task, s.Run, stamp(s.Filed), s.Filer, s.Via,
+		s.SHA256, approvedState, by, stamp(at), key, s.Trust})
 	return b
 }
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // Fingerprint names a public key: "ed25519:" and the first 16 bytes of
 // its sha256, in hex.
@@ -108,11 +151,11 @@ type Key struct {
 // Fingerprint names the key's public half.
 func (k *Key) Fingerprint() string { return Fingerprint(k.priv.Public().(ed25519.PublicKey)) }
 
-// Sign approves gateID's payload sha256 for by at at.
-func (k *Key) Sign(gateID, sha256, by string, at time.Time) *Approval {
+// Sign approves s for by at at.
+func (k *Key) Sign(s Subject, by string, at time.Time) *Approval {
 	fp := k.Fingerprint()
-	sig := ed25519.Sign(k.priv, Message(gateID, sha256, by, at, fp))
-	return &Approval{By: by, At: at, Key: fp, Sig: base64.StdEncoding.EncodeToString(sig)}
+	sig := ed25519.Sign(k.priv, Message(s, by, at, fp))
+	return &Approval{Schema: Schema, By: by, At: at, Key: fp, Sig: base64.StdEncoding.EncodeToString(sig)}
 }
 
 // Generate makes a key held only in memory; Create writes one.
@@ -352,11 +395,20 @@ func loadPub(p string) (*Trusted, error) {
 	return &Trusted{Path: p, Fingerprint: Fingerprint(pub), pub: pub}, nil
 }
 
-// Verify checks that a approves gateID's payload sha256 and was made by a
-// key of the ring, and returns that key. Every error wraps ErrInvalid.
-func (kr *Keyring) Verify(gateID, sha256 string, a *Approval) (*Trusted, error) {
+// Verify checks that a approves s and was made by a key of the ring, and
+// returns that key. Every error wraps ErrInvalid; an approval of another
+// schema wraps ErrOutdated as well.
+func (kr *Keyring) Verify(s Subject, a *Approval) (*Trusted, error) {
 	if a == nil {
-		return nil, fmt.Errorf("%w on gate %s", ErrUnsigned, gateID)
+		return nil, fmt.Errorf("%w on gate %s", ErrUnsigned, s.Gate)
+	}
+	if !a.Current() {
+		schema := a.Schema
+		if schema == "" {
+			schema = "impyard.approval/1"
+		}
+		return nil, fmt.Errorf("%w on gate %s: its approval is %s, which does not cover the gate's imp, intent, task, run or trust verdict",
+			ErrOutdated, s.Gate, schema)
 	}
 	var key *Trusted
 	for _, t := range kr.Keys {
@@ -365,12 +417,12 @@ func (kr *Keyring) Verify(gateID, sha256 string, a *Approval) (*Trusted, error) 
 		}
 	}
 	if key == nil {
-		return nil, fmt.Errorf("%w: gate %s was signed by key %q, which is not in %s", ErrInvalid, gateID, a.Key, kr.Dir)
+		return nil, fmt.Errorf("%w: gate %s was signed by key %q, which is not in %s", ErrInvalid, s.Gate, a.Key, kr.Dir)
 	}
 	sig, err := base64.StdEncoding.DecodeString(a.Sig)
-	if err != nil || !ed25519.Verify(key.pub, Message(gateID, sha256, a.By, a.At, a.Key), sig) {
-		return nil, fmt.Errorf("%w: gate %s: the signature by %s (%s) is not over this gate id, payload sha256 %s, decider %q and time %s",
-			ErrInvalid, gateID, key.Name, key.Path, sha256, a.By, a.At.UTC().Format(time.RFC3339Nano))
+	if err != nil || !ed25519.Verify(key.pub, Message(s, a.By, a.At, a.Key), sig) {
+		return nil, fmt.Errorf("%w: gate %s: the signature by %s (%s) is not over this gate id, payload sha256 %s, imp %s, intent %s, task %q, run %q, filing (%s by %q via %q), trust verdict sha256 %q, decider %q and time %s",
+			ErrInvalid, s.Gate, key.Name, key.Path, s.SHA256, s.Imp, s.Intent, s.Task, s.Run, stamp(s.Filed), s.Filer, s.Via, s.Trust, a.By, stamp(a.At))
 	}
 	return key, nil
 }

@@ -2,6 +2,9 @@ package approval
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -40,30 +43,76 @@ func TestEnsureCreatesOnce(t *testing.T) {
 	}
 }
 
+// subject is a gate's Subject with every field set.
+var subject = Subject{Gate: "g-0000000000000001", Imp: "yuko", Intent: "message-user", Task: "t-0000000000000001",
+	Run: "r-0000000000000001", Filed: time.Date(2026, 11, 30, 11, 59, 0, 0, time.UTC), Filer: "yuko", Via: "impgw",
+	SHA256: "ab", Trust: "cd"}
+
+// TestVerify: an approval verifies over the subject it was signed for,
+// and a change to any field of the subject, or of the approval, breaks
+// it: each field of the gate that decides what runs, where and for whom
+// is covered.
 func TestVerify(t *testing.T) {
 	home := t.TempDir()
 	k, _ := Create(home, Owner)
 	kr, _ := LoadKeyring(home)
 	at := time.Date(2026, 11, 30, 12, 0, 0, 123, time.UTC)
-	a := k.Sign("g-0000000000000001", "ab", "alice", at)
-	if key, err := kr.Verify("g-0000000000000001", "ab", a); err != nil || key.Name != Owner {
+	a := k.Sign(subject, "alice", at)
+	if a.Schema != Schema {
+		t.Fatalf("schema %q, want %q", a.Schema, Schema)
+	}
+	if key, err := kr.Verify(subject, a); err != nil || key.Name != Owner {
 		t.Fatalf("%v %v", key, err)
 	}
+	same := func(a Approval) *Approval { return &a }
 	for name, tc := range map[string]struct {
-		id, sha string
-		edit    func(a Approval) *Approval
+		edit func(s *Subject)
+		sign func(a Approval) *Approval
 	}{
-		"other gate":   {"g-0000000000000002", "ab", func(a Approval) *Approval { return &a }},
-		"other sha":    {"g-0000000000000001", "cd", func(a Approval) *Approval { return &a }},
-		"other by":     {"g-0000000000000001", "ab", func(a Approval) *Approval { a.By = "bob"; return &a }},
-		"other time":   {"g-0000000000000001", "ab", func(a Approval) *Approval { a.At = a.At.Add(1); return &a }},
-		"unknown key":  {"g-0000000000000001", "ab", func(a Approval) *Approval { a.Key = "ed25519:00"; return &a }},
-		"no signature": {"g-0000000000000001", "ab", func(a Approval) *Approval { return nil }},
-		"bad base64":   {"g-0000000000000001", "ab", func(a Approval) *Approval { a.Sig = "%%"; return &a }},
+		"other gate":        {func(s *Subject) { s.Gate = "g-0000000000000002" }, same},
+		"other imp":         {func(s *Subject) { s.Imp = "rex" }, same},
+		"other intent":      {func(s *Subject) { s.Intent = "memory-promote" }, same},
+		"other task":        {func(s *Subject) { s.Task = "t-0000000000000002" }, same},
+		"no task":           {func(s *Subject) { s.Task = "" }, same},
+		"other run":         {func(s *Subject) { s.Run = "r-0000000000000002" }, same},
+		"other filing time": {func(s *Subject) { s.Filed = s.Filed.Add(-time.Second) }, same},
+		"other filer":       {func(s *Subject) { s.Filer = "owner" }, same},
+		"other program":     {func(s *Subject) { s.Via = "impgate" }, same},
+		"other sha":         {func(s *Subject) { s.SHA256 = "cd" }, same},
+		"other trust":       {func(s *Subject) { s.Trust = "ab" }, same},
+		"no trust":          {func(s *Subject) { s.Trust = "" }, same},
+		"other by":          {func(*Subject) {}, func(a Approval) *Approval { a.By = "bob"; return &a }},
+		"other time":        {func(*Subject) {}, func(a Approval) *Approval { a.At = a.At.Add(1); return &a }},
+		"unknown key":       {func(*Subject) {}, func(a Approval) *Approval { a.Key = "ed25519:00"; return &a }},
+		"no signature":      {func(*Subject) {}, func(a Approval) *Approval { return nil }},
+		"bad base64":        {func(*Subject) {}, func(a Approval) *Approval { a.Sig = "%%"; return &a }},
+		"older schema":      {func(*Subject) {}, func(a Approval) *Approval { a.Schema = ""; return &a }},
 	} {
-		if _, err := kr.Verify(tc.id, tc.sha, tc.edit(*a)); !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), "approval signature does not verify: ") {
+		s := subject
+		tc.edit(&s)
+		if _, err := kr.Verify(s, tc.sign(*a)); !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), "approval signature does not verify: ") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestVersion1Refused: an approval signed as impyard.approval/1 was,
+// over the gate id, sha256, decider, time and key only, is refused as
+// outdated, which is an unsigned approval to be made again, not a
+// forgery.
+func TestVersion1Refused(t *testing.T) {
+	home := t.TempDir()
+	k, _ := Create(home, Owner)
+	kr, _ := LoadKeyring(home)
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	v1, _ := json.Marshal([]string{"impyard.approval/1", subject.Gate, subject.SHA256, "approved", "alice", at.Format(time.RFC3339Nano), k.Fingerprint()})
+	a := &Approval{By: "alice", At: at, Key: k.Fingerprint(), Sig: base64.StdEncoding.EncodeToString(ed25519.Sign(k.priv, v1))}
+	_, err := kr.Verify(subject, a)
+	if !errors.Is(err, ErrOutdated) || !errors.Is(err, ErrUnsigned) || !strings.Contains(err.Error(), "impyard.approval/1") {
+		t.Fatalf("a /1 approval: %v", err)
+	}
+	if a.Current() {
+		t.Error("a /1 approval is current")
 	}
 }
 
@@ -113,7 +162,7 @@ func TestWritePublicTrustsAnotherKey(t *testing.T) {
 	}
 	at := time.Now()
 	for _, k := range []*Key{owner, second} {
-		if got, err := kr.Verify("g-0000000000000001", "ab", k.Sign("g-0000000000000001", "ab", "alice", at)); err != nil || got.Fingerprint != k.Fingerprint() {
+		if got, err := kr.Verify(subject, k.Sign(subject, "alice", at)); err != nil || got.Fingerprint != k.Fingerprint() {
 			t.Errorf("%s: %v %v", k.Name, got, err)
 		}
 	}

@@ -68,7 +68,7 @@ func Inspect(y *yard.Yard, home string, g *gate.Gate) *Report {
 	}
 	r.verify(home)
 	if g.Intent == intent.TrustPromote {
-		r.Promotion = promotion(y, g)
+		r.Promotion = promotion(y, home, g)
 	}
 	if g.State == state.Filed && r.PayloadMatches {
 		r.Approve = g.ApproveCommand()
@@ -112,7 +112,7 @@ func (r *Report) verify(home string) {
 	key, err := g.VerifyApproval(kr)
 	switch {
 	case errors.Is(err, approval.ErrUnsigned) && g.State == state.Approved:
-		r.Error = err.Error() + fmt.Sprintf(" (approved before approvals were signed, or written into the yard by hand); 'impgate approve %s' signs it", g.ID)
+		r.Error = err.Error() + fmt.Sprintf(" (approved before approvals were signed or covered the whole gate, or written into the yard by hand); 'impgate approve %s' signs it", g.ID)
 	case err != nil:
 		r.Error = err.Error()
 	default:

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/impyard/impyard/lib/approval"
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/earn"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/state"
@@ -18,8 +20,11 @@ type Promotion struct {
 	Gates []Rest      `json:"gates,omitempty"`
 	// Wide is where the entry lets through more than the gates it rests
 	// on held (earn.Entry.Wide).
-	Wide  []string `json:"wide,omitempty"`
-	Error string   `json:"error,omitempty"`
+	Wide []string `json:"wide,omitempty"`
+	// NotDerived says why the entry is not the one the owner's approvals
+	// derive (earn.Check): impexec will refuse to append it.
+	NotDerived string `json:"not_derived,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // Rest is one gate a promotion rests on, as the owner decided it.
@@ -32,13 +37,26 @@ type Rest struct {
 	Error   string          `json:"error,omitempty"`
 }
 
-// promotion reads what g, a trust-promote gate, proposes.
-func promotion(y *yard.Yard, g *gate.Gate) *Promotion {
+// promotion reads what g, a trust-promote gate, proposes, and checks it
+// against what the approvals it rests on derive, as impexec will, with
+// the public keys in home.
+func promotion(y *yard.Yard, home string, g *gate.Gate) *Promotion {
 	e, err := earn.Parse(g.Payload)
 	if err != nil {
 		return &Promotion{Error: err.Error()}
 	}
 	p := &Promotion{Entry: e, TOML: e.TOML(""), Wide: e.Wide()}
+	org, err := config.LoadOrg(y)
+	var kr *approval.Keyring
+	if err == nil {
+		kr, err = approval.LoadKeyring(home)
+	}
+	if err == nil {
+		err = earn.Check(y, org, kr, g, g.Payload)
+	}
+	if err != nil {
+		p.NotDerived = err.Error()
+	}
 	for _, gid := range e.Gates {
 		rest := Rest{ID: gid}
 		rg, err := gate.Get(y, gid)

@@ -9,10 +9,14 @@
 // trust-promote whose payload is the narrowest [[trust]] entry covering
 // those gates' payloads (Narrowest). Approved, that entry is appended to
 // imps/<imp>/imp.toml marked earned = true with the gates it rests on
-// (Append); the ladder (lib/trust) consults earned entries after every
-// hand-written one. A deny of a gate that an earned entry would have
-// approved is the owner disagreeing with it: Denied removes every earned
-// entry of that (imp, intent) and records it.
+// (Append), but only when it is exactly the entry those gates and their
+// signed approvals derive (Derive): a gate file is anyone's to write who
+// can write the yard, so its payload is never taken as it stands, and an
+// address, URL or object field is never free in an earned entry. The
+// ladder (lib/trust) consults earned entries after every hand-written
+// one. A deny of a gate that an earned entry would have approved is the
+// owner disagreeing with it: Denied removes every earned entry of that
+// (imp, intent) and records it.
 //
 // The count is not kept anywhere: Streak derives it each time from the
 // gates themselves, which are the authoritative record of who decided
@@ -25,6 +29,7 @@
 package earn
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +40,7 @@ import (
 
 	"github.com/gobwas/glob"
 
+	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/intent"
@@ -110,6 +116,20 @@ func Parse(body []byte) (*Entry, error) {
 		return nil, fmt.Errorf("trust-promote payload: %w: trust-promote is never earned", ErrNotEntry)
 	}
 	return &e, nil
+}
+
+// checkFree refuses an entry that frees an address, URL or object field
+// of its intent: free would let any value through, wider than any payload
+// the owner approved, and Narrowest never makes such an entry.
+func (e *Entry) checkFree(org *config.Org) error {
+	fields, _ := org.Fields(e.Intent)
+	for _, k := range e.Free {
+		typ := fields[k]
+		if typ == payload.Address || typ == payload.Addresses || typ == payload.URL || !payload.Matchable(typ) {
+			return fmt.Errorf("trust-promote payload: %w: field %q (%s) is free; an earned entry never frees an address, URL or object field", ErrNotEntry, k, typ)
+		}
+	}
+	return nil
 }
 
 // decided returns the transition that decided g (approved or denied) and
@@ -250,6 +270,138 @@ func Streak(y *yard.Yard, imp, in string) (streak []*gate.Gate, waiting *gate.Ga
 		}
 	}
 	return streak, waiting, nil
+}
+
+// ErrNotDerived is a trust-promote gate whose entry is not the one the
+// owner's approvals derive: a gate written or edited by hand.
+var ErrNotDerived = errors.New("not the entry the owner's approvals derive")
+
+// Derive recomputes the entry that the trust-promote gate g may append
+// from the gates themselves, trusting nothing in g's payload but the ids
+// of the gates it names: exactly [[earn]] after of them, each a proposal
+// of g's (imp, intent) approved by the owner (its approval verifies with
+// kr, by a key other than the gateway's) and executed; none decided
+// before a promotion filed before g consumed it; no approval of that
+// (imp, intent) decided between them left out; no deny by the owner at
+// or after the first of them (ErrStreakBroken). The entry is the
+// narrowest covering them (Narrowest), their ids in decision order.
+func Derive(y *yard.Yard, org *config.Org, kr *approval.Keyring, g *gate.Gate) (*Entry, error) {
+	claimed, err := Parse(g.Payload)
+	if err != nil {
+		return nil, err
+	}
+	in := claimed.Intent
+	notDerived := func(format string, a ...any) error {
+		return fmt.Errorf("trust-promote gate %s: %w: %s", g.ID, ErrNotDerived, fmt.Sprintf(format, a...))
+	}
+	want := org.EarnFor(g.Imp, in)
+	if want == nil {
+		return nil, notDerived("org.toml has no [[earn]] entry for %s %s", g.Imp, in)
+	}
+	if len(claimed.Gates) != want.After {
+		return nil, notDerived("it rests on %d gates, [[earn]] for %s %s asks for %d", len(claimed.Gates), g.Imp, in, want.After)
+	}
+	all, bad := gate.List(y, gate.Filter{All: true, Imp: g.Imp})
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("checking trust-promote gate %s: %w", g.ID, errors.Join(bad...))
+	}
+	named := map[string]bool{}
+	for _, id := range claimed.Gates {
+		named[id] = true
+	}
+	type rest struct {
+		g  *gate.Gate
+		at time.Time
+	}
+	var rests []rest
+	var cut time.Time
+	var approvals []rest // every approval by the owner of (imp, in), executed
+	for _, o := range all {
+		h, ok := decided(o)
+		if o.Intent == intent.TrustPromote {
+			e, err := Parse(o.Payload)
+			if err != nil || e.Intent != in || o.ID == g.ID || o.Created.After(g.Created) {
+				continue
+			}
+			at := o.Created
+			if ok {
+				at = h.At
+			}
+			if at.After(cut) {
+				cut = at
+			}
+			continue
+		}
+		if o.Intent != in || !proposed(o) || !ok || h.To != state.Approved || !byOwner(h) || o.State != state.Executed {
+			if named[o.ID] {
+				return nil, notDerived("gate %s is not a proposal of %s %s approved by the owner and executed", o.ID, g.Imp, in)
+			}
+			continue
+		}
+		approvals = append(approvals, rest{o, h.At})
+		if named[o.ID] {
+			rests = append(rests, rest{o, h.At})
+			delete(named, o.ID)
+		}
+	}
+	if len(named) > 0 {
+		return nil, notDerived("it names gates that are not among %s's: %v", g.Imp, slices.Sorted(maps.Keys(named)))
+	}
+	order := func(a, b rest) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return strings.Compare(a.g.ID, b.g.ID)
+	}
+	slices.SortStableFunc(rests, order)
+	first, last := rests[0].at, rests[len(rests)-1].at
+	if !first.After(cut) {
+		return nil, notDerived("gate %s was decided before an earlier trust-promote gate of %s %s was, which consumed it", rests[0].g.ID, g.Imp, in)
+	}
+	for _, a := range approvals {
+		if a.at.After(first) && a.at.Before(last) && !slices.ContainsFunc(rests, func(r rest) bool { return r.g.ID == a.g.ID }) {
+			return nil, notDerived("it leaves out gate %s, approved between the gates it rests on", a.g.ID)
+		}
+	}
+	d, at, err := brokenBy(y, g.Imp, in, first)
+	if err != nil {
+		return nil, err
+	}
+	if d != nil {
+		return nil, fmt.Errorf("trust-promote gate %s: the owner denied gate %s of %s %s at %s: %w",
+			g.ID, d.ID, g.Imp, in, at.UTC().Format(time.RFC3339), ErrStreakBroken)
+	}
+	gates := make([]*gate.Gate, len(rests))
+	for i, r := range rests {
+		key, err := r.g.VerifyApproval(kr)
+		if err != nil {
+			return nil, fmt.Errorf("trust-promote gate %s rests on gate %s: %w", g.ID, r.g.ID, err)
+		}
+		if key.Name == approval.Gateway {
+			return nil, notDerived("gate %s was approved with the gateway's key, not by the owner", r.g.ID)
+		}
+		gates[i] = r.g
+	}
+	return Narrowest(org, in, gates)
+}
+
+// Check refuses the payload body of the trust-promote gate g unless it is
+// exactly the entry Derive derives, and says how the two differ.
+func Check(y *yard.Yard, org *config.Org, kr *approval.Keyring, g *gate.Gate, body []byte) error {
+	claimed, err := Parse(body)
+	if err != nil {
+		return err
+	}
+	derived, err := Derive(y, org, kr, g)
+	if err != nil {
+		return err
+	}
+	a, _ := json.Marshal(claimed)
+	b, _ := json.Marshal(derived)
+	if !bytes.Equal(a, b) {
+		return fmt.Errorf("trust-promote gate %s: %w: it proposes %s, the approvals it rests on derive %s", g.ID, ErrNotDerived, a, b)
+	}
+	return nil
 }
 
 // Narrowest returns the narrowest auto entry for intent that covers every

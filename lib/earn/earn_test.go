@@ -1,15 +1,19 @@
 package earn
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/impyard/impyard/internal/approvaltest"
+	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/intent"
@@ -35,9 +39,20 @@ command = ["true"]
 `
 
 type fixture struct {
-	y   *yard.Yard
-	org *config.Org
-	key *gate.Change
+	y    *yard.Yard
+	org  *config.Org
+	key  *gate.Change
+	home string // IMPYARD_HOME, with key's public half
+}
+
+// keys is the keyring of the fixture's home.
+func (f *fixture) keys(t *testing.T) *approval.Keyring {
+	t.Helper()
+	kr, err := approval.LoadKeyring(f.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kr
 }
 
 // newFixture is a yard whose clock moves one second per transition, so
@@ -56,8 +71,9 @@ func newFixture(t *testing.T) *fixture {
 	old := state.Now
 	state.Now = func() time.Time { clock = clock.Add(time.Second); return clock }
 	t.Cleanup(func() { state.Now = old })
-	key := approvaltest.Key(t, t.TempDir())
-	return &fixture{y: y, org: org, key: &gate.Change{Signer: key}}
+	home := t.TempDir()
+	key := approvaltest.Key(t, home)
+	return &fixture{y: y, org: org, key: &gate.Change{Signer: key}, home: home}
 }
 
 func (f *fixture) file(t *testing.T, body, actor string) *gate.Gate {
@@ -269,17 +285,17 @@ func TestAppendAndDenied(t *testing.T) {
 	promote := f.propose(t)
 	promote = f.move(t, promote.ID, state.Approved, "alice", "impgate")
 
-	if _, err := Append(f.y, f.org, promote, []byte(`{"intent":"email-send","level":"auto","earned":false,"gates":["`+gs[0].ID+`"]}`)); !errors.Is(err, ErrNotEntry) {
+	if _, err := Append(f.y, f.org, f.keys(t), promote, []byte(`{"intent":"email-send","level":"auto","earned":false,"gates":["`+gs[0].ID+`"]}`)); !errors.Is(err, ErrNotEntry) {
 		t.Errorf("not earned: %v", err)
 	}
-	if _, err := Append(f.y, f.org, promote, []byte(`{"intent":"email-send","match":{"from":"x"},"level":"auto","earned":true,"gates":["`+gs[0].ID+`"]}`)); err == nil || !strings.Contains(err.Error(), `match key "from" names no declared field`) {
+	if _, err := Append(f.y, f.org, f.keys(t), promote, []byte(`{"intent":"email-send","match":{"from":"x"},"level":"auto","earned":true,"gates":["`+gs[0].ID+`"]}`)); err == nil || !strings.Contains(err.Error(), `match key "from" names no declared field`) {
 		t.Errorf("undeclared field: %v", err)
 	}
 	if b, _ := os.ReadFile(p); string(b) != impTOML {
 		t.Fatalf("a refused entry changed imp.toml:\n%s", b)
 	}
 
-	detail, err := Append(f.y, f.org, promote, promote.Payload)
+	detail, err := Append(f.y, f.org, f.keys(t), promote, promote.Payload)
 	if err != nil || !strings.Contains(detail, "previous kept as imp.toml.1") {
 		t.Fatalf("Append: %q %v", detail, err)
 	}
@@ -293,7 +309,7 @@ func TestAppendAndDenied(t *testing.T) {
 	if b, _ := os.ReadFile(p); !strings.HasPrefix(string(b), impTOML) || !strings.Contains(string(b), "# earned: approved with trust-promote gate "+promote.ID) {
 		t.Errorf("imp.toml:\n%s", b)
 	}
-	if detail, err := Append(f.y, f.org, promote, promote.Payload); err != nil || !strings.Contains(detail, "already") {
+	if detail, err := Append(f.y, f.org, f.keys(t), promote, promote.Payload); err != nil || !strings.Contains(detail, "already") {
 		t.Errorf("second Append: %q %v", detail, err)
 	}
 	if _, err := os.Stat(p + ".2"); err == nil {
@@ -322,7 +338,7 @@ func TestAppendAndDenied(t *testing.T) {
 	}
 	// An execution of the promotion resumed after the removal does not
 	// put the entry back.
-	if _, err := Append(f.y, f.org, promote, promote.Payload); !errors.Is(err, ErrStreakBroken) {
+	if _, err := Append(f.y, f.org, f.keys(t), promote, promote.Payload); !errors.Is(err, ErrStreakBroken) {
 		t.Errorf("Append after a deny removed the entry: %v", err)
 	}
 	if b, _ := os.ReadFile(p); string(b) != impTOML {
@@ -389,7 +405,7 @@ func TestAppendBrokenImp(t *testing.T) {
 	}
 	_ = gs
 	promote = f.move(t, promote.ID, state.Approved, "alice", "impgate")
-	if _, err := Append(f.y, f.org, promote, promote.Payload); err == nil || !strings.Contains(err.Error(), "not changed") {
+	if _, err := Append(f.y, f.org, f.keys(t), promote, promote.Payload); err == nil || !strings.Contains(err.Error(), "not changed") {
 		t.Errorf("got %v", err)
 	}
 	if b, _ := os.ReadFile(p); string(b) != "rootfs = \n" {
@@ -475,7 +491,7 @@ func TestAppendAfterStreakBroken(t *testing.T) {
 	if w, err := Broke(f.y, broken); w != nil || err != nil {
 		t.Errorf("Broke once the promotion was decided: %v %v", w, err)
 	}
-	_, err = Append(f.y, f.org, promote, promote.Payload)
+	_, err = Append(f.y, f.org, f.keys(t), promote, promote.Payload)
 	if !errors.Is(err, ErrStreakBroken) || !strings.Contains(err.Error(), broken.ID) || !strings.Contains(err.Error(), promote.ID) {
 		t.Fatalf("Append after the streak was broken: %v", err)
 	}
@@ -515,4 +531,151 @@ func TestWide(t *testing.T) {
 // deny does.
 func denyRecorded(f *fixture, g *gate.Gate) (string, error) {
 	return Denied(f.y, g, "alice", len(g.History))
+}
+
+// handPromotion files a trust-promote gate by hand, as a writer of the
+// yard can, with body as its payload, and has the owner approve it.
+func (f *fixture) handPromotion(t *testing.T, body string) *gate.Gate {
+	t.Helper()
+	g, err := gate.File(f.y, gate.FileOptions{Imp: "yuko", Intent: intent.TrustPromote, Payload: []byte(body),
+		Rationale: "3 consecutive approvals of email-send by the owner, no deny between them: this auto entry covers them",
+		By:        Actor, Actor: Actor, Trust: &gate.Trust{Level: config.Gate, Why: "a trust-promote gate always waits for the owner"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.move(t, g.ID, state.Approved, "alice", "impgate")
+}
+
+// TestAppendRederives: a trust-promote gate written by hand and approved
+// by the owner appends nothing unless its entry is exactly the one the
+// owner's signed approvals derive: not one that frees an address field,
+// not a wider one, not one filed after another consumed the streak, not
+// one resting on a forged approval, not one with no [[earn]] behind it.
+// The promotion impyard files itself is appended.
+func TestAppendRederives(t *testing.T) {
+	// setup is a yard where yuko's last three email-sends were approved
+	// by the owner and executed.
+	setup := func() (f *fixture, p, ids string, gs []*gate.Gate) {
+		f = newFixture(t)
+		p = config.ImpPath(f.y, "yuko")
+		os.MkdirAll(filepath.Dir(p), 0o750)
+		os.WriteFile(p, []byte(impTOML), 0o640)
+		gs = []*gate.Gate{f.approved(t, mail("team@ourco.com")), f.approved(t, mail("team@ourco.com")), f.approved(t, mail("team@ourco.com"))}
+		return f, p, fmt.Sprintf(`[%q,%q,%q]`, gs[0].ID, gs[1].ID, gs[2].ID), gs
+	}
+	unchanged := func(p, name string) {
+		t.Helper()
+		if b, _ := os.ReadFile(p); string(b) != impTOML {
+			t.Fatalf("%s changed imp.toml:\n%s", name, b)
+		}
+	}
+
+	f, p, ids, _ := setup()
+	free := f.handPromotion(t, `{"intent":"email-send","free":["body","subject","to","cc"],"level":"auto","earned":true,"gates":`+ids+`}`)
+	if _, err := Append(f.y, f.org, f.keys(t), free, free.Payload); !errors.Is(err, ErrNotEntry) || !strings.Contains(err.Error(), `field "to" (addresses) is free`) {
+		t.Errorf("addresses free: %v", err)
+	}
+	unchanged(p, "a promotion freeing addresses")
+
+	f, p, ids, gs := setup()
+	wide := f.handPromotion(t, `{"intent":"email-send","match":{"to":"*@ourco.com"},"free":["body"],"level":"auto","earned":true,"gates":`+ids+`}`)
+	if _, err := Append(f.y, f.org, f.keys(t), wide, wide.Payload); !errors.Is(err, ErrNotDerived) ||
+		!strings.Contains(err.Error(), `the approvals it rests on derive {"intent":"email-send","match":{"subject":"digest","to":"team@ourco.com"},"free":["body"]`) {
+		t.Errorf("wider than derived: %v", err)
+	}
+	unchanged(p, "a promotion wider than derived")
+
+	// The entry the approvals derive, written by hand after the wide one
+	// was decided: that decision consumed the approvals.
+	derived, err := Narrowest(f.org, "email-send", gs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(derived)
+	same := f.handPromotion(t, string(body))
+	if _, err := Append(f.y, f.org, f.keys(t), same, same.Payload); !errors.Is(err, ErrNotDerived) || !strings.Contains(err.Error(), "which consumed it") {
+		t.Errorf("a promotion filed after another consumed the streak: %v", err)
+	}
+	unchanged(p, "a promotion with no streak")
+
+	f, p, _, gs = setup()
+	// Two of three approvals, skipping the one between them, with
+	// [[earn]] asking for two: refused; with [[earn]] asking for three,
+	// refused for naming two.
+	skip := f.handPromotion(t, fmt.Sprintf(`{"intent":"email-send","match":{"subject":"digest","to":"team@ourco.com"},"free":["body"],"level":"auto","earned":true,"gates":[%q,%q]}`, gs[0].ID, gs[2].ID))
+	two := *f.org
+	two.Earn = slices.Clone(f.org.Earn)
+	two.Earn[0].After = 2
+	if _, err := Append(f.y, &two, f.keys(t), skip, skip.Payload); !errors.Is(err, ErrNotDerived) || !strings.Contains(err.Error(), "leaves out gate "+gs[1].ID) {
+		t.Errorf("skipping an approval: %v", err)
+	}
+	if _, err := Append(f.y, f.org, f.keys(t), skip, skip.Payload); !errors.Is(err, ErrNotDerived) || !strings.Contains(err.Error(), "rests on 2 gates, [[earn]] for yuko email-send asks for 3") {
+		t.Errorf("fewer gates than [[earn]] asks for: %v", err)
+	}
+	unchanged(p, "a promotion skipping an approval")
+
+	// Three approvals with a deny by the owner after the first: no
+	// streak, however the promotion is written; nor one naming the deny.
+	f, p, _, before := setup()
+	first := before[2]
+	denied := f.denied(t, mail("team@ourco.com"))
+	gs = []*gate.Gate{f.approved(t, mail("team@ourco.com")), f.approved(t, mail("team@ourco.com"))}
+	across := f.handPromotion(t, fmt.Sprintf(`{"intent":"email-send","match":{"subject":"digest","to":"team@ourco.com"},"free":["body"],"level":"auto","earned":true,"gates":[%q,%q,%q]}`, first.ID, gs[0].ID, gs[1].ID))
+	if _, err := Append(f.y, f.org, f.keys(t), across, across.Payload); !errors.Is(err, ErrStreakBroken) || !strings.Contains(err.Error(), "denied gate "+denied.ID) {
+		t.Errorf("across a deny: %v", err)
+	}
+	withDeny := f.handPromotion(t, fmt.Sprintf(`{"intent":"email-send","match":{"subject":"digest","to":"team@ourco.com"},"free":["body"],"level":"auto","earned":true,"gates":[%q,%q,%q]}`, denied.ID, gs[0].ID, gs[1].ID))
+	if _, err := Append(f.y, f.org, f.keys(t), withDeny, withDeny.Payload); !errors.Is(err, ErrNotDerived) || !strings.Contains(err.Error(), "gate "+denied.ID+" is not a proposal of yuko email-send approved by the owner and executed") {
+		t.Errorf("naming a denied gate: %v", err)
+	}
+	unchanged(p, "a promotion across a deny")
+
+	// One of three approvals made with the gateway's key, as the owner:
+	// the gateway approves only by trust entries, so it is refused.
+	f, p, _, _ = setup()
+	gw, err := approval.Ensure(f.home, approval.Gateway, io.Discard, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byGateway := f.file(t, mail("team@ourco.com"), "impgw")
+	if _, err := gate.Move(f.y, byGateway.ID, gate.Change{To: state.Approved, By: "alice", Actor: "impgate", Signer: gw}); err != nil {
+		t.Fatal(err)
+	}
+	f.move(t, byGateway.ID, state.Executing, "impexec", "impexec")
+	f.move(t, byGateway.ID, state.Executed, "impexec", "impexec")
+	promote := f.propose(t)
+	promote = f.move(t, promote.ID, state.Approved, "alice", "impgate")
+	if _, err := Append(f.y, f.org, f.keys(t), promote, promote.Payload); !errors.Is(err, ErrNotDerived) || !strings.Contains(err.Error(), "gate "+byGateway.ID+" was approved with the gateway's key") {
+		t.Errorf("resting on the gateway's approval: %v", err)
+	}
+	unchanged(p, "a promotion resting on the gateway's approval")
+
+	// The promotion impyard files, once one approval it rests on is
+	// forged on disk: nothing is appended.
+	f, p, _, gs = setup()
+	promote = f.propose(t)
+	if promote == nil {
+		t.Fatal("no promotion")
+	}
+	promote = f.move(t, promote.ID, state.Approved, "alice", "impgate")
+	gp := f.y.Path("gates", "resolved", gs[1].ID+".json")
+	orig, _ := os.ReadFile(gp)
+	os.WriteFile(gp, []byte(strings.ReplaceAll(string(orig), `"by": "alice"`, `"by": "mallory"`)), 0o640)
+	if _, err := Append(f.y, f.org, f.keys(t), promote, promote.Payload); !errors.Is(err, approval.ErrInvalid) || !strings.Contains(err.Error(), gs[1].ID) {
+		t.Errorf("resting on a forged approval: %v", err)
+	}
+	unchanged(p, "a promotion resting on a forged approval")
+	os.WriteFile(gp, orig, 0o640)
+
+	// Without [[earn]] for the (imp, intent), nothing derives a promotion.
+	noEarn := *f.org
+	noEarn.Earn = nil
+	if _, err := Append(f.y, &noEarn, f.keys(t), promote, promote.Payload); !errors.Is(err, ErrNotDerived) || !strings.Contains(err.Error(), "no [[earn]]") {
+		t.Errorf("without [[earn]]: %v", err)
+	}
+	unchanged(p, "a promotion without [[earn]]")
+
+	if detail, err := Append(f.y, f.org, f.keys(t), promote, promote.Payload); err != nil || !strings.Contains(detail, "appended") {
+		t.Fatalf("the genuine promotion: %q %v", detail, err)
+	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/gate"
@@ -89,8 +90,11 @@ func list(ss []string) string {
 // its own entry. Nor is one whose streak the owner broke after g was
 // filed, by denying a gate of the same (imp, intent) that the imp
 // proposed: approving a promotion grants trust for the approvals it
-// names, and those are no longer consecutive (ErrStreakBroken).
-func Append(y *yard.Yard, org *config.Org, g *gate.Gate, body []byte) (string, error) {
+// names, and those are no longer consecutive (ErrStreakBroken). Nor is
+// one other than the entry the owner's approvals derive (Check), with
+// their signatures checked against kr: the payload of a gate file is
+// never taken as it is, since anyone who writes the yard can write one.
+func Append(y *yard.Yard, org *config.Org, kr *approval.Keyring, g *gate.Gate, body []byte) (string, error) {
 	e, err := Parse(body)
 	if err != nil {
 		return "", err
@@ -99,6 +103,12 @@ func Append(y *yard.Yard, org *config.Org, g *gate.Gate, body []byte) (string, e
 	t.Where = "trust-promote gate " + g.ID
 	if err := org.CheckTrust(t); err != nil {
 		return "", err
+	}
+	if err := e.checkFree(org); err != nil {
+		return "", err
+	}
+	if err := Check(y, org, kr, g, body); err != nil {
+		return "", fmt.Errorf("%w; nothing appended to %s", err, config.ImpPath(y, g.Imp))
 	}
 	return edit(y, g.Imp, func(p string, old []byte, im *config.Imp) ([]byte, string, error) {
 		for _, have := range im.Trust {

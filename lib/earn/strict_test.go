@@ -36,7 +36,7 @@ func TestAppendRefusesUnsafeImp(t *testing.T) {
 	if err := os.Chown(p, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Append(f.y, f.org, promote, promote.Payload); !errors.Is(err, config.ErrUnsafe) {
+	if _, err := Append(f.y, f.org, f.keys(t), promote, promote.Payload); !errors.Is(err, config.ErrUnsafe) {
 		t.Fatalf("Append: %v; want ErrUnsafe", err)
 	}
 	var st os.FileInfo

@@ -4,10 +4,12 @@
 //   - Only an approved gate is executed, only its frozen payload, and only
 //     after its canonical bytes are checked against the sha256 the human
 //     approved. A mismatch fails the gate and sends nothing.
-//   - Only an approval signed by a key in IMPYARD_HOME/keys/ over the gate's
-//     id, sha256, decider and time is executed (or resumed); any other
-//     fails the gate with "approval signature does not verify", and an
-//     approval with no signature at all is refused and left approved. An
+//   - Only an approval signed by a key in IMPYARD_HOME/keys/ over the
+//     gate's id, imp, intent, task, run, filing, sha256, trust verdict,
+//     decider and time (approval.Subject) is executed (or resumed); any
+//     other fails the gate with "approval signature does not verify", and
+//     an approval with no signature at all, or one of the older schema
+//     impyard.approval/1, is refused and left approved. An
 //     approved gate already taken to executing once (a marker in
 //     IMPYARD_HOME/executed/) is a replayed approval and fails unsent.
 //   - A gate executes at most once to completion. The approved -> executing
@@ -228,7 +230,7 @@ func (r *Runner) verify(g *gate.Gate) (*gate.Gate, error) {
 	case errors.Is(err, approval.ErrNoKeys):
 		return g, fmt.Errorf("gate %s not executed: %w", g.ID, err)
 	case errors.Is(err, approval.ErrUnsigned) && g.State == state.Approved:
-		return g, fmt.Errorf("gate %s not executed: %w (approved before approvals were signed, or written into the yard by hand); check it with 'impgate show %s' and approve it again with 'impgate approve %s'",
+		return g, fmt.Errorf("gate %s not executed: %w (approved before approvals were signed or covered the whole gate, or written into the yard by hand); check it with 'impgate show %s' and approve it again with 'impgate approve %s'",
 			g.ID, err, g.ID, g.ID)
 	case g.State == state.Executing:
 		return r.fail(g, err.Error()+"; not resumed")

@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 
+	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/earn"
 	"github.com/impyard/impyard/lib/gate"
@@ -23,9 +24,15 @@ func executorFor(org *config.Org, in string) *config.Executor {
 }
 
 // promote appends the earned entry of an approved trust-promote gate to
-// the imp's imp.toml.
+// the imp's imp.toml, once earn.Append has derived it again from the
+// gates it names and their approvals, checked with the keys in
+// IMPYARD_HOME/keys/.
 func (r *Runner) promote(g *gate.Gate, org *config.Org, payload []byte) (*Result, error) {
-	detail, err := earn.Append(r.Yard, org, g, payload)
+	kr, err := approval.LoadKeyring(r.Home)
+	if err != nil {
+		return nil, &outcome{err: err}
+	}
+	detail, err := earn.Append(r.Yard, org, kr, g, payload)
 	if err != nil {
 		return nil, &outcome{err: err}
 	}

@@ -195,6 +195,7 @@ func TestApprovalTimes(t *testing.T) {
 	}
 
 	// As an older impyard wrote it: the time with nanoseconds, signed so.
+	// (The signature is made anew: impyard.approval/1 no longer verifies.)
 	old := file(t, y, `{"n":2}`)
 	if _, err := Move(y, old.ID, Change{To: state.Approved, Signer: testKey, By: "alice"}); err != nil {
 		t.Fatal(err)
@@ -203,7 +204,7 @@ func TestApprovalTimes(t *testing.T) {
 	c, _ := Get(y, old.ID)
 	at := time.Date(2026, 11, 30, 5, 47, 39, 123456789, time.UTC)
 	c.History[1].At, c.History[1].AtMS = at, 0
-	c.Approval = testKey.Sign(c.ID, c.SHA256, "alice", at)
+	c.Approval = testKey.Sign(c.Subject(), "alice", at)
 	nb, err := store.Encode(c)
 	if err != nil {
 		t.Fatal(err)
@@ -222,5 +223,94 @@ func TestApprovalTimes(t *testing.T) {
 		if _, err := got.VerifyApproval(kr); err != nil || !got.Approval.At.Equal(at) {
 			t.Errorf("old approval (state %s): %v, at %v", got.State, err, got.Approval.At)
 		}
+	}
+}
+
+// TestApprovalCoversTheGate: a gate auto-approved by a trust entry, then
+// edited on disk in any field that decides what runs, where or for whom,
+// no longer verifies; an edit of a field outside the approval (the
+// rationale) leaves it verifying.
+func TestApprovalCoversTheGate(t *testing.T) {
+	y := newYard(t)
+	kr := ring(t, testKey)
+	rule := json.RawMessage(`{"free":["text"],"intent":"message-user","level":"auto"}`)
+	g, err := File(y, FileOptions{Imp: "yuko", Intent: "message-user", Payload: []byte(`{"text":"hi"}`), Rationale: "tell the owner",
+		Task: "t-0000000000000001", Run: "r-0000000000000001", By: "trust: org.toml [[trust]] #1", Actor: "impgw",
+		Approved: true, Signer: testKey, Trust: &Trust{Level: "auto", Entry: "org.toml [[trust]] #1", Why: "org.toml [[trust]] #1: level auto", Rule: rule}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := y.Path("gates", "resolved", g.ID+".json")
+	orig, _ := os.ReadFile(p)
+	check := func(name string, edit func(g *Gate), verifies bool) {
+		t.Helper()
+		c, err := parseGate(p, orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(c)
+		b, _ := store.Encode(c)
+		os.WriteFile(p, b, 0o640)
+		got, err := Get(y, g.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = got.VerifyApproval(kr)
+		if verifies && err != nil || !verifies && !errors.Is(err, approval.ErrInvalid) {
+			t.Errorf("%s: verify: %v, want verifies=%v", name, err, verifies)
+		}
+	}
+	check("as filed", func(*Gate) {}, true)
+	check("rationale", func(g *Gate) { g.Rationale = "something else" }, true)
+	for name, edit := range map[string]func(g *Gate){
+		"imp":         func(g *Gate) { g.Imp = "rex" },
+		"intent":      func(g *Gate) { g.Intent = "memory-promote" },
+		"task":        func(g *Gate) { g.Task = "t-0000000000000002" },
+		"no task":     func(g *Gate) { g.Task = "" },
+		"run":         func(g *Gate) { g.Run = "r-0000000000000002" },
+		"created":     func(g *Gate) { g.Created = g.Created.Add(time.Second) },
+		"filer":       func(g *Gate) { g.History[0].By = "rex" },
+		"program":     func(g *Gate) { g.History[0].Actor = "impgate" },
+		"trust level": func(g *Gate) { g.Trust.Level = "gate" },
+		"trust entry": func(g *Gate) { g.Trust.Entry = "imps/rex/imp.toml [[trust]] #1" },
+		"trust rule": func(g *Gate) {
+			g.Trust.Rule = json.RawMessage(`{"free":["text","to"],"intent":"message-user","level":"auto"}`)
+		},
+		"no trust":      func(g *Gate) { g.Trust = nil },
+		"decider":       func(g *Gate) { g.Approval.By, g.History[1].By = "alice", "alice" },
+		"approval time": func(g *Gate) { g.Approval.At = g.Approval.At.Add(time.Second); g.History[1].At = g.Approval.At },
+	} {
+		check(name, edit, false)
+	}
+}
+
+// TestVersion1ApprovedAgain: a gate approved as impyard.approval/1 does
+// not verify, as an unsigned one; approving it again signs it anew and
+// it verifies, while Decide does not take the old approval as the
+// decision already made.
+func TestVersion1ApprovedAgain(t *testing.T) {
+	y := newYard(t)
+	home := t.TempDir()
+	approval.WritePublic(home, testKey)
+	kr, _ := approval.LoadKeyring(home)
+	g := file(t, y, `{"n":1}`)
+	if _, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	p := y.Path("gates", "resolved", g.ID+".json")
+	c, _ := Get(y, g.ID)
+	c.Approval.Schema = "" // as impyard.approval/1 wrote it
+	b, _ := store.Encode(c)
+	os.WriteFile(p, b, 0o640)
+	c, _ = Get(y, g.ID)
+	if _, err := c.VerifyApproval(kr); !errors.Is(err, approval.ErrOutdated) || !errors.Is(err, approval.ErrUnsigned) {
+		t.Fatalf("a /1 approval: %v", err)
+	}
+	again, repeated, err := Decide(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice"}, func() (*approval.Keyring, error) { return kr, nil })
+	if err != nil || repeated {
+		t.Fatalf("approved again: repeated %v, %v", repeated, err)
+	}
+	if _, err := again.VerifyApproval(kr); err != nil || !strings.Contains(again.History[len(again.History)-1].Why, "older schema") {
+		t.Fatalf("after approving again: %v; %q", err, again.History[len(again.History)-1].Why)
 	}
 }

@@ -14,8 +14,10 @@
 // transaction; this package supplies the two directories, the payload's
 // freezing and the approval's signature. It is the only writer of gate
 // files, and it signs an approval (see lib/approval) inside the
-// transaction that writes it, over the gate id, payload sha256, decider
-// and time written: no approval is written unsigned. VerifyApproval is what an executor checks before it sends.
+// transaction that writes it, over the gate's Subject (every field that
+// decides what runs, where and for whom), the decider and the time
+// written: no approval is written unsigned. VerifyApproval is what an
+// executor checks before it sends.
 package gate
 
 import (
@@ -86,8 +88,32 @@ type Gate struct {
 // gate filed from the trusted side, who filed it, with no entry.
 type Trust struct {
 	Level string `json:"level"`           // gate or auto
-	Entry string `json:"entry,omitempty"` // the trust entry that applied
+	Entry string `json:"entry,omitempty"` // where the trust entry that applied is
 	Why   string `json:"why"`
+	// Rule is the trust entry that applied, whole (see trust.Rule), so an
+	// auto-approval's signature covers what the entry said, not only
+	// where it was.
+	Rule json.RawMessage `json:"rule,omitempty"`
+}
+
+// Sum is the sha256 of the verdict's canonical JSON, which an approval signs; ""
+// for a gate filed before verdicts were recorded.
+func (t *Trust) Sum() string {
+	if t == nil {
+		return ""
+	}
+	// Canonical, so a file rewritten with its keys in another order, as
+	// any JSON tool may, still verifies.
+	b, err := json.Marshal(t)
+	if err == nil {
+		b, err = Canonical(b)
+	}
+	if err != nil {
+		// Only a Rule that is not JSON fails to encode; no approval can
+		// have been signed over it, so none verifies.
+		return "unencodable: " + err.Error()
+	}
+	return Sum(b)
 }
 
 // String says in one line which trust entry applied or why the gate
@@ -159,9 +185,22 @@ func (g *Gate) Matches() bool {
 	return err == nil
 }
 
+// Subject is what an approval of g signs: every field of the gate that
+// decides what is executed, where and for whom (see approval.Subject).
+// The rationale, the result and the timeline after filing are not in it:
+// none of them chooses an executor, a target or a payload.
+func (g *Gate) Subject() approval.Subject {
+	s := approval.Subject{Gate: g.ID, Imp: g.Imp, Intent: g.Intent, Task: g.Task, Run: g.Run,
+		Filed: g.Created, SHA256: g.SHA256, Trust: g.Trust.Sum()}
+	if len(g.History) > 0 {
+		s.Filer, s.Via = g.History[0].By, g.History[0].Actor
+	}
+	return s
+}
+
 // VerifyApproval checks that the gate's payload still hashes to its
-// sha256 and that its approval is signed by a key of kr over its id, that
-// sha256, and the decider and time of the last approval in its timeline.
+// sha256 and that its approval is signed by a key of kr over its Subject,
+// and the decider and time of the last approval in its timeline.
 // It returns the key that signed. A missing signature wraps
 // approval.ErrUnsigned, any other failed check approval.ErrInvalid, except
 // a payload edited after filing, reported as Frozen reports it.
@@ -169,8 +208,8 @@ func (g *Gate) VerifyApproval(kr *approval.Keyring) (*approval.Trusted, error) {
 	if _, err := g.Frozen(); err != nil {
 		return nil, err
 	}
-	if g.Approval == nil {
-		return nil, fmt.Errorf("%w on gate %s", approval.ErrUnsigned, g.ID)
+	if !g.Approval.Current() {
+		return kr.Verify(g.Subject(), g.Approval)
 	}
 	var last *state.Transition
 	for i := range g.History {
@@ -185,7 +224,7 @@ func (g *Gate) VerifyApproval(kr *approval.Keyring) (*approval.Trusted, error) {
 		return nil, fmt.Errorf("%w: gate %s: its timeline says approved by %q at %s, its signature by %q at %s", approval.ErrInvalid,
 			g.ID, last.By, last.At.UTC().Format(time.RFC3339Nano), g.Approval.By, g.Approval.At.UTC().Format(time.RFC3339Nano))
 	}
-	return kr.Verify(g.ID, g.SHA256, g.Approval)
+	return kr.Verify(g.Subject(), g.Approval)
 }
 
 // ShaDigits is how much of the sha256 the approve command names: enough
@@ -289,7 +328,7 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 		}
 		if o.Approved {
 			g.Apply(state.Transition{From: state.Filed, To: state.Approved, By: o.By, Actor: o.Actor, At: now, AtMS: first.AtMS, Why: "approved by trust rule"})
-			g.Approval = o.Signer.Sign(g.ID, g.SHA256, o.By, now)
+			g.Approval = o.Signer.Sign(g.Subject(), o.By, now)
 		}
 		return g, false, nil
 	}, func(tx *store.Tx, g *Gate) error {
@@ -505,11 +544,14 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 	if err != nil {
 		return nil, false, err
 	}
-	// An approved gate without a signature (approved before approvals
-	// were signed) may be approved again: that adds the signature.
-	resign := func(g *Gate) bool { return c.To == state.Approved && g.State == state.Approved && g.Approval == nil }
+	// An approved gate without a signature of the current schema
+	// (approved before approvals were signed, or signed as
+	// impyard.approval/1) may be approved again: that signs it anew.
+	resign := func(g *Gate) bool {
+		return c.To == state.Approved && g.State == state.Approved && !g.Approval.Current()
+	}
 	repeat := func(g *Gate) bool {
-		return again && g.State == c.To && (c.To == state.Denied || c.To == state.Approved && g.Approval != nil)
+		return again && g.State == c.To && (c.To == state.Denied || c.To == state.Approved && g.Approval.Current())
 	}
 	var held *Gate
 	g, err := transition.Move(s, gateID, transition.Change[*Gate]{
@@ -537,12 +579,15 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 			}
 			if resign(g) {
 				h.Why = "approved again with a signature (its first approval had none)"
+				if g.Approval != nil {
+					h.Why = "approved again with a signature of " + approval.Schema + " (its first approval was of an older schema, which covered less of the gate)"
+				}
 				if c.Why != "" {
 					h.Why += ": " + c.Why
 				}
 			}
 			if c.To == state.Approved {
-				g.Approval = c.Signer.Sign(gateID, g.SHA256, c.By, h.At)
+				g.Approval = c.Signer.Sign(g.Subject(), c.By, h.At)
 			}
 			return nil
 		},

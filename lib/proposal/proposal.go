@@ -229,7 +229,7 @@ func Decide(y *yard.Yard, p Proposal) (d Decision, env Envelope) {
 	}
 	fo := gate.FileOptions{Imp: p.Imp, Intent: env.Intent, Payload: payload, Rationale: env.Rationale,
 		Task: p.Task, Run: p.Run, By: p.Imp, Actor: "impgw",
-		Trust: &gate.Trust{Level: config.Gate, Entry: t.Entry, Why: t.Why}}
+		Trust: &gate.Trust{Level: config.Gate, Entry: t.Entry, Why: t.Why, Rule: t.Rule}}
 	verdict := Gated
 	if t.Level == config.Auto {
 		verdict = AutoApproved

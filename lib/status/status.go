@@ -343,7 +343,8 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 	} else {
 		fmt.Fprintf(tw, "  ID\tIMP\tINTENT\t%s\tAGE\n", p.Paint(cli.Plain, "STATE"))
 		for _, g := range s.Gates {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(s.At.Time, g.Created.Time))
+			// A gate's imp and intent are whatever the yard's writer put.
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", g.ID, cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(s.At.Time, g.Created.Time))
 		}
 	}
 	tw.Flush()
@@ -369,7 +370,7 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 		fmt.Fprintln(tw, "  none")
 	} else {
 		for _, f := range s.Failures {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", f.At, f.Kind, f.ID, f.Imp, reason(f.Reason))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", f.At, f.Kind, f.ID, cli.Cell(f.Imp), reason(f.Reason))
 		}
 	}
 	tw.Flush()
@@ -377,7 +378,7 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 	fmt.Fprintln(tw, "\nNOTIFICATIONS")
 	fmt.Fprintf(tw, "  %d waiting to be delivered\n", s.Notifications.Pending)
 	for _, n := range s.Notifications.Failing {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\tfailed %d time(s), next at %s\t%s\n", n.ID, n.Event, n.Imp, n.Attempts, n.Next, reason(n.LastError))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\tfailed %d time(s), next at %s\t%s\n", n.ID, cli.Cell(n.Event), cli.Cell(n.Imp), n.Attempts, n.Next, reason(n.LastError))
 	}
 	tw.Flush()
 

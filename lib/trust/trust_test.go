@@ -151,3 +151,20 @@ func TestEarnedLast(t *testing.T) {
 		t.Errorf("Covers")
 	}
 }
+
+// TestDecisionCarriesRule: a decision by an entry carries the entry
+// itself as canonical JSON, which a gate records and an auto-approval
+// signs; a decision by no entry carries none.
+func TestDecisionCarriesRule(t *testing.T) {
+	org := testOrg()
+	d := Decide(org, nil, "yuko", "email-send", []byte(`{"to":["a@ourco.com"],"subject":"s"}`))
+	if want := `{"intent":"email-send","imp":"yuko","match":{"to":"*@OurCo.com"},"free":["subject","body"],"level":"auto"}`; d.Level != config.Auto || string(d.Rule) != want {
+		t.Errorf("auto decision: %s %s, want the rule %s", d.Level, d.Rule, want)
+	}
+	if d := Decide(org, nil, "yuko", "email-send", []byte(`{"to":["x@spam.example"]}`)); d.Level != config.Deny || string(d.Rule) != string(Rule(org.Trust[1])) {
+		t.Errorf("deny decision: %s %s", d.Level, d.Rule)
+	}
+	if d := Decide(org, nil, "yuko", "email-send", []byte(`{"to":["x@elsewhere.com"]}`)); d.Level != config.Gate || d.Rule != nil {
+		t.Errorf("no entry: %s %s", d.Level, d.Rule)
+	}
+}
