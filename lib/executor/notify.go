@@ -54,7 +54,7 @@ func (r *Runner) Notify(ctx context.Context, poll time.Duration) {
 // dropped when the owner did not ask for its event, or given its next
 // attempt after backoff. Without a readable org.toml nothing moves.
 func (r *Runner) NotifyOnce(ctx context.Context, now time.Time) error {
-	org, err := config.LoadOrg(r.Yard)
+	org, err := r.Org()
 	if err != nil {
 		return fmt.Errorf("notifications wait: %w", err)
 	}

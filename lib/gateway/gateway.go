@@ -58,6 +58,7 @@ import (
 	"github.com/impyard/impyard/lib/http1"
 	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
 )
 
 // Limits bound what one client can make the gateway hold.
@@ -92,7 +93,11 @@ func DefaultLimits() Limits {
 
 // Config is what a Gateway needs.
 type Config struct {
-	PolicyPath    string
+	PolicyPath string
+	// ReadPolicy reads the policy file; nil is store.ReadFile. An error
+	// wrapping yard.ErrUnsafe leaves the last good policy in force, and
+	// at start makes New fail.
+	ReadPolicy    func(path string) ([]byte, error)
 	UpstreamCA    string // optional PEM bundle trusted in addition to the system roots
 	DecisionsPath string // the audit log records are appended to
 	Home          string // IMPYARD_HOME; secrets are read from Home/secrets/<name>
@@ -191,8 +196,17 @@ func New(cfg Config) (*Gateway, error) {
 			Dial:                  cfg.Dial,
 		},
 		logf: g.logf,
+		read: cfg.ReadPolicy,
 	}
-	g.policy.get()
+	if g.policy.read == nil {
+		g.policy.read = store.ReadFile
+	}
+	// A gateway that starts on a policy a writer of the yard could have
+	// written has nothing to judge by: fail closed, naming it.
+	if l := g.policy.get(); errors.Is(l.broken, yard.ErrUnsafe) {
+		l.upstream.Close()
+		return nil, l.broken
+	}
 	return g, nil
 }
 

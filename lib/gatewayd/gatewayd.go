@@ -121,9 +121,15 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	meter := ledger.NewMeter(y, func(err error) { logf("error: metering: %v", err) })
-	api := &control.API{Yard: y, Home: cfg.Home, Signer: cfg.Signer, Policy: gateway.PolicyOf, RunOf: runOf}
+	// The trust ladder acts on org.toml as the gateway last took it: one
+	// refused as unsafe leaves the last good one in force, the refusal
+	// logged once per change.
+	orgs := &config.Keeper{}
+	api := &control.API{Yard: y, Home: cfg.Home, Signer: cfg.Signer, Policy: gateway.PolicyOf, RunOf: runOf,
+		Org: func() (*config.Org, error) { return orgs.Load(y, logf) }}
 	g, err := gateway.New(gateway.Config{
 		PolicyPath:    policy,
+		ReadPolicy:    y.ReadAuthority,
 		UpstreamCA:    cfg.UpstreamCA,
 		DecisionsPath: decisions,
 		Home:          cfg.Home,
