@@ -48,6 +48,9 @@ func AppendLineAt(path string, line []byte, point string) error {
 	fd, size, err := openAt(unix.AT_FDCWD, path, path, unix.O_RDWR|unix.O_APPEND)
 	if errors.Is(err, os.ErrNotExist) {
 		fd, size, err = openAt(unix.AT_FDCWD, path, path, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT)
+		if err == nil && size == 0 {
+			err = shareCreated(unix.AT_FDCWD, filepath.Dir(path), fd)
+		}
 	}
 	if err != nil {
 		return err
@@ -90,6 +93,9 @@ func AppendLineIn(root, rel, name string, line []byte, point string) error {
 		return err
 	}
 	fd, size, err := openAt(int(dir.Fd()), name, p, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT)
+	if err == nil && size == 0 {
+		err = shareCreated(int(dir.Fd()), "", fd)
+	}
 	if err != nil {
 		return err
 	}

@@ -332,7 +332,7 @@ func writeAt(tmpfd, dirfd int, base string, data []byte) error {
 	}
 	// The mode is set outright: the umask of whoever writes must not
 	// narrow a yard file below what its other readers need.
-	err := unix.Fchmod(fd, FilePerm)
+	err := unix.Fchmod(fd, filePermIn(dirfd))
 	if err == nil {
 		err = writeSync(fd, data)
 	}
@@ -381,8 +381,8 @@ func writeSync(fd int, data []byte) error {
 }
 
 // Scratch returns name in the transaction's directory open for reading
-// and rewriting in place, created (mode 0600) when missing if create is
-// set, else nil when missing. It never follows a symlink and refuses
+// and rewriting in place, created (mode 0600; 0660 in a directory shared
+// with its group, see shareBits) when missing if create is set, else nil when missing. It never follows a symlink and refuses
 // anything but a regular file with one link. The descriptor is the
 // transaction's, open until Update returns, so a file a transaction
 // reads and rewrites several times is opened once. Nothing written
@@ -424,6 +424,12 @@ func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 	if err := checkRegular(f); err != nil {
 		f.Close()
 		return nil, err
+	}
+	if create {
+		if err := shareCreated(int(tx.dir.Fd()), "", fd); err != nil {
+			f.Close()
+			return nil, &os.PathError{Op: "chmod", Path: p, Err: err}
+		}
 	}
 	if tx.scratch == nil {
 		tx.scratch = map[string]*os.File{}
