@@ -34,8 +34,10 @@ func AppendLine(path string, line []byte) error { return AppendLineAt(path, line
 // no other) with a single write(2) under the lock of the file's directory.
 // If a crashed writer left a torn last line, a newline is written first in
 // the same write, so the torn line stays one bad line and the new record is
-// intact. point names the crash point between the two halves of a record
-// in crash-enabled test builds, so a test can tear one log and not another.
+// intact. The line is durable when AppendLineAt returns: the file is
+// fdatasynced, and a file it created is synced into its directory first.
+// point names the crash point between the two halves of a record in
+// crash-enabled test builds, so a test can tear one log and not another.
 func AppendLineAt(path string, line []byte, point string) error {
 	if err := checkLine(path, line); err != nil {
 		return err
@@ -60,7 +62,9 @@ func AppendLineAt(path string, line []byte, point string) error {
 }
 
 // openAppend opens name in the directory dirfd for appending, creating it
-// when missing; p is its path.
+// when missing; p is its path. A file it creates is synced into the
+// directory before it returns, so an append acknowledged after is not
+// lost with the file's entry.
 func openAppend(dirfd int, name, p string) (int, int64, error) {
 	for {
 		fd, size, err := openAt(dirfd, name, p, unix.O_RDWR|unix.O_APPEND)
@@ -76,6 +80,10 @@ func openAppend(dirfd int, name, p string) (int, int64, error) {
 			return noFD, 0, err
 		}
 		trace(Op{Kind: OpCreate, Path: p})
+		if err := fsyncDir(dirfd, filepath.Dir(p)); err != nil {
+			unix.Close(fd)
+			return noFD, 0, err
+		}
 		return fd, size, nil
 	}
 }
@@ -132,7 +140,7 @@ func checkLine(path string, line []byte) error {
 }
 
 // appendFd appends line to fd, a file of size bytes opened for appending
-// under its directory's lock; path names it in errors.
+// under its directory's lock, and fdatasyncs it; path names it in errors.
 func appendFd(fd int, path string, size int64, line []byte, point string) error {
 	if size > 0 {
 		var last [1]byte
@@ -161,6 +169,12 @@ func appendFd(fd int, path string, size int64, line []byte, point string) error 
 		return fmt.Errorf("append %s: %w", path, err)
 	}
 	trace(Op{Kind: OpAppend, Path: path, Off: size, Data: line})
+	// A record is written when it is on disk: without the sync a power
+	// cut can lose a line its writer went on as if written, or leave it
+	// torn, the transition it tells of durable and its story gone.
+	if err := fdatasync(fd, path); err != nil {
+		return fmt.Errorf("append %s: %w", path, err)
+	}
 	return nil
 }
 

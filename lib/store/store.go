@@ -8,6 +8,10 @@
 //     directories it holds open (openat, renameat), WriteAtomic by path. A reader never needs a lock and
 //     never sees a torn file. This requires rename(2) to be atomic, so the
 //     yard must be on a local file system, not NFS.
+//   - A directory made on the way to a file (by MkdirAll, OpenDir, a
+//     transaction's write into a sub-directory, an append) is synced into
+//     its parent before anything goes on, so a file acknowledged inside it
+//     cannot vanish with it in a power cut.
 //   - Writes happen only inside Dir.Update, a whole read-modify-write
 //     transaction under flock(2) on <dir>/.lock, a file whose inode never
 //     changes. Because every writer holds that lock, anything left in .tmp
@@ -26,7 +30,8 @@
 //   - Every JSON file carries "schema": "impyard.<kind>/<major>"; Decode
 //     refuses an unknown major before the caller can write anything.
 //   - JSONL appends are one write(2) of one whole line under the directory's
-//     lock; readers skip and report a torn line and go on.
+//     lock, fdatasynced (a new file synced into its directory first) before
+//     the append returns; readers skip and report a torn line and go on.
 //   - A lock is waited for at most LockTimeout (then ErrBusy, naming it);
 //     after WaitNotice the OnWait hook is told which lock and who holds it.
 //     The store itself never prints.
@@ -104,7 +109,8 @@ func Existing(root, rel string) (*Dir, error) {
 func (d *Dir) Path() string { return d.path }
 
 // MkdirAll creates rel below root one component at a time, never
-// following a symlink below root (see openBelow), and returns its path.
+// following a symlink below root (see openBelow), each new directory
+// synced into its parent, and returns its path.
 func MkdirAll(root, rel string) (string, error) {
 	d, err := openBelow(root, rel, true)
 	if err != nil {
