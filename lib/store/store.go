@@ -797,3 +797,49 @@ func IsNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
 
 // trimLine drops a trailing newline and carriage return.
 func trimLine(b []byte) []byte { return bytes.TrimRight(b, "\r\n") }
+
+// Mkdir makes the directory path at mode perm, exactly, unless something
+// is there already (created false), and syncs it into its parent before
+// it returns: for directories outside the yard's stores (IMPYARD_HOME's),
+// which no transaction walks to.
+func Mkdir(path string, perm os.FileMode) (created bool, err error) {
+	path = filepath.Clean(path)
+	if err := unix.Mkdir(path, uint32(perm)); errors.Is(err, unix.EEXIST) {
+		return false, nil
+	} else if err != nil {
+		return false, &os.PathError{Op: "mkdir", Path: path, Err: err}
+	}
+	trace(Op{Kind: OpMkdir, Path: path})
+	if err := unix.Chmod(path, uint32(perm)); err != nil {
+		return true, &os.PathError{Op: "chmod", Path: path, Err: err}
+	}
+	return true, syncDir(filepath.Dir(path))
+}
+
+// WriteNew writes path with data at mode perm unless something is there
+// already (a symlink included, not followed; created false, nothing
+// written), and makes it durable before it returns: the file written,
+// fsynced, and synced into its directory. It is for a marker whose very
+// existence is a promise (IMPYARD_HOME/executed/<gate>: this approval was
+// used), which must not be replaced once made.
+func WriteNew(path string, data []byte, perm os.FileMode) (created bool, err error) {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm))
+	if errors.Is(err, unix.EEXIST) {
+		return false, nil
+	}
+	if err != nil {
+		return false, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	trace(Op{Kind: OpCreate, Path: path})
+	err = writeSync(fd, path, data)
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		return true, fmt.Errorf("write %s: %w", path, err)
+	}
+	return true, nil
+}
