@@ -393,10 +393,18 @@ func writeSync(fd int, path string, data []byte) error {
 	return fsync(fd, path)
 }
 
+// The system calls that make data durable, through which every sync of
+// the store goes: variables so that a test can see each is made, not only
+// reported to the trace.
+var (
+	sysFsync     = unix.Fsync
+	sysFdatasync = unix.Fdatasync
+)
+
 // fsync makes the file fd, at path, durable: its data and metadata.
 func fsync(fd int, path string) error {
 	for {
-		err := unix.Fsync(fd)
+		err := sysFsync(fd)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -413,7 +421,7 @@ func fsync(fd int, path string) error {
 // in place or appended to, the cheaper half of fsync.
 func fdatasync(fd int, path string) error {
 	for {
-		err := unix.Fdatasync(fd)
+		err := sysFdatasync(fd)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -620,7 +628,7 @@ func syncDir(dir string) error {
 // fsyncDir fsyncs the open directory fd; dir is its path, for errors.
 func fsyncDir(fd int, dir string) error {
 	for {
-		err := unix.Fsync(fd)
+		err := sysFsync(fd)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
