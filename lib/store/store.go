@@ -390,7 +390,7 @@ func writeSync(fd int, path string, data []byte) error {
 	}
 	trace(Op{Kind: OpWrite, Path: path, Data: data})
 	crash.Point("after-temp-write")
-	return fsync(fd, path)
+	return syncFile(fd, path)
 }
 
 // The system calls that make data durable, through which every sync of
@@ -401,8 +401,8 @@ var (
 	sysFdatasync = unix.Fdatasync
 )
 
-// fsync makes the file fd, at path, durable: its data and metadata.
-func fsync(fd int, path string) error {
+// syncFile makes the file fd, at path, durable: its data and metadata.
+func syncFile(fd int, path string) error {
 	for {
 		err := sysFsync(fd)
 		if errors.Is(err, unix.EINTR) {
@@ -416,10 +416,10 @@ func fsync(fd int, path string) error {
 	}
 }
 
-// fdatasync makes the data of the file fd, at path, durable, with the
+// syncData makes the data of the file fd, at path, durable, with the
 // size a reader needs to find it, but not its times: for a file written
 // in place or appended to, the cheaper half of fsync.
-func fdatasync(fd int, path string) error {
+func syncData(fd int, path string) error {
 	for {
 		err := sysFdatasync(fd)
 		if errors.Is(err, unix.EINTR) {
@@ -529,7 +529,7 @@ func (tx *Tx) Overwrite(name string, data []byte, durable bool) error {
 	if !durable {
 		return nil
 	}
-	return fdatasync(fd, p)
+	return syncData(fd, p)
 }
 
 // Backup writes data, the content name had before this transaction
