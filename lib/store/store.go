@@ -32,6 +32,9 @@
 //   - JSONL appends are one write(2) of one whole line under the directory's
 //     lock, fdatasynced (a new file synced into its directory first) before
 //     the append returns; readers skip and report a torn line and go on.
+//   - Every create, write, append, truncate, rename, mkdir, unlink and
+//     sync the store performs is reported, in order, to the trace hook
+//     (SetTrace), through which tests see what was durable when.
 //   - A lock is waited for at most LockTimeout (then ErrBusy, naming it);
 //     after WaitNotice the OnWait hook is told which lock and who holds it.
 //     The store itself never prints.
