@@ -150,6 +150,20 @@ func TestSharedYardNonRootOwner(t *testing.T) {
 	// alice owns the yard: she edits org.toml as any file of hers.
 	org := filepath.Join(n.root, "org.toml")
 	n.must(t, alice, "[executors.message-user]\nkind = \"message-user\"\n", "/bin/sh", "-c", `cat >"$IMPYARD_ROOT/org.toml"`)
+	// Or through impsup config edit, under the root's lock, which a
+	// daemon may have made since (root's, 0640): she takes it for
+	// reading, all flock needs.
+	lock := filepath.Join(n.root, ".lock")
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lock, nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	n.must(t, alice, "", "/usr/bin/env", "EDITOR=echo '# by alice' >>", filepath.Join(n.bin, "impsup"), "config", "edit", "--yes", "org.toml")
+	if b, err := os.ReadFile(org); err != nil || !strings.Contains(string(b), "# by alice") {
+		t.Fatalf("impsup config edit by alice: %v %s", err, b)
+	}
 	// mallory, a writer of the yard, may not; nor add an imp.
 	if code, out := n.run(t, mallory, "", "/bin/sh", "-c", `echo '[trust]' >>"$IMPYARD_ROOT/org.toml"`); code == 0 {
 		t.Errorf("mallory wrote org.toml: %s", out)

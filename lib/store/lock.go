@@ -77,14 +77,14 @@ func (d *Dir) lock(check func() error) (*os.File, func(), error) {
 
 // openLock opens the lock file name relative to dirfd without following
 // a symlink, creating it with create (O_CREAT or 0); p is its path, for
-// errors. One it creates in a directory shared with its group is made
-// 0660 (see shareBits). One it may read but not write, such as a lock
-// another account made in a directory shared read-only, is opened for
+// errors. It creates one 0640, or 0660 in a directory shared with its
+// group (see shareBits). One it may read but not write, such as one a
+// daemon made where the owner's authority files live, is opened for
 // reading: flock(2) needs no more.
 func openLock(dirfd int, name, p string, create int) (*os.File, error) {
 	access := unix.O_RDWR
 	for {
-		fd, err := unix.Openat(dirfd, name, create|access|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		fd, err := unix.Openat(dirfd, name, create|access|unix.O_NOFOLLOW|unix.O_CLOEXEC, FilePerm)
 		switch {
 		case err == nil && create != 0:
 			if err := shareCreated(dirfd, filepath.Dir(p), fd); err != nil {

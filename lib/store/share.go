@@ -20,7 +20,7 @@ import (
 // place or opens a lock file for writing), and directories writable and
 // setgid as their parent (02770), each set outright after creation, since
 // the creator's umask would narrow it. Everywhere else modes stay as they
-// were: files 0640, lock files 0600, directories 0750; so a directory
+// were: files and lock files 0640, directories 0750; so a directory
 // that holds authority files, which must not be group-writable, never
 // gives its group write on anything created in it.
 const shareBits = unix.S_ISGID | 0o020

@@ -36,9 +36,9 @@ func TestSharedModes(t *testing.T) {
 		{"shared", os.ModeSetgid | 0o770, 0o660, 0o660, 0o2770, true},
 		// Setgid alone, as a setgid yard root passes on to imps/ and
 		// policies/, shares nothing.
-		{"setgid only", os.ModeSetgid | 0o750, 0o640, 0o600, 0o2750, false},
+		{"setgid only", os.ModeSetgid | 0o750, 0o640, 0o640, 0o2750, false},
 		// Group write alone is not a choice to share either.
-		{"group-writable only", 0o770, 0o640, 0o600, 0o750, false},
+		{"group-writable only", 0o770, 0o640, 0o640, 0o750, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()

@@ -30,7 +30,8 @@ var authority = [][]string{{"imps"}, {"policies"}, {"org.toml"}, {"policies", "g
 // and of the root's owner). It must run as root.
 //
 // Everything in the yard becomes group gid, every directory setgid, so
-// that what is made there later is the group's too. The root, imps/ and
+// that what is made there later is the group's too; everything outside
+// the work directories becomes uid's, when not -1. The root, imps/ and
 // policies/ become 02750: the
 // group may read, never write, so strict modes still hold. Each of
 // WorkDirs is created if missing and it and everything already in it
@@ -48,9 +49,15 @@ func (y *Yard) Share(uid, gid int) (made []string, err error) {
 			made = append(made, p)
 		}
 	}
+	work := map[string]bool{}
+	for _, rel := range WorkDirs {
+		work[y.Path(rel[0])] = true
+	}
 	// Everything becomes the group's, .tmp and .lock directories and
 	// files included: a temp file takes the group of the .tmp it is made
-	// in, and keeps it when renamed into place.
+	// in, and keeps it when renamed into place. Outside the work
+	// directories everything becomes the owner's too: the lock and temp
+	// files an edit of org.toml takes, the marker, memory files.
 	err = filepath.WalkDir(y.Root, func(p string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
@@ -58,7 +65,10 @@ func (y *Yard) Share(uid, gid int) (made []string, err error) {
 		case d.Type()&fs.ModeSymlink != 0:
 			return nil
 		}
-		if err := os.Lchown(p, -1, gid); err != nil {
+		if work[p] && d.IsDir() {
+			return filepath.SkipDir
+		}
+		if err := os.Lchown(p, uid, gid); err != nil {
 			return err
 		}
 		if !d.IsDir() {
@@ -94,6 +104,7 @@ func (y *Yard) Share(uid, gid int) (made []string, err error) {
 			return made, err
 		}
 	}
+	// The work directories keep their files' owners.
 	for _, rel := range WorkDirs {
 		err := filepath.WalkDir(y.Path(rel...), func(p string, d fs.DirEntry, err error) error {
 			switch {
