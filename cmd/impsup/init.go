@@ -23,7 +23,7 @@ defaults to --root, else $IMPYARD_ROOT, else the current directory.
   policies/gateway.json     the policy impyard ships (impgw(8))
   IMPYARD_HOME/ca/          the gateway's CA, as 'impgw ca init' makes it
   IMPYARD_HOME/keys/owner.* the key 'impgate approve' signs with
-  .impyard                  the marker, written last: until it is there no
+  .impyard-yard             the marker, written last: until it is there no
                             program takes DIR for a yard
 
 Prints one line per thing it created (--json: one object each, none when

@@ -78,7 +78,7 @@ func TestInitJSON(t *testing.T) {
 	want := []string{"directory .", "directory queue", "directory gates/pending", "directory gates/resolved",
 		"directory journal", "directory runs", "directory policies", "directory imps", "config org.toml",
 		"policy policies/gateway.json", "ca ~/ca/ca.key", "ca ~/ca/ca.crt", "signing-key ~/keys/owner.key",
-		"signing-key ~/keys/owner.pub", "marker .impyard"}
+		"signing-key ~/keys/owner.pub", "marker .impyard-yard"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("init --json made\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -109,7 +109,7 @@ func TestInitInterrupted(t *testing.T) {
 		t.Fatalf("second init exited %d: %s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	if len(lines) != 5 || lines[4] != "created "+filepath.Join(dir, ".impyard") || strings.Contains(stdout, dir+"/org.toml") {
+	if len(lines) != 5 || lines[4] != "created "+filepath.Join(dir, ".impyard-yard") || strings.Contains(stdout, dir+"/org.toml") {
 		t.Errorf("second init printed\n%s\nwant the CA, the owner's key, then the marker, and nothing made before", stdout)
 	}
 	if _, err := yard.Open(dir); err != nil {
@@ -122,9 +122,9 @@ func TestInitInterrupted(t *testing.T) {
 func TestInitRefusesForeignMarker(t *testing.T) {
 	t.Setenv("IMPYARD_HOME", filepath.Join(t.TempDir(), "home"))
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, ".impyard"), []byte(`{"schema":"impyard.yard/2"}`), 0o640)
+	os.WriteFile(filepath.Join(dir, ".impyard-yard"), []byte(`{"schema":"impyard.yard/2"}`), 0o640)
 	code, stdout, stderr := initYard(t, dir)
-	if code != 1 || stdout != "" || !strings.Contains(stderr, filepath.Join(dir, ".impyard")+`: schema "impyard.yard/2" is not supported`) {
+	if code != 1 || stdout != "" || !strings.Contains(stderr, filepath.Join(dir, ".impyard-yard")+`: schema "impyard.yard/2" is not supported`) {
 		t.Errorf("init over a future marker: exit %d, %q, %q", code, stdout, stderr)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
