@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -10,6 +11,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/yard"
 )
 
 // readmeBlocks returns the bodies of README.md's fenced blocks of the
@@ -152,5 +156,199 @@ func TestReadmeCrontab(t *testing.T) {
 	out, err := ls.Output()
 	if err != nil || !bytes.Contains(out, []byte(`"unique":"weekly-digest"`)) {
 		t.Errorf("after the crontab's commands, impq ls --json: %v\n%s; want the weekly digest's task", err, out)
+	}
+}
+
+// block is a fenced block of README.md: its language and body.
+type block struct{ lang, body string }
+
+// readmeSection returns the text of README.md's section titled title
+// (a "## " heading), up to the next one, and its fenced blocks.
+func readmeSection(t *testing.T, title string) (string, []block) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n## "+title+"\n")
+	if !ok {
+		t.Fatalf("README.md has no section %q", title)
+	}
+	if i := strings.Index(rest, "\n## "); i >= 0 {
+		rest = rest[:i]
+	}
+	var blocks []block
+	for _, m := range regexp.MustCompile("(?ms)^```(\\w+)\n(.*?)^```$").FindAllStringSubmatch(rest, -1) {
+		blocks = append(blocks, block{m[1], m[2]})
+	}
+	return rest, blocks
+}
+
+// programs are impyard's, whose command lines a README block is checked
+// against.
+var programs = map[string]bool{"impq": true, "impgate": true, "impgw": true, "impexec": true, "impsup": true}
+
+// TestReadmeFirstImp: the README's "Your first own imp" works as
+// written. Its first shell block runs (offline: mkrootfs, impsup init,
+// an imp.toml) with the programs where 'make install' puts them and /srv
+// moved into a temporary directory, and leaves what the section says;
+// every key it writes in backquotes loads as imp.toml; its org.toml and
+// policy blocks load, and the gateway judges the requests they are for as
+// the section says; every impyard command line it shows names a command
+// and flags that command has, and every script it names is there.
+func TestReadmeFirstImp(t *testing.T) {
+	text, blocks := readmeSection(t, "Your first own imp")
+	var sh, toml, rules []string
+	for _, b := range blocks {
+		switch b.lang {
+		case "sh":
+			sh = append(sh, b.body)
+		case "toml":
+			toml = append(toml, b.body)
+		case "json":
+			rules = append(rules, b.body)
+		}
+	}
+	if len(sh) < 2 || len(toml) == 0 || len(rules) < 2 {
+		t.Fatalf("the section has %d sh, %d toml and %d json blocks; want its steps, an executor and its rules", len(sh), len(toml), len(rules))
+	}
+	dest := makeInstall(t)
+	bindir := filepath.Join(dest, "usr", "local", "bin")
+	tmp := t.TempDir()
+	home := filepath.Join(tmp, "home")
+	os.Mkdir(home, 0o700)
+	env := []string{"PATH=" + bindir + ":/usr/local/go/bin:" + os.Getenv("PATH"), "HOME=" + home, "USER=root"}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "GO") || strings.HasPrefix(kv, "TMPDIR=") {
+			env = append(env, kv)
+		}
+	}
+	for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
+		if v, err := exec.Command("go", "env", k).Output(); err == nil {
+			env = append(env, k+"="+strings.TrimSpace(string(v)))
+		}
+	}
+	srv := filepath.Join(tmp, "srv")
+	steps := strings.ReplaceAll(sh[0], "/srv/", srv+"/")
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", steps)
+	cmd.Dir, cmd.Env = "..", env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the section's first steps: %v\n%s\n%s", err, steps, out)
+	}
+	if !strings.Contains(string(out), "usage: mkrootfs DIR [GO-PACKAGE...]") {
+		t.Errorf("scripts/mkrootfs --help printed no usage:\n%s", out)
+	}
+	root := filepath.Join(srv, "yard")
+	y, err := yard.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp, err := config.LoadImp(y, "scout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(imp.Rootfs, imp.Command[0])); err != nil || fi.Mode()&0o111 == 0 {
+		t.Errorf("the imp's command %s is not in its rootfs %s: %v", imp.Command[0], imp.Rootfs, err)
+	}
+	if fi, err := os.Stat(filepath.Join(home, ".impyard", "secrets")); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("~/.impyard/secrets after impsup init: %v; want a directory, mode 0700", err)
+	}
+
+	// Every imp.toml key the text names, on its own or with a rootfs.
+	for _, m := range regexp.MustCompile("`([a-z_]+ = \"[^\"`]*\")`").FindAllStringSubmatch(text, -1) {
+		body := "command = [\"/usr/local/bin/demo-imp\"]\n" + m[1] + "\n"
+		if k, _, _ := strings.Cut(m[1], " "); k != "rootfs" && k != "image" && k != "archive" {
+			body += "rootfs = \"/srv/boxes/scout\"\n"
+		}
+		if _, err := config.ParseImp(filepath.Join(root, "imps", "scout", "imp.toml"), "scout", []byte(body)); err != nil {
+			t.Errorf("the section's %s does not load as imp.toml: %v", m[1], err)
+		}
+	}
+
+	// The executor loads from org.toml.
+	org, _ := os.ReadFile(y.Path("org.toml"))
+	for _, b := range toml {
+		org = append(org, "\n"+b...)
+	}
+	os.WriteFile(y.Path("org.toml"), org, 0o640)
+	o, err := config.LoadOrg(y)
+	if err != nil {
+		t.Fatalf("org.toml with the section's blocks: %v", err)
+	}
+	if e := o.Executors["email-send"]; e == nil || e.Kind != "http" {
+		t.Errorf("org.toml with the section's blocks has executor email-send %+v; want kind http", e)
+	}
+
+	// The rules, at the top of the shipped policy or in the place of the
+	// shipped rule of their name, allow what the text says: scout's read as written in the text, and the executor's
+	// request as org, from the network the rule names.
+	var policy map[string]any
+	b, _ := os.ReadFile(y.PolicyPath())
+	if err := json.Unmarshal(b, &policy); err != nil {
+		t.Fatal(err)
+	}
+	shipped := policy["rules"].([]any)
+	var added []any
+	for _, r := range rules {
+		var rule map[string]any
+		if err := json.Unmarshal([]byte(r), &rule); err != nil {
+			t.Fatalf("the section's rule does not parse: %v\n%s", err, r)
+		}
+		replaced := false
+		for i, s := range shipped {
+			if s.(map[string]any)["name"] == rule["name"] {
+				shipped[i], replaced = rule, true
+			}
+		}
+		if !replaced {
+			added = append(added, rule)
+		}
+	}
+	policy["rules"] = append(added, shipped...)
+	b, _ = json.Marshal(policy)
+	os.WriteFile(y.PolicyPath(), b, 0o640)
+	judge := regexp.MustCompile("`(impgw judge [^`]+)`").FindStringSubmatch(text)
+	if judge == nil {
+		t.Fatal("the section shows no impgw judge line")
+	}
+	for _, args := range [][]string{
+		strings.Fields(judge[1])[1:],
+		{"judge", "--subject", "org", "--addr", "10.1.2.3", "POST", "https://mail.internal.example/emails"},
+	} {
+		c := exec.Command(filepath.Join(bindir, "impgw"), append(args, "--root", root)...)
+		c.Env = env
+		if out, err := c.CombinedOutput(); err != nil || !strings.Contains(string(out), "allow") {
+			t.Errorf("impgw %s with the section's rules: %v\n%s; want allow", strings.Join(args, " "), err, out)
+		}
+	}
+
+	// Every command line names a command and flags its program has, and
+	// every script named is there.
+	for _, body := range sh {
+		for _, line := range strings.Split(body, "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			f := strings.Fields(line)
+			if len(f) < 2 || !programs[f[0]] {
+				continue
+			}
+			c := exec.Command(filepath.Join(bindir, f[0]), f[1], "--help")
+			c.Env = env
+			help, err := c.CombinedOutput()
+			if err != nil {
+				t.Errorf("%s %s --help: %v\n%s", f[0], f[1], err, help)
+				continue
+			}
+			for _, w := range f[2:] {
+				if flag, _, _ := strings.Cut(w, "="); strings.HasPrefix(flag, "--") && !strings.Contains(string(help), flag+" ") {
+					t.Errorf("%q: %s %s has no flag %s", strings.TrimSpace(line), f[0], f[1], flag)
+				}
+			}
+		}
+	}
+	for _, m := range regexp.MustCompile(`scripts/[a-z-]+`).FindAllString(text, -1) {
+		if fi, err := os.Stat(filepath.Join("..", m)); err != nil || fi.Mode()&0o111 == 0 {
+			t.Errorf("the section names %s, which is not an executable script: %v", m, err)
+		}
 	}
 }
