@@ -45,6 +45,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -52,10 +53,12 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/ca"
+	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/dial"
 	"github.com/impyard/impyard/lib/http1"
 	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
 )
 
 // Limits bound what one client can make the gateway hold.
@@ -90,7 +93,11 @@ func DefaultLimits() Limits {
 
 // Config is what a Gateway needs.
 type Config struct {
-	PolicyPath    string
+	PolicyPath string
+	// ReadPolicy reads the policy file; nil is store.ReadFile. An error
+	// wrapping yard.ErrUnsafe leaves the last good policy in force, and
+	// at start makes New fail.
+	ReadPolicy    func(path string) ([]byte, error)
 	UpstreamCA    string // optional PEM bundle trusted in addition to the system roots
 	DecisionsPath string // the audit log records are appended to
 	Home          string // IMPYARD_HOME; secrets are read from Home/secrets/<name>
@@ -114,7 +121,8 @@ type Config struct {
 	// Admit is asked before a request a metering rule allows is
 	// forwarded, with the subject and its task; an error refuses the
 	// request with 429 Too Many Requests and is the reason given, with a
-	// Retry-After when it was made by RetryAt. Nil admits every request.
+	// Retry-After when it was made by RetryAt, or with 503 when it wraps
+	// ErrUnmetered. Nil admits every request.
 	Admit func(subject, task string) error
 	// Log receives diagnostics, one "impgw: ..." line each.
 	Log io.Writer
@@ -122,6 +130,13 @@ type Config struct {
 	Lookup dial.LookupFunc
 	// Dial connects to a checked upstream address; nil means TCP.
 	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
+	// SyncLog makes a batch of decision records durable; nil is
+	// fdatasync(2). Tests hold or fail it.
+	SyncLog func(f *os.File) error
+	// Unsynced leaves decision records in the page cache, so a power cut
+	// can lose the record of a request already forwarded: only for
+	// measuring what the sync costs (impgw serve's hidden benchmark flag).
+	Unsynced bool
 }
 
 // Gateway is a running proxy.
@@ -169,7 +184,7 @@ func New(cfg Config) (*Gateway, error) {
 		hidden:   hiddenPaths(&cfg),
 	}
 	g.bodies.max = lim.BodyBudget
-	g.audit = store.NewLog(cfg.DecisionsPath, g.audited)
+	g.audit = store.NewLogWith(cfg.DecisionsPath, g.audited, store.LogOptions{Sync: cfg.SyncLog, Unsynced: cfg.Unsynced})
 	g.policy = &policySource{
 		path:       cfg.PolicyPath,
 		flagBundle: cfg.UpstreamCA,
@@ -181,16 +196,27 @@ func New(cfg Config) (*Gateway, error) {
 			Dial:                  cfg.Dial,
 		},
 		logf: g.logf,
+		read: cfg.ReadPolicy,
 	}
-	g.policy.get()
+	if g.policy.read == nil {
+		g.policy.read = store.ReadFile
+	}
+	// A gateway that starts on a policy a writer of the yard could have
+	// written has nothing to judge by: fail closed, naming it.
+	if l := g.policy.get(); errors.Is(l.broken, yard.ErrUnsafe) {
+		l.upstream.Close()
+		return nil, l.broken
+	}
 	return g, nil
 }
 
 // Policy is the policy in force now; a broken one denies everything.
 func (g *Gateway) Policy() *judge.Policy { return g.policy.get().policy }
 
+// logf writes one line of the gateway's log; what it quotes of a box's
+// request or an upstream's answer is shown Printable, on that line.
 func (g *Gateway) logf(format string, a ...any) {
-	fmt.Fprintf(g.cfg.Log, "impgw: "+format+"\n", a...)
+	fmt.Fprintf(g.cfg.Log, "impgw: %s\n", cli.Printable(fmt.Sprintf(format, a...)))
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln, gives
@@ -333,6 +359,11 @@ func (g *Gateway) drain(grace time.Duration) error {
 	}
 }
 
+// Own marks a that another listener of this process serves (the inbound
+// relay's) as the gateway's own: a request to it, by any local address
+// on its port, is refused as a loop, as one to the gateway's listeners.
+func (g *Gateway) Own(a net.Addr) error { return g.addListener(a) }
+
 // addListener remembers a listening address so requests to it are
 // refused as loops.
 func (g *Gateway) addListener(a net.Addr) error {
@@ -410,8 +441,11 @@ func (g *Gateway) record(r *Record, wait bool) {
 }
 
 // decision appends the record of a request about to be forwarded and
-// returns once it is written, with the error if it was not: nothing goes
-// upstream unrecorded. Its bytes are metered with its outcome.
+// returns once it is written and synced, with the error if it was not:
+// nothing goes upstream unrecorded, even across a power cut. A record
+// that failed is not left in the log (its batch is cut back), so the
+// refusal the caller then records under the same id is the request's
+// only record. Its bytes are metered with its outcome.
 func (g *Gateway) decision(r *Record) error {
 	line := append(r.appendJSON(make([]byte, 0, 1024)), '\n')
 	err := g.audit.Append(line, true)
@@ -444,6 +478,11 @@ func (g *Gateway) meter(r *Record) {
 		g.cfg.Meter(Spend{Subject: r.Request.Imp, Task: r.task, Bytes: n, Usage: r.Usage})
 	}
 }
+
+// ErrUnmetered marks an Admit refusal of a request whose spend could not
+// be recorded (the ledger cannot be written): it is answered 503, as the
+// gateway, not the budget, is what fails.
+var ErrUnmetered = errors.New("its spend cannot be recorded")
 
 // retryErr is a refusal that will pass at a known time.
 type retryErr struct {

@@ -28,6 +28,7 @@ import (
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/boxnet"
 	"github.com/impyard/impyard/lib/ca"
+	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/control"
 	"github.com/impyard/impyard/lib/gateway"
@@ -66,6 +67,9 @@ type Config struct {
 	// listener may face the internet, and serves nothing else.
 	Inbound         *inbound.Relay
 	InboundListener net.Listener
+	// Unsynced leaves decision records unsynced: only for measuring what
+	// the sync costs (gateway.Config.Unsynced).
+	Unsynced bool
 }
 
 // Server is a gateway with its control API and box listeners.
@@ -106,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	logf := func(format string, a ...any) { fmt.Fprintf(log, "impgw: "+format+"\n", a...) }
+	logf := lineLogger(log)
 	y := cfg.Yard
 	policy := cfg.PolicyPath
 	if policy == "" {
@@ -117,9 +121,15 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	meter := ledger.NewMeter(y, func(err error) { logf("error: metering: %v", err) })
-	api := &control.API{Yard: y, Home: cfg.Home, Signer: cfg.Signer, Policy: gateway.PolicyOf, RunOf: runOf}
+	// The trust ladder acts on org.toml as the gateway last took it: one
+	// refused as unsafe leaves the last good one in force, the refusal
+	// logged once per change.
+	orgs := &config.Keeper{}
+	api := &control.API{Yard: y, Home: cfg.Home, Signer: cfg.Signer, Policy: gateway.PolicyOf, RunOf: runOf,
+		Org: func() (*config.Org, error) { return orgs.Load(y, logf) }}
 	g, err := gateway.New(gateway.Config{
 		PolicyPath:    policy,
+		ReadPolicy:    y.ReadAuthority,
 		UpstreamCA:    cfg.UpstreamCA,
 		DecisionsPath: decisions,
 		Home:          cfg.Home,
@@ -131,9 +141,16 @@ func New(cfg Config) (*Server, error) {
 		Meter:         spend(y, meter, logf),
 		Admit:         admit(y, meter),
 		Authenticate:  boxnet.Authenticate(cfg.Home),
+		Unsynced:      cfg.Unsynced,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if cfg.InboundListener != nil {
+		// The relay files tasks: a box must not reach it through us.
+		if err := g.Own(cfg.InboundListener.Addr()); err != nil {
+			return nil, err
+		}
 	}
 	return &Server{
 		gw:        g,
@@ -146,6 +163,14 @@ func New(cfg Config) (*Server, error) {
 		inbound:   cfg.Inbound,
 		inboundLn: cfg.InboundListener,
 	}, nil
+}
+
+// lineLogger writes one "impgw: " line per call to w, Printable: a
+// line quotes model names an upstream chose.
+func lineLogger(w io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		fmt.Fprintf(w, "impgw: %s\n", cli.Printable(fmt.Sprintf(format, a...)))
+	}
 }
 
 // spend debits what an exchange cost: its bytes, and the tokens of a
@@ -171,9 +196,12 @@ func spend(y *yard.Yard, meter *ledger.Meter, logf func(string, ...any)) func(ga
 	}
 }
 
-// admit refuses a model call of proactive work over its imp's budget;
-// owner work always passes. The metered entries before it are written
-// first, so a call never passes on spend not yet on disk.
+// admit refuses a model call of proactive work over its imp's budget,
+// or whose usage the ledger could not take (a Call line, synced, is
+// written first: a full or failing disk refuses the call with 503
+// rather than let it spend unrecorded); owner work always passes. The
+// metered entries before it are written first, so a call never passes
+// on spend not yet on disk.
 func admit(y *yard.Yard, meter *ledger.Meter) func(subject, task string) error {
 	return func(subject, task string) error {
 		if meter.Class(task) != ledger.Proactive {
@@ -190,7 +218,13 @@ func admit(y *yard.Yard, meter *ledger.Meter) func(subject, task string) error {
 			_, next := ledger.Day(now)
 			return gateway.RetryAt(err, next)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		if err := meter.Open(subject, task); err != nil {
+			return fmt.Errorf("%w: a model call of proactive work goes out only once the ledger takes a line: %w", gateway.ErrUnmetered, err)
+		}
+		return nil
 	}
 }
 

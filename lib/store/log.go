@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Log appends records to one JSONL file for a long-running writer, with
@@ -22,6 +24,14 @@ import (
 // line closed off by a newline first), so readers and the yard's other
 // writers see no difference.
 //
+// Each batch is synced (fdatasync) before anyone who waits for one of its
+// records returns, so a record a caller waited for survives a power cut;
+// concurrent callers share one sync, the one of the batch their records
+// went into. A batch that is not wholly written and synced is cut back
+// off the file (truncated to where the file ended before it), so no
+// record, whole or torn, is left of a batch whose callers heard it
+// failed.
+//
 // A caller that waits for its record and finds no write under way writes
 // itself, in its own goroutine: handing each record to a writer
 // goroutine and waking the caller again cost more than the write. A
@@ -33,6 +43,7 @@ type Log struct {
 	// report hears the outcome of every write, for the callers that did
 	// not wait for theirs.
 	report func(error)
+	sync   func(f *os.File) error // nil: unsynced
 
 	mu      sync.Mutex
 	writing bool // someone is writing: a caller, or a writer goroutine
@@ -51,13 +62,32 @@ type Log struct {
 	end      int64 // the log's size after our last write
 }
 
+// LogOptions tunes a Log; the zero value is what the yard's writers use.
+type LogOptions struct {
+	// Sync makes a batch durable; nil is fdatasync(2). Tests hold or
+	// fail it to see what waits for it.
+	Sync func(f *os.File) error
+	// Unsynced leaves batches in the page cache, so a power cut can lose
+	// records already answered: only for measuring what the sync costs.
+	Unsynced bool
+}
+
 // NewLog returns a Log appending to path; report, if not nil, hears the
 // outcome of every write.
-func NewLog(path string, report func(error)) *Log {
+func NewLog(path string, report func(error)) *Log { return NewLogWith(path, report, LogOptions{}) }
+
+// NewLogWith is NewLog with options.
+func NewLogWith(path string, report func(error), o LogOptions) *Log {
 	if report == nil {
 		report = func(error) {}
 	}
-	a := &Log{path: path, lockPath: filepath.Join(filepath.Dir(path), lockName), report: report}
+	a := &Log{path: path, lockPath: filepath.Join(filepath.Dir(path), lockName), report: report, sync: o.Sync}
+	if a.sync == nil {
+		a.sync = fdatasync
+	}
+	if o.Unsynced {
+		a.sync = nil
+	}
 	a.flusher = time.AfterFunc(time.Hour, a.flush)
 	a.flusher.Stop()
 	return a
@@ -108,7 +138,7 @@ func (a *Log) Append(line []byte, wait bool) error {
 	return err
 }
 
-// Sync returns once everything queued so far is written.
+// Sync returns once everything queued so far is written and synced.
 func (a *Log) Sync() error { return a.Append(nil, true) }
 
 // flush writes, after lag, records nobody waited for.
@@ -164,7 +194,8 @@ func (a *Log) idle() {
 	}
 }
 
-// write appends whole lines in one write under the directory's lock.
+// write appends whole lines in one write under the directory's lock and
+// syncs them, or leaves the file as it was.
 func (a *Log) write(lines []byte) error {
 	unlock, err := a.flock()
 	if err != nil {
@@ -186,15 +217,35 @@ func (a *Log) write(lines []byte) error {
 		if last[0] != '\n' {
 			lines = append([]byte{'\n'}, lines...)
 		}
-		a.end = size
 	}
-	n, err := a.f.Write(lines)
-	a.end += int64(n)
+	_, err = a.f.Write(lines)
+	if err == nil && a.sync != nil {
+		err = a.sync(a.f)
+	}
 	if err != nil {
+		// Part of the batch may be on the file, whole records saying what
+		// their callers will hear did not happen: cut it all back, under
+		// the lock still held, so no other writer's line is cut. If even
+		// that fails the file is reopened and its last byte checked again.
+		if a.f.Truncate(size) == nil && a.sync != nil {
+			a.sync(a.f)
+		}
 		a.drop()
 		return fmt.Errorf("append %s: %w", a.path, err)
 	}
+	a.end = size + int64(len(lines))
 	return nil
+}
+
+// fdatasync makes what was written to f durable; the log's size is part
+// of what it syncs, its times are not.
+func fdatasync(f *os.File) error {
+	for {
+		err := unix.Fdatasync(int(f.Fd()))
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }
 
 // flock takes the directory's lock on the lock file held open, or through
