@@ -43,6 +43,7 @@ func (tx *Tx) Rename(from, to string) error {
 	case err != nil:
 		return &os.PathError{Op: "rename", Path: fp, Err: err}
 	}
+	trace(Op{Kind: OpRename, Path: fp, To: tp})
 	if err := fsyncDir(tfd, filepath.Dir(tp)); err != nil {
 		return err
 	}

@@ -67,3 +67,30 @@ func TestRegularIn(t *testing.T) {
 
 // contains reports whether err names s.
 func contains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }
+
+// TestTxRenameTraced: a rename reaches the trace hook, then the sync of
+// its directory that makes it durable.
+func TestTxRenameTraced(t *testing.T) {
+	d := mustDir(t)
+	os.WriteFile(filepath.Join(d.Path(), "old"), nil, FilePerm)
+	var ops []Op
+	restore := SetTrace(func(op Op) {
+		if op.Kind == OpRename || op.Kind == OpDirSync {
+			ops = append(ops, op)
+		}
+	})
+	err := d.Update(func(tx *Tx) error { return tx.Rename("old", "new") })
+	restore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Op{{Kind: OpRename, Path: filepath.Join(d.Path(), "old"), To: filepath.Join(d.Path(), "new")}, {Kind: OpDirSync, Path: d.Path()}}
+	if len(ops) != len(want) {
+		t.Fatalf("traced %+v, want %+v", ops, want)
+	}
+	for i, op := range ops {
+		if op.Kind != want[i].Kind || op.Path != want[i].Path || op.To != want[i].To {
+			t.Errorf("traced #%d %+v, want %+v", i+1, op, want[i])
+		}
+	}
+}
