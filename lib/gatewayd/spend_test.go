@@ -11,6 +11,7 @@ import (
 	"github.com/impyard/impyard/lib/gateway"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
@@ -37,7 +38,7 @@ func TestSpendAndAdmit(t *testing.T) {
 	var logged []string
 	m := ledger.NewMeter(y, func(err error) { t.Error(err) })
 	meter := spend(y, m, func(f string, a ...any) { logged = append(logged, f) })
-	ok := admit(y, m)
+	ok := admitter(y, m)
 	if err := ok("yuko", pro); err != nil {
 		t.Fatalf("under budget: %v", err)
 	}
@@ -88,7 +89,7 @@ func TestUnknownUsageCost(t *testing.T) {
 	}
 	m := ledger.NewMeter(y, func(err error) { t.Error(err) })
 	meter := spend(y, m, func(f string, a ...any) { t.Errorf(f, a...) })
-	ok := admit(y, m)
+	ok := admitter(y, m)
 	meter(gateway.Spend{Subject: "yuko", Task: pro, Usage: &gateway.Usage{Model: "local", Unknown: true}})
 	if err := ok("yuko", pro); err != nil {
 		t.Fatalf("after an unpriced call of unknown usage: %v", err)
@@ -107,5 +108,20 @@ func TestUnknownUsageCost(t *testing.T) {
 	}
 	if want := "local:true:false :true:true gpt-5:true:true"; strings.Join(got, " ") != want {
 		t.Errorf("ledger %s, want %s", strings.Join(got, " "), want)
+	}
+}
+
+// admitter asks a fresh admission about calls without a body, ending
+// each admitted one at once.
+func admitter(y *yard.Yard, m *ledger.Meter) func(imp, task string) error {
+	a := &admission{y: y, meter: m, now: time.Now, imps: map[string]*inflight{}}
+	n := 0
+	return func(imp, task string) error {
+		n++
+		end, err := a.admit(gateway.Call{Subject: imp, Task: task, ID: fmt.Sprintf("call-%d", n)})
+		if end != nil {
+			end()
+		}
+		return err
 	}
 }
