@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -220,4 +221,64 @@ func (m *meterYard) callBody(t *testing.T, c *http.Client, body string, want int
 func midnightUTC() time.Time {
 	_, next := ledger.Day(time.Now())
 	return next
+}
+
+// pendingGates counts the gates filed and not yet decided.
+func pendingGates(t *testing.T, s *spine) int {
+	t.Helper()
+	ents, err := os.ReadDir(s.y.Path("gates", "pending"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".json") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestGatesPerRun: a run files its 20 gated proposals, and the 21st is
+// refused 429 naming gates_per_run, with nothing filed for it; another
+// run files again. A run is held to gate_bytes_per_run the same way.
+func TestGatesPerRun(t *testing.T) {
+	s := newSpine(t, true, bin)
+	envelope := func(run, body string) string {
+		return fmt.Sprintf(`{"intent":"email-send","payload":{"to":["boss@elsewhere.com"],"subject":"s","body":%q},"rationale":"r","run_id":%q}`, body, run)
+	}
+	run1, run2, run3 := "r-0000000000000001", "r-0000000000000002", "r-0000000000000003"
+	tok := s.token(t, "yuko", "--run", run1)
+	for i := range 20 {
+		if code, out, _ := s.propose(t, tok, envelope(run1, fmt.Sprint("n", i))); code != http.StatusAccepted {
+			t.Fatalf("proposal %d: %d %v", i+1, code, out)
+		}
+	}
+	code, out, _ := s.propose(t, tok, envelope(run1, "one too many"))
+	if reason, _ := out["error"].(string); code != http.StatusTooManyRequests || !strings.Contains(reason, "has filed 20 gates, its gates_per_run cap") {
+		t.Fatalf("the 21st proposal: %d %v", code, out)
+	}
+	if n := pendingGates(t, s); n != 20 {
+		t.Fatalf("%d gates filed, want 20", n)
+	}
+	if code, out, _ := s.propose(t, s.token(t, "yuko", "--run", run2), envelope(run2, "a new run")); code != http.StatusAccepted {
+		t.Fatalf("another run's proposal: %d %v", code, out)
+	}
+
+	org, _ := os.ReadFile(s.y.Path("org.toml"))
+	os.WriteFile(s.y.Path("org.toml"), append(org, "[budget.yuko]\ngate_bytes_per_run = 3000\n"...), 0o640)
+	tok = s.token(t, "yuko", "--run", run3)
+	big := strings.Repeat("x", 1000)
+	for i := range 2 {
+		if code, out, _ := s.propose(t, tok, envelope(run3, big)); code != http.StatusAccepted {
+			t.Fatalf("payload %d of about 1 KB: %d %v", i+1, code, out)
+		}
+	}
+	code, out, _ = s.propose(t, tok, envelope(run3, big))
+	if reason, _ := out["error"].(string); code != http.StatusTooManyRequests || !strings.Contains(reason, "would pass its gate_bytes_per_run cap of 3000") {
+		t.Fatalf("a payload past gate_bytes_per_run: %d %v", code, out)
+	}
+	if n := pendingGates(t, s); n != 23 {
+		t.Fatalf("%d gates filed, want 23", n)
+	}
 }
