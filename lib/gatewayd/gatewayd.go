@@ -264,13 +264,9 @@ func (a *admission) admit(c gateway.Call) (func(), error) {
 		if err != nil {
 			return nil, err
 		}
-		p := spent[ledger.Proactive]
-		if why := ledger.Over(b, p); why != "" {
-			_, next := ledger.Day(now)
-			return nil, gateway.RetryAt(fmt.Errorf("%w: imp %s %s", ledger.ErrOverBudget, c.Subject, why), next)
-		}
-		if why := ledger.Passes(b, p, r); why != "" {
-			// Calls in flight may settle for less than they reserved.
+		if why := ledger.Passes(b, spent[ledger.Proactive], r); why != "" {
+			// Calls in flight may settle for less than they reserved;
+			// else the caps start afresh at midnight.
 			_, at := ledger.Day(now)
 			if f.n > 0 {
 				at = now.Add(soon)

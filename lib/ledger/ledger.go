@@ -358,17 +358,26 @@ func Over(b config.Budget, proactive Totals) string {
 	case proactive.Damaged > 0 && (b.Daily > 0 || b.Bytes > 0 || b.TokensDaily > 0):
 		return fmt.Sprintf("has %d damaged line(s) in its ledger, the first at %s, whose day and spend cannot be read, so its daily caps cannot be held until they are repaired or removed", proactive.Damaged, proactive.DamagedAt)
 	case b.Daily > 0 && proactive.Cost >= b.Daily:
-		return fmt.Sprintf("spent %.4g of its daily %.4g on proactive work", proactive.Cost, b.Daily)
+		return fmt.Sprintf("spent %.4g of its daily %.4g on proactive work%s", proactive.Cost, b.Daily, reserved(proactive))
 	case b.Bytes > 0 && proactive.Bytes >= b.Bytes:
-		return fmt.Sprintf("moved %d of its daily %d bytes on proactive work", proactive.Bytes, b.Bytes)
+		return fmt.Sprintf("moved %d of its daily %d bytes on proactive work%s", proactive.Bytes, b.Bytes, reserved(proactive))
 	case b.TokensDaily > 0 && proactive.Tokens() >= b.TokensDaily:
-		return fmt.Sprintf("used %d of its daily %d model tokens on proactive work", proactive.Tokens(), b.TokensDaily)
+		return fmt.Sprintf("used %d of its daily %d model tokens on proactive work%s", proactive.Tokens(), b.TokensDaily, reserved(proactive))
 	case b.TokensDaily > 0 && proactive.UnknownUsage > 0:
 		return fmt.Sprintf("made %d model call(s) on proactive work whose usage could not be read, so its daily %d model tokens cannot be held", proactive.UnknownUsage, b.TokensDaily)
 	case b.Daily > 0 && proactive.UnknownCost > 0:
 		return fmt.Sprintf("made %d priced model call(s) on proactive work whose usage could not be read, so its daily %.4g cannot be held", proactive.UnknownCost, b.Daily)
 	}
 	return ""
+}
+
+// reserved says how many calls proactive counts at their reservation,
+// for a refusal's reason; "" for none.
+func reserved(proactive Totals) string {
+	if proactive.Open == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d call(s) in flight or cut off counted at what they reserved)", proactive.Open)
 }
 
 // Passes says which cap of b proactive spend would pass with the
@@ -378,10 +387,7 @@ func Passes(b config.Budget, proactive Totals, r Entry) string {
 	if why := Over(b, proactive); why != "" {
 		return why
 	}
-	open := ""
-	if proactive.Open > 0 {
-		open = fmt.Sprintf(" (%d call(s) in flight or cut off counted at what they reserved)", proactive.Open)
-	}
+	open := reserved(proactive)
 	switch {
 	case b.Daily > 0 && proactive.Cost+r.Cost > b.Daily:
 		return fmt.Sprintf("spent %.4g of its daily %.4g on proactive work%s, and this call reserves %.4g more", proactive.Cost, b.Daily, open, r.Cost)
