@@ -491,14 +491,24 @@ func (e *retryErr) Unwrap() error { return e.err }
 // then instead of hammering the cap.
 func RetryAt(err error, at time.Time) error { return &retryErr{err, at} }
 
+// RetryTime is when a refusal RetryAt made will pass; false for any
+// other error.
+func RetryTime(err error) (time.Time, bool) {
+	var r *retryErr
+	if !errors.As(err, &r) {
+		return time.Time{}, false
+	}
+	return r.at, true
+}
+
 // retryAfter is the Retry-After value for a refusal, "" for none: whole
 // seconds until it passes, at least 1.
 func retryAfter(err error, now time.Time) string {
-	var r *retryErr
-	if !errors.As(err, &r) {
+	at, ok := RetryTime(err)
+	if !ok {
 		return ""
 	}
-	return http1.RetryAfter(r.at, now)
+	return http1.RetryAfter(at, now)
 }
 
 // unrecorded is the reason given when a decision record is not accepted.

@@ -3,7 +3,8 @@
 // listeners inside each live run's namespace (lib/boxnet) attached to it,
 // trust auto-approvals signed with the gateway's key, the bytes and model
 // tokens each subject spends metered into the ledger, model calls of
-// proactive work over its budget refused, and the inbound relay
+// proactive work refused when their reservation would pass its budget or
+// its imp has its inflight calls out, and the inbound relay
 // (lib/inbound) on a listener of its own.
 //
 // New builds every part from the ones before it: the control API reads
