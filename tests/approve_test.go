@@ -86,13 +86,20 @@ func TestApproveForgeriesNotExecuted(t *testing.T) {
 	os.WriteFile(path(hand), []byte(strings.ReplaceAll(string(b), model, hand)), 0o640)
 	refused("hand-written", hand, "is not over this gate id")
 
-	// (c) Signed with a key that is not in IMPYARD_HOME/keys/.
+	// (c) Signed with a key that is not in IMPYARD_HOME/keys/: refused and
+	// left approved, as one made with another IMPYARD_HOME would be, for
+	// the owner to approve again.
 	c := gated("c")
 	stranger, _ := approval.Generate("owner")
 	if _, err := gate.Move(s.y, c, gate.Change{To: state.Approved, By: "alice", Actor: "impgate", Signer: stranger}); err != nil {
 		t.Fatal(err)
 	}
-	refused("unknown key", c, "which is not in "+approval.Dir(s.home))
+	if out, err := s.run(t, "impexec", "once", c); err == nil || !strings.Contains(out, "approval signed by a key this executor does not trust") || !strings.Contains(out, "which is not in "+approval.Dir(s.home)) {
+		t.Errorf("unknown key: impexec once: %v %s", err, out)
+	}
+	if g, _ := gate.Get(s.y, c); g == nil || g.State != state.Approved || sent() != 0 {
+		t.Fatalf("unknown key: gate %v, %d sent; want approved, nothing sent", g, sent())
+	}
 
 	// A hand-written gate with no approval at all looks like one approved
 	// before approvals were signed: refused, left approved, and sent once

@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/executor"
 	"github.com/impyard/impyard/lib/gate"
 	runs "github.com/impyard/impyard/lib/run"
@@ -100,6 +102,11 @@ func runCmd(ctx context.Context, e *cli.Env, args []string) error {
 		return err
 	}
 	defer release()
+	// An executor acts on org.toml's executors: one that a writer of
+	// the yard could have written leaves it nothing to start on.
+	if _, err := r.Org(); errors.Is(err, config.ErrUnsafe) {
+		return err
+	}
 	r.Ready = e.Ready
 	defer e.StoppingOn(ctx)()
 	r.Logf("watching %s", gate.Dir(r.Yard))
@@ -114,8 +121,11 @@ const onceUsage = `usage: impexec once [--json] GATE
 
 Execute one gate now and print its final state. A gate that is already
 executed, failed or denied is left alone. Exits 1 when the gate ends
-failed; 111, leaving the gate as it was, when another executor is working
-on it or impgw does not answer for an http executor: try again later.
+failed, and when it is left as it was, nothing sent, for what the owner
+can fix: no executor for its intent in org.toml, an approval signed by a
+key not in IMPYARD_HOME/keys/, an audit log that cannot be written; 111,
+leaving the gate as it was, when another executor is working on it or
+impgw does not answer for an http executor: try again later.
 
 Examples:
   impexec once g-01m8nfx70pjmyn2n

@@ -13,7 +13,9 @@ import (
 	"github.com/impyard/impyard/lib/crash"
 	"github.com/impyard/impyard/lib/earn"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/signers"
 	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/transition"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -24,18 +26,25 @@ payload. With --sha, the approval is refused unless the payload's sha256
 starts with PREFIX (at least 8 hex digits): a script approves only what it
 reviewed. The decider (--as, default $USER) is recorded.
 
-The approval is signed with the owner's key, IMPYARD_HOME/keys/owner.key
-(created on first use, with a notice), as impyard.approval/2: over the
-gate id, imp, intent, task, run, filing, payload sha256, trust verdict,
-decider and time (impyard(7)); impexec executes only what verifies.
+The approval is signed with the owner's key, IMPYARD_HOME/keys/owner.key,
+as impyard.approval/2: over the gate id, imp, intent, task, run, filing,
+payload sha256, trust verdict, decider and time (impyard(7)); impexec
+executes only what verifies. A key the yard's executors do not trust
+(signers/trusted.json: IMPYARD_HOME names another home) is refused,
+exit 1, naming the keys they do. The key is created on first use, with
+a notice, only in a yard without that record, or whose record names no
+owner key and only keys this home holds.
+
+An approval made whose audit record cannot be written yet exits 0 with a
+warning ("approved, but its record is not written yet"), as impq add does.
 
 Approving a gate already approved changes nothing and exits 0 with a
 note, once the approval made is verified (its signature, the payload's
 sha256, and --sha when given); otherwise, and for a gate denied,
 executing, executed or failed, it fails (exit 1) saying why. An approved
-gate with no signature (approved before approvals were signed) or an
-impyard.approval/1 one is signed by approving it again, recorded in its
-timeline.
+gate with no signature (approved before approvals were signed), an
+impyard.approval/1 one, or one signed by a key not in IMPYARD_HOME/keys/
+is signed by approving it again, recorded in its timeline.
 
 GATE is a gate id or a unique prefix of one (at least 4 characters after
 "g-"). --timeout bounds the wait for the gates' lock (exit 111).
@@ -120,7 +129,7 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 		if err != nil {
 			return err
 		}
-		if c.Signer, err = approval.Ensure(home, approval.Owner, e.Stderr, "impgate"); err != nil {
+		if c.Signer, err = signers.Signer(y, home, e.Stderr, "impgate"); err != nil {
 			return err
 		}
 		keys = func() (*approval.Keyring, error) { return approval.LoadKeyring(home) }
@@ -134,7 +143,20 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 		removed, rerr = denying(y, gateID, c.By)
 		crash.Point("after-earned-removal")
 	}
+	// Whether an approval of the current schema is there to be replaced,
+	// for the words only.
+	signed := false
+	if prev, err := gate.Get(y, gateID); err == nil {
+		signed = prev.Approval.Current()
+	}
 	g, repeated, err := gate.Decide(y, gateID, c, keys)
+	if errors.Is(err, transition.ErrUnrecorded) {
+		// The decision is made: failing now would have a retrying caller
+		// take it for a refusal. The next change to the gates writes the
+		// record.
+		e.Warn(unrecorded(y, g, err))
+		err = nil
+	}
 	if err != nil {
 		if removed != "" {
 			fmt.Fprintf(e.Stderr, "%s: note: %s\n", e.Name, removed)
@@ -149,7 +171,7 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 	}
 	if repeated {
 		h := g.History[len(g.History)-1]
-		fmt.Fprintf(e.Stderr, "%s: note: %s already %s by %s at %s; nothing to do\n", e.Name, g.ID, g.State, h.By, h.At.UTC().Format(time.RFC3339))
+		fmt.Fprintf(e.Stderr, "%s: note: %s already %s by %s at %s; nothing to do\n", e.Name, g.ID, g.State, cli.Printable(h.By), h.At.UTC().Format(time.RFC3339))
 		if !asJSON {
 			return nil
 		}
@@ -158,7 +180,7 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 		if p, err := earn.Broke(y, g); err != nil {
 			fmt.Fprintf(e.Stderr, "%s: note: %s denied; whether a trust-promote gate waits on the approvals it broke is unknown: %v\n", e.Name, g.ID, err)
 		} else if p != nil {
-			fmt.Fprintf(e.Stderr, "%s: note: trust-promote gate %s rests on approvals of %s %s that this deny broke: approved, it fails and appends nothing; deny it\n", e.Name, p.ID, g.Imp, g.Intent)
+			fmt.Fprintf(e.Stderr, "%s: note: trust-promote gate %s rests on approvals of %s %s that this deny broke: approved, it fails and appends nothing; deny it\n", e.Name, p.ID, cli.Printable(g.Imp), cli.Printable(g.Intent))
 		}
 	}
 	if asJSON {
@@ -172,6 +194,9 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 	again := ""
 	if h := g.History[len(g.History)-1]; h.From == state.Approved && h.To == state.Approved {
 		again = " (signed now; its first approval had no signature of " + approval.Schema + ")"
+		if signed {
+			again = " (signed now with a trusted key; its first approval was not)"
+		}
 	}
 	if _, err := fmt.Fprintf(e.Stdout, "%s %s by %s%s\n", g.ID, g.State, c.By, again); err != nil {
 		return err
@@ -182,6 +207,22 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 		}
 	}
 	return rerr
+}
+
+// unrecorded says what err, a decision written whose journal and audit
+// records could not follow, made of g, in words that fit it ("approved",
+// "denied"), and why its record is not written.
+func unrecorded(y *yard.Yard, g *gate.Gate, err error) error {
+	cause := err
+	var both interface{ Unwrap() []error }
+	if errors.As(err, &both) {
+		for _, e := range both.Unwrap() {
+			if !errors.Is(e, transition.ErrUnrecorded) {
+				cause = e
+			}
+		}
+	}
+	return fmt.Errorf("%s %s, but %w (the next change to %s writes it): %w", g.ID, g.State, transition.ErrUnrecorded, gate.Dir(y), cause)
 }
 
 // denying runs earn.Denied for a deny by by of the gate gateID: for a

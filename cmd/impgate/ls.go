@@ -53,6 +53,16 @@ func ls(e *cli.Env, args []string) error {
 		if !g.PayloadMatches {
 			match = p.Paint(cli.Red, "EDITED")
 		}
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), g.SHA256[:12], match, cli.OneLine(g.Rationale, 50))
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", g.ID, cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), shortSHA(g.SHA256), match, cli.OneLine(g.Rationale, 50))
 	}, func(fn func(*gate.Listed) error) ([]error, error) { return gate.EachListed(y, f, fn) })
+}
+
+// shortSHA is a gate's sha256 as the listing shows it, its first 12
+// digits: the file's text, so a hand-edited one, shorter or not hex, is
+// shown as it is, escaped.
+func shortSHA(s string) string {
+	if r := []rune(s); len(r) > 12 {
+		s = string(r[:12])
+	}
+	return cli.Cell(s)
 }

@@ -45,9 +45,13 @@ An approved gate's approval is checked as impexec checks it: signed by a
 key in IMPYARD_HOME/keys/ over this gate id, payload sha256, decider and
 time.
 
+An approved gate that impexec cannot execute as org.toml stands (no
+executor for its intent, or org.toml does not load) says that it waits
+and why; it is executed once org.toml is fixed.
+
 --json prints the gate file's fields and the same facts: payload_matches
 (and payload_error), destination (kind, method, url; repo, remote, branch;
-log; policy) or destination_error, trust_verdict, approval_verifies,
+log; policy) or destination_error, waiting, trust_verdict, approval_verifies,
 approval_key, approval_error, promotion (a trust-promote gate's entry,
 toml and gates) and approve_command.
 
@@ -111,23 +115,28 @@ func show(e *cli.Env, args []string) error {
 // A payload that no longer matches its sha256 is not shown.
 func printReport(e *cli.Env, root string, r *desk.Report, p cli.Painter) error {
 	g, w := r.Gate, e.Stdout
-	fmt.Fprintf(w, "gate       %s\nimp        %s\nintent     %s\nstate      %s\n", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)))
+	// Every field but the id and the state is text whoever writes the
+	// yard chose.
+	fmt.Fprintf(w, "gate       %s\nimp        %s\nintent     %s\nstate      %s\n", g.ID, cli.Printable(g.Imp), cli.Printable(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)))
+	if r.Waiting != "" {
+		fmt.Fprintf(w, "waiting    %s\n", cli.Printable(r.Waiting))
+	}
 	if g.Task != "" {
-		fmt.Fprintf(w, "task       %s\n", g.Task)
+		fmt.Fprintf(w, "task       %s\n", cli.Printable(g.Task))
 	}
 	if g.Run != "" {
-		fmt.Fprintf(w, "run        %s\n", g.Run)
+		fmt.Fprintf(w, "run        %s\n", cli.Printable(g.Run))
 	}
 	if r.Destination != nil {
 		fmt.Fprintf(w, "goes to    %s\n", r.Destination)
 	} else {
-		fmt.Fprintf(w, "goes to    UNKNOWN: %s\n", r.DestinationError)
+		fmt.Fprintf(w, "goes to    UNKNOWN: %s\n", cli.Printable(r.DestinationError))
 	}
-	fmt.Fprintf(w, "trust      %s\n", r.Verdict)
+	fmt.Fprintf(w, "trust      %s\n", cli.Printable(r.Verdict))
 	if r.PayloadMatches {
 		fmt.Fprintf(w, "sha256     %s (the payload matches)\n", g.SHA256)
 	} else {
-		fmt.Fprintf(w, "sha256     %s DOES NOT MATCH the payload (edited after filing?)\n", g.SHA256)
+		fmt.Fprintf(w, "sha256     %s DOES NOT MATCH the payload (edited after filing?)\n", cli.Printable(g.SHA256))
 	}
 	switch {
 	case r.Verifies == nil:
@@ -148,7 +157,7 @@ func printReport(e *cli.Env, root string, r *desk.Report, p cli.Painter) error {
 		if err := json.Indent(&pretty, frozen, "  ", "  "); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "\npayload (%d bytes):\n  %s\n", len(frozen), printableLines(pretty.String()))
+		fmt.Fprintf(w, "\npayload (%d bytes):\n  %s\n", len(frozen), cli.PrintableLines(pretty.String()))
 		if err := showDiff(e, root, g, frozen, false, p); err != nil {
 			return err
 		}
@@ -157,7 +166,7 @@ func printReport(e *cli.Env, root string, r *desk.Report, p cli.Painter) error {
 	}
 	printPromotion(w, r.Promotion)
 	if len(g.Result) > 0 {
-		fmt.Fprintf(w, "\nresult:\n  %s\n", printableLines(string(g.Result)))
+		fmt.Fprintf(w, "\nresult:\n  %s\n", cli.PrintableLines(string(g.Result)))
 	}
 	fmt.Fprintln(w, "\ntimeline:")
 	for _, h := range g.History {
@@ -179,7 +188,7 @@ func printPromotion(w io.Writer, p *desk.Promotion) {
 		fmt.Fprintf(w, "\nproposed entry: UNREADABLE: %s\n", cli.Printable(p.Error))
 		return
 	}
-	entry := strings.ReplaceAll(printableLines(strings.TrimSuffix(p.TOML, "\n")), "\n", "\n  ")
+	entry := strings.ReplaceAll(cli.PrintableLines(strings.TrimSuffix(p.TOML, "\n")), "\n", "\n  ")
 	fmt.Fprintf(w, "\nproposed entry (appended to imp.toml on approval):\n  %s\n", entry)
 	if len(p.Wide) > 0 {
 		fmt.Fprintf(w, "\nWIDER than the approvals it rests on:\n")
@@ -239,10 +248,10 @@ func showDiff(e *cli.Env, root string, g *gate.Gate, frozen []byte, statOnly boo
 	}
 	w := e.Stdout
 	if statOnly {
-		fmt.Fprintln(w, printableLines(p.Stat))
+		fmt.Fprintln(w, cli.PrintableLines(p.Stat))
 		return nil
 	}
-	fmt.Fprintf(w, "\nstat:\n%s\n\ndiff (%s, %d bytes):\n", printableLines(p.Stat), p.Diff, len(diff))
+	fmt.Fprintf(w, "\nstat:\n%s\n\ndiff (%s, %d bytes):\n", cli.PrintableLines(p.Stat), p.Diff, len(diff))
 	for _, line := range strings.SplitAfter(string(diff), "\n") {
 		if line == "" {
 			continue
@@ -268,14 +277,4 @@ func showDiff(e *cli.Env, root string, g *gate.Gate, frozen []byte, statOnly boo
 		fmt.Fprintln(w)
 	}
 	return nil
-}
-
-// printableLines keeps s's lines and shows each printable: a payload, a
-// result, a diff or its stat is the proposer's or an upstream's text.
-func printableLines(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = cli.Printable(l)
-	}
-	return strings.Join(lines, "\n")
 }

@@ -131,7 +131,7 @@ func replay(e *cli.Env, args []string) error {
 			note = " [if the resolved address passes]"
 		}
 		_, err = fmt.Fprintf(e.Stdout, "%s  %-6s -> %-6s  %s %s  (rule %s -> %s: %s)%s\n",
-			f.Time.UTC().Format(time.RFC3339), f.OldVerdict, f.NewVerdict, f.Method, f.URL, ruleName(f.OldRule), ruleName(f.NewRule), f.NewReason, note)
+			f.Time.UTC().Format(time.RFC3339), f.OldVerdict, f.NewVerdict, cli.Printable(f.Method), cli.Printable(f.URL), cli.Printable(ruleName(f.OldRule)), cli.Printable(ruleName(f.NewRule)), cli.Printable(f.NewReason), note)
 		return err
 	})
 	for _, b := range bad {

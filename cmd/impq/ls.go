@@ -43,7 +43,7 @@ func ls(e *cli.Env, args []string) error {
 	}
 	now := time.Now()
 	return cli.List(e, *asJSON, "ID\tIMP\tSTATE\tKIND\tSOURCE\tAGE\tTEXT", func(t *queue.Task) string {
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", t.ID, t.Imp, t.State, t.Kind, sourceOf(t), cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", t.ID, t.Imp, t.State, cli.Cell(string(t.Kind)), cli.Cell(sourceOf(t)), cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
 	}, func(fn func(*queue.Task) error) ([]error, error) { return queue.Each(y, f, fn) })
 }
 

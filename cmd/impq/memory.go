@@ -112,7 +112,7 @@ func memoryCmd(e *cli.Env, args []string) error {
 			}
 		}
 		fmt.Fprintln(e.Stdout, head)
-		for _, line := range strings.Split(en.Text, "\n") {
+		for _, line := range strings.Split(cli.PrintableLines(en.Text), "\n") {
 			fmt.Fprintln(e.Stdout, strings.TrimRight("    "+line, " "))
 		}
 	}

@@ -46,7 +46,7 @@ func show(e *cli.Env, args []string) error {
 		return cli.JSONLine(e.Stdout, t)
 	}
 	w := e.Stdout
-	fmt.Fprintf(w, "task     %s\nimp      %s\nstate    %s\nkind     %s\nattempt  %d\n", t.ID, t.Imp, t.State, t.Kind, t.Attempt)
+	fmt.Fprintf(w, "task     %s\nimp      %s\nstate    %s\nkind     %s\nattempt  %d\n", t.ID, t.Imp, t.State, cli.Printable(t.Kind), t.Attempt)
 	owner := "owner"
 	if t.Proactive {
 		owner = "proactive"
@@ -54,7 +54,7 @@ func show(e *cli.Env, args []string) error {
 	fmt.Fprintf(w, "origin   %s\n", owner)
 	field := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(w, "%-8s %s\n", k, v)
+			fmt.Fprintf(w, "%-8s %s\n", k, cli.Printable(v))
 		}
 	}
 	if t.Source != "" {
@@ -70,7 +70,9 @@ func show(e *cli.Env, args []string) error {
 	}
 	field("runs", strings.Join(t.Runs, ", "))
 	field("reason", t.Reason)
-	fmt.Fprintf(w, "\n%s\n\n", strings.TrimRight(t.Text, "\n"))
+	// The text is the sender's: its line breaks are kept, its carriage
+	// returns and escape sequences shown, so it cannot erase the fence.
+	fmt.Fprintf(w, "\n%s\n\n", cli.PrintableLines(strings.TrimRight(t.Text, "\n")))
 	for _, h := range t.History {
 		fmt.Fprintln(w, cli.Timeline(h.At, h.From, h.To, h.By, h.Why))
 	}

@@ -134,7 +134,7 @@ func spend(e *cli.Env, args []string) error {
 	fmt.Fprintf(tw, "# %s to %s\n", since.Format(time.RFC3339), until.Format(time.RFC3339))
 	fmt.Fprintln(tw, "IMP\tCLASS\tMODEL\tCOST\tBYTES\tINPUT\tOUTPUT\tUNKNOWN\tBUDGET")
 	line := func(imp, class, model string, t ledger.Totals, budget string) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.4g\t%d\t%d\t%d\t%d\t%s\n", imp, class, model, t.Cost, t.Bytes, t.InputTokens, t.OutputTokens, t.UnknownUsage, budget)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.4g\t%d\t%d\t%d\t%d\t%s\n", imp, cli.Cell(class), cli.Cell(model), t.Cost, t.Bytes, t.InputTokens, t.OutputTokens, t.UnknownUsage, budget)
 	}
 	for _, r := range rows {
 		for _, class := range slices.Sorted(maps.Keys(r.Classes)) {

@@ -3,11 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/signers"
 	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/policies"
 )
@@ -30,7 +32,10 @@ Prints one line per thing it created (--json: one object each, none when
 it created nothing). A file already there is kept as it is, even one that
 differs from what init would write; run on a yard, init creates nothing
 and says so; run after an init that was cut short, it finishes it. A DIR
-that is not a directory is refused (exit 1).
+that is not a directory is refused (exit 1). What it creates is writable
+by its owner alone, whatever the umask; a DIR, imps/, policies/ or
+authority file that another account may write is refused (exit 1), with
+no marker written: every daemon would refuse it (impyard-security(7)).
 
 Examples:
   impsup init /srv/yard
@@ -138,6 +143,32 @@ func create(dir, home string) (made []created, err error) {
 		add("signing-key", k.Path, approval.PubPath(home, approval.Owner))
 	} else if !errors.Is(err, approval.ErrExists) {
 		return made, err
+	}
+	// The keys this home verifies approvals with, so that an approver in
+	// another IMPYARD_HOME is refused before it signs.
+	kr, err := approval.LoadKeyring(home)
+	if err != nil {
+		return made, err
+	}
+	if ok, err := signers.Init(y, kr, "impsup"); err != nil {
+		return made, err
+	} else if ok {
+		add("signers", signers.Path(y))
+	}
+	// The daemons take authority files only in strict modes: whatever
+	// the umask (or a default ACL) made of what init created, the way to
+	// each is its owner's alone; and a yard whose authority files every
+	// daemon would refuse is not marked as one.
+	for _, m := range made {
+		if m.What != "directory" {
+			continue
+		}
+		if err := os.Chmod(m.Path, 0o750); err != nil {
+			return made, err
+		}
+	}
+	if unsafe := config.Unsafe(y); len(unsafe) > 0 {
+		return made, cli.WithHint(unsafe[0], "a directory or file any other account may write would hand it the yard's authority (impyard-security(7))")
 	}
 	if ok, err := y.Mark(); err != nil {
 		return made, err

@@ -78,7 +78,7 @@ func TestInitJSON(t *testing.T) {
 	want := []string{"directory .", "directory queue", "directory gates/pending", "directory gates/resolved",
 		"directory journal", "directory runs", "directory policies", "directory imps", "config org.toml",
 		"policy policies/gateway.json", "ca ~/ca/ca.key", "ca ~/ca/ca.crt", "signing-key ~/keys/owner.key",
-		"signing-key ~/keys/owner.pub", "marker .impyard"}
+		"signing-key ~/keys/owner.pub", "signers signers/trusted.json", "marker .impyard"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("init --json made\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -109,8 +109,8 @@ func TestInitInterrupted(t *testing.T) {
 		t.Fatalf("second init exited %d: %s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	if len(lines) != 5 || lines[4] != "created "+filepath.Join(dir, ".impyard") || strings.Contains(stdout, dir+"/org.toml") {
-		t.Errorf("second init printed\n%s\nwant the CA, the owner's key, then the marker, and nothing made before", stdout)
+	if len(lines) != 6 || lines[4] != "created "+filepath.Join(dir, "signers", "trusted.json") || lines[5] != "created "+filepath.Join(dir, ".impyard") || strings.Contains(stdout, dir+"/org.toml") {
+		t.Errorf("second init printed\n%s\nwant the CA, the owner's key, the record of the keys trusted, then the marker, and nothing made before", stdout)
 	}
 	if _, err := yard.Open(dir); err != nil {
 		t.Errorf("Open after the second init: %v", err)

@@ -30,6 +30,7 @@ Commands:
   once     one pass: start what may start, wait for those boxes, settle
   doctor   check every prerequisite, one line each
   status   what needs the owner: tasks, pending gates, spend, daemons, failures
+  config   edit an authority file as visudo does (config edit FILE)
 
 Run 'impsup COMMAND --help' or 'impsup help COMMAND' for a command's flags.
 
@@ -55,6 +56,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"once":   func(a []string) error { return onceCmd(ctx, e, a) },
 		"doctor": func(a []string) error { return doctor(ctx, e, a) },
 		"status": func(a []string) error { return statusCmd(e, a) },
+		"config": func(a []string) error { return configCmd(e, a) },
 	})
 }
 

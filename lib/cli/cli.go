@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -71,14 +72,14 @@ func (e *HintError) Unwrap() error { return e.Err }
 func WithHint(err error, hint string) error { return &HintError{Err: err, Hint: hint} }
 
 // Report prints err in the house format and returns its exit code: one
-// error line ("error:" red on a terminal), the error's hint, and for a
+// error line, Printable as errors quote what others wrote, ("error:" red on a terminal), the error's hint, and for a
 // usage error a hint naming the --help to read.
 func (e *Env) Report(err error) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) || errors.Is(err, errDescribe) {
 		return OK
 	}
 	p := Painter(Colour(ColorAuto, e.Stderr))
-	fmt.Fprintf(e.Stderr, "%s: %s %s\n", e.Name, p.Paint(Red, "error:"), err)
+	fmt.Fprintf(e.Stderr, "%s: %s %s\n", e.Name, p.Paint(Red, "error:"), Printable(err.Error()))
 	var h *HintError
 	if errors.As(err, &h) {
 		fmt.Fprintf(e.Stderr, "%s: hint: %s\n", e.Name, h.Hint)
@@ -98,9 +99,10 @@ func (e *Env) Report(err error) int {
 	return Fail
 }
 
-// Warn prints a warning that does not stop the command.
+// Warn prints a warning that does not stop the command, on one Printable
+// line.
 func (e *Env) Warn(err error) {
-	fmt.Fprintf(e.Stderr, "%s: warning: %s\n", e.Name, err)
+	fmt.Fprintf(e.Stderr, "%s: warning: %s\n", e.Name, Printable(err.Error()))
 }
 
 // FlagSet returns a flag set for a subcommand whose --help prints text
@@ -142,14 +144,39 @@ func RootFlag(fs *flag.FlagSet) *string {
 	return fs.String("root", "", "the yard `DIR`, a directory 'impsup init' made (default $IMPYARD_ROOT, else the current directory)")
 }
 
-// JSONLine writes v as one NDJSON line.
+// JSONLine writes v as one NDJSON line, every control character in it
+// escaped.
 func JSONLine(w io.Writer, v any) error {
 	b, err := store.Line(v)
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(b)
+	_, err = w.Write(inertJSON(b))
 	return err
+}
+
+// inertJSON escapes in b, one line of JSON from encoding/json, what that
+// leaves as it is but a terminal may act on: DEL and the C1 controls
+// (U+009B is CSI to a terminal that reads 8-bit controls). Outside its
+// strings JSON is printable ASCII, and in UTF-8 0xC2 only ever leads a
+// character, so the bytes are found without decoding.
+func inertJSON(b []byte) []byte {
+	if bytes.IndexByte(b, 0x7f) < 0 && bytes.IndexByte(b, 0xc2) < 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for i := 0; i < len(b); i++ {
+		switch {
+		case b[i] == 0x7f:
+			out = append(out, `\u007f`...)
+		case b[i] == 0xc2 && i+1 < len(b) && b[i+1] >= 0x80 && b[i+1] <= 0x9f:
+			out = fmt.Appendf(out, `\u%04x`, b[i+1])
+			i++
+		default:
+			out = append(out, b[i])
+		}
+	}
+	return out
 }
 
 // User is the default decider and actor name: $USER, else "unknown".

@@ -53,6 +53,24 @@ func unsafeRune(r rune) bool {
 	return r != ' ' && r != '\t' && (unicode.IsControl(r) || !unicode.IsPrint(r))
 }
 
+// PrintableLines keeps s's lines and shows each Printable: a task's text,
+// a payload, a memory entry is the box's, a sender's or an upstream's
+// text, whose line breaks are its own but whose carriage returns and
+// escape sequences must not rewrite what the terminal already shows.
+func PrintableLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = Printable(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Cell is Printable for one cell of a tab-separated table: a tab is
+// escaped as well, so the text cannot move itself into another column.
+func Cell(s string) string {
+	return strings.ReplaceAll(Printable(s), "\t", `\t`)
+}
+
 // OneLine squeezes s onto one line of at most n characters, printable.
 func OneLine(s string, n int) string {
 	s = Printable(strings.Join(strings.Fields(s), " "))

@@ -12,12 +12,13 @@ import (
 	"time"
 )
 
-// Logf prints one line of a daemon's log on standard error:
+// Logf prints one line of a daemon's log on standard error, Printable:
 // "NAME: TIME MESSAGE", TIME in RFC 3339 UTC. When standard error is
 // systemd's stream to journald, which stamps every line itself, the line
 // is "NAME: MESSAGE".
 func (e *Env) Logf(format string, a ...any) {
-	msg := fmt.Sprintf(format, a...)
+	// One line each, whatever a box or an upstream put into the values.
+	msg := Printable(fmt.Sprintf(format, a...))
 	if e.Journal() {
 		fmt.Fprintf(e.Stderr, "%s: %s\n", e.Name, msg)
 		return

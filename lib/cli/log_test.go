@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -101,5 +102,31 @@ func TestLogWriter(t *testing.T) {
 	fmt.Fprint(e.LogWriter(), "impgw: error: policy broken\n")
 	if got := b.String(); !stamped.MatchString(got) || !strings.HasSuffix(got, " error: policy broken\n") {
 		t.Errorf("LogWriter wrote %q, want one stamped line", got)
+	}
+}
+
+// TestStderrEscaped: a daemon's log line, an error and a warning often
+// quote what a box, a sender or an upstream wrote; shown escaped, that
+// text cannot forge a line of its own or move the cursor.
+func TestStderrEscaped(t *testing.T) {
+	t.Setenv("JOURNAL_STREAM", "")
+	hostile := "ok\r\x1b[2Kimpexec: executed g-1\nimpgate: note: approved"
+	var b bytes.Buffer
+	e := &Env{Name: "impgw", Stderr: &b}
+	e.Logf("upstream said %s", hostile)
+	e.Warn(errors.New(hostile))
+	e.Report(fmt.Errorf("gate g-1: %w", errors.New(hostile)))
+	got := b.String()
+	if strings.ContainsAny(got, "\r\x1b") || strings.Count(got, "\n") != 3 {
+		t.Fatalf("stderr %q: want three lines and no CR or ESC", got)
+	}
+	for _, want := range []string{
+		`upstream said ok\r\x1b[2Kimpexec: executed g-1\nimpgate: note: approved` + "\n",
+		`impgw: warning: ok\r\x1b[2Kimpexec: executed g-1\nimpgate: note: approved` + "\n",
+		`impgw: error: gate g-1: ok\r\x1b[2Kimpexec: executed g-1\nimpgate: note: approved` + "\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("stderr %q lacks %q", got, want)
+		}
 	}
 }

@@ -20,7 +20,6 @@ import (
 
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/intent"
-	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -274,11 +273,17 @@ func Default() *Org {
 	return o
 }
 
-// LoadOrg reads org.toml. A missing file is an empty configuration.
+// ErrUnsafe is yard.ErrUnsafe: a configuration file, or a directory above
+// it, that a writer of the yard could have written (see
+// yard.ReadAuthority). LoadOrg and LoadImp refuse such a file by name.
+var ErrUnsafe = yard.ErrUnsafe
+
+// LoadOrg reads org.toml, under strict modes (see yard.ReadAuthority). A
+// missing file is an empty configuration.
 func LoadOrg(y *yard.Yard) (*Org, error) {
-	p := y.Path("org.toml")
+	p := OrgPath(y)
 	o := &Org{path: p}
-	b, err := store.ReadFile(p)
+	b, err := y.ReadAuthority(p)
 	if errors.Is(err, os.ErrNotExist) {
 		o.defaults()
 		return o, nil
@@ -286,6 +291,13 @@ func LoadOrg(y *yard.Yard) (*Org, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseOrg(p, b)
+}
+
+// ParseOrg reads org.toml from b as LoadOrg does; p names it in errors.
+// A writer checks what it is about to write with it.
+func ParseOrg(p string, b []byte) (*Org, error) {
+	o := &Org{path: p}
 	if err := decode(p, b, o); err != nil {
 		return nil, err
 	}
@@ -384,14 +396,15 @@ func (o *Org) CheckIntents(rules []string, builtin ...string) error {
 // exist, as opposed to one that does not load.
 var ErrNoImpConfig = errors.New("has no configuration")
 
-// LoadImp reads imps/<name>/imp.toml. A missing file is an error wrapping
+// LoadImp reads imps/<name>/imp.toml, under strict modes (see
+// yard.ReadAuthority). A missing file is an error wrapping
 // ErrNoImpConfig: an imp without configuration cannot run.
 func LoadImp(y *yard.Yard, name string) (*Imp, error) {
 	if err := id.CheckName(name); err != nil {
 		return nil, err
 	}
 	p := ImpPath(y, name)
-	b, err := store.ReadFile(p)
+	b, err := y.ReadAuthority(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("imp %s %w: %s does not exist", name, ErrNoImpConfig, p)
 	}

@@ -125,7 +125,7 @@ func TestOrgErrors(t *testing.T) {
 		{"[prices.\"gpt-5\"]\ninput = -1.25\n", `price of gpt-5 must not be negative`},
 		{"[prices.\"gpt-5\"]\ninptu = 1.25\n", `unknown key "prices.gpt-5.inptu"`},
 		{"[[trust]]\nintent = \"a\"\nlevel = \"auto\"\nmatch = { to = \"[\" }\n", `bad glob`},
-		{emailExec + "fields = { to = \"addresses\", subject = \"txt\" }\n", `org.toml:4: key "fields.subject": executor email-send: field subject has unknown type "txt" (want address, addresses, url, text, number, bool, object)`},
+		{emailExec + "fields = { to = \"addresses\", subject = \"txt\" }\n", `org.toml:4: key "fields.subject": executor email-send: field subject has unknown type "txt" (want address, addresses, url, text, line, number, bool, object)`},
 		{emailExec + "fields = { \"a.b\" = \"text\" }\n", `org.toml:4: key "fields": executor email-send: "a.b" is not a field name`},
 		{"[executors.commit-and-push]\nkind = \"git-push\"\nfields = { x = \"text\" }\n", `org.toml:3: key "fields": executor commit-and-push: the payload of a git-push executor is fixed`},
 		{"[executors.memory-promote]\nkind = \"memory\"\nfields = { x = \"text\" }\n", `org.toml:3: key "fields": executor memory-promote: the payload of a memory executor is fixed`},

@@ -34,6 +34,11 @@ type Report struct {
 	Destination      *executor.Destination `json:"destination,omitempty"`
 	DestinationError string                `json:"destination_error,omitempty"`
 
+	// Waiting, for an approved or executing gate that impexec cannot take
+	// up as org.toml stands, says so and why: the gate is not failed for
+	// it, and executes once the owner fixes the configuration.
+	Waiting string `json:"waiting,omitempty"`
+
 	// Verdict is the trust verdict the gate was filed under, in words.
 	Verdict string `json:"trust_verdict"`
 
@@ -60,11 +65,15 @@ func Inspect(y *yard.Yard, home string, g *gate.Gate) *Report {
 		r.PayloadMatches = true
 	}
 	org, err := config.LoadOrg(y)
-	if err == nil {
+	loaded := err == nil
+	if loaded {
 		r.Destination, err = executor.Where(y, org, g)
 	}
 	if err != nil {
 		r.DestinationError = err.Error()
+		if (g.State == state.Approved || g.State == state.Executing) && (!loaded || errors.Is(err, config.ErrNoExecutor)) {
+			r.Waiting = "impexec leaves it " + g.State + ", nothing sent: " + err.Error()
+		}
 	}
 	r.verify(home)
 	if g.Intent == intent.TrustPromote {

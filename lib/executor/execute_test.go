@@ -165,11 +165,14 @@ func TestExecuteLogsItsOutcome(t *testing.T) {
 		t.Errorf("logged %q, want %q", logs, want)
 	}
 	logs = nil
-	f := approved(t, r, "email-send", `{"to":["a@b.example"]}`)
+	f := approved(t, r, "message-user", `{"text":"send this"}`)
+	p := r.Yard.Path("gates", "resolved", f.ID+".json")
+	b, _ := os.ReadFile(p)
+	os.WriteFile(p, []byte(strings.Replace(string(b), "send this", "send that", 1)), 0o640)
 	if _, err := r.Execute(context.Background(), f.ID); err != nil {
 		t.Fatal(err)
 	}
-	if len(logs) != 1 || !strings.HasPrefix(logs[0], "gate "+f.ID+": failed: no executor is configured") {
+	if len(logs) != 1 || !strings.HasPrefix(logs[0], "gate "+f.ID+": failed: ") || !strings.Contains(logs[0], "no longer matches its sha256") {
 		t.Errorf("logged %q, want one failure", logs)
 	}
 }

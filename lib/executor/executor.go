@@ -7,17 +7,29 @@
 //   - Only an approval signed by a key in IMPYARD_HOME/keys/ over the
 //     gate's id, imp, intent, task, run, filing, sha256, trust verdict,
 //     decider and time (approval.Subject) is executed (or resumed); any
-//     other fails the gate with "approval signature does not verify", and
-//     an approval with no signature at all, or one of the older schema
-//     impyard.approval/1, is refused and left approved. An
+//     other fails the gate with "approval signature does not verify",
+//     except that an approval with no signature at all, one of the older
+//     schema impyard.approval/1, or one signed by a key not in keys/ (made
+//     with another IMPYARD_HOME), is refused and left as it is, for the
+//     owner to approve again. The keys it verifies with are recorded in
+//     the yard for approvers (lib/signers). An
 //     approved gate already taken to executing once (a marker in
 //     IMPYARD_HOME/executed/) is a replayed approval and fails unsent.
 //   - A gate executes at most once to completion. The approved -> executing
 //     move happens under the gates lock, so one executor wins; a per-gate
 //     lock held for the whole execution tells a live executor from a dead one.
-//   - After a crash in executing: an idempotent executor resumes (HTTP with
-//     the same Idempotency-Key, the gate id); one that is not goes to failed
-//     with "outcome unknown" and is never retried without a new approval.
+//   - Nothing is sent before the gate's move to executing is recorded in
+//     the journal and the audit log and its began mark, the replay marker,
+//     is written whole and synced.
+//   - An executing gate without a whole began mark was never begun (its
+//     move's record or its mark could not be written, or a crash came
+//     between them): it is begun, once. With one, the executor may have
+//     acted: an idempotent executor resumes (HTTP with the same
+//     Idempotency-Key, the gate id); one that is not goes to failed with
+//     "outcome unknown" and is never retried without a new approval.
+//   - A gate whose intent has no executor configured is left as it is,
+//     approved (or executing), nothing sent, until org.toml names one:
+//     only the executor itself refusing the action fails the gate.
 //   - Transient failures of idempotent executors are retried with backoff,
 //     a bounded number of times.
 //   - Every step is a gate transition, so it lands in the gate's timeline,
@@ -29,6 +41,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,9 +51,11 @@ import (
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/signers"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/temporary"
+	"github.com/impyard/impyard/lib/transition"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -66,7 +81,15 @@ type Runner struct {
 	// gates: from then on it watches them and has taken up every gate
 	// waiting at start.
 	Ready func()
+
+	orgs config.Keeper
 }
+
+// Org is org.toml as this runner acts on it: re-read each time, and when
+// a writer of the yard could have written it (config.ErrUnsafe), the last
+// good one it read, the refusal logged once per change. With no good one
+// yet, the refusal is the error: impexec run starts on nothing else.
+func (r *Runner) Org() (*config.Org, error) { return r.orgs.Load(r.Yard, r.logf) }
 
 // Result is what an executor reports back; it is kept in the gate.
 type Result struct {
@@ -101,6 +124,9 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 	if err != nil {
 		return nil, err
 	}
+	// Whatever the gate, so that 'impexec once' of any gate brings the
+	// record up to date, for the approval that may follow.
+	r.recordSigners()
 	if g.State != state.Approved && g.State != state.Executing {
 		if g.State == state.Filed {
 			return g, fmt.Errorf("gate %s is filed, not approved", gateID)
@@ -126,7 +152,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 	if g, err = gate.Get(r.Yard, gateID); err != nil {
 		return nil, err
 	}
-	org, err := config.LoadOrg(r.Yard)
+	org, err := r.Org()
 	if err != nil {
 		// Fail closed without deciding anything: the gate waits, approved,
 		// until the owner fixes the configuration.
@@ -139,37 +165,62 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		return g, err
 	}
 	exe := executorFor(org, g.Intent)
-	switch g.State {
-	case state.Approved:
-		if exe == nil {
-			return r.fail(g, fmt.Sprintf("no executor is configured for intent %q in %s; nothing was sent", g.Intent, org.Path()))
+	began := false
+	if g.State == state.Executing {
+		if began, err = r.began(gateID); err != nil {
+			return g, fmt.Errorf("gate %s not taken up, nothing sent: %w", gateID, err)
 		}
+	}
+	if exe == nil {
+		// The owner can add the executor: nothing is decided, the gate
+		// waits as it is. Even one that began waits, since whether it may
+		// be resumed depends on the executor.
+		_, err := org.Executor(g.Intent)
+		return g, fmt.Errorf("gate %s waits, %s, nothing sent: %w", gateID, g.State, err)
+	}
+	switch {
+	case g.State == state.Approved:
 		if err := gatewayUp(org, exe); err != nil {
 			return g, fmt.Errorf("gate %s not executed: %w", gateID, err)
 		}
 		// Verified again under the gates lock, over the very file moved.
-		g, err = gate.Move(r.Yard, gateID, gate.Change{To: state.Executing, By: Actor, Actor: Actor, Why: "executor " + exe.Kind,
+		moved, err := gate.Move(r.Yard, gateID, gate.Change{To: state.Executing, By: Actor, Actor: Actor, Why: "executor " + exe.Kind,
 			Edit: func(g *gate.Gate) error { return r.verifyOnly(g) }})
-		if err != nil {
-			return g, err
+		if errors.Is(err, transition.ErrUnrecorded) {
+			// Nothing is sent before its record is written; without a
+			// began mark the next pass begins it once it is.
+			return moved, fmt.Errorf("gate %s not executed, nothing sent: %w", gateID, err)
 		}
+		if err != nil {
+			return moved, err
+		}
+		g = moved
 		if err := r.markStarted(gateID); err != nil {
 			return g, fmt.Errorf("gate %s not executed, nothing sent: %w", gateID, err)
 		}
 		crash.Point("after-mark-executing")
-	case state.Executing:
-		if exe == nil || !idempotent(exe) {
-			return r.fail(g, "outcome unknown: an executor stopped while this gate was executing and its executor is not idempotent; not retried without a new approval")
+	case !began:
+		// Taken to executing by an executor that stopped before its began
+		// mark: nothing was sent, so it is begun now, once the record of
+		// its move to executing is written.
+		if err := gate.Repair(r.Yard); err != nil {
+			return g, fmt.Errorf("gate %s not executed, nothing sent: %w", gateID, err)
 		}
+		if err := gatewayUp(org, exe); err != nil {
+			return g, fmt.Errorf("gate %s not executed: %w", gateID, err)
+		}
+		r.logf("gate %s: beginning an execution that stopped before anything was sent", gateID)
+		if err := r.markStarted(gateID); err != nil {
+			return g, fmt.Errorf("gate %s not executed, nothing sent: %w", gateID, err)
+		}
+		crash.Point("after-mark-executing")
+	case !idempotent(exe):
+		return r.fail(g, "outcome unknown: an executor stopped while this gate was executing and its executor is not idempotent; not retried without a new approval")
+	default:
 		if err := gatewayUp(org, exe); err != nil {
 			return g, fmt.Errorf("gate %s not resumed: %w", gateID, err)
 		}
 		r.logf("gate %s: resuming an interrupted execution (idempotent)", gateID)
-		if err := r.markStarted(gateID); err != nil {
-			return g, fmt.Errorf("gate %s not resumed, nothing sent: %w", gateID, err)
-		}
-	default:
-		return g, nil
 	}
 	payload, err := g.Frozen()
 	if err != nil {
@@ -219,7 +270,7 @@ func (r *Runner) verify(g *gate.Gate) (*gate.Gate, error) {
 	switch {
 	case err == nil:
 		return g, nil
-	case errors.Is(err, approval.ErrNoKeys):
+	case errors.Is(err, approval.ErrNoKeys), errors.Is(err, ErrUnknownKey):
 		return g, fmt.Errorf("gate %s not executed: %w", g.ID, err)
 	case errors.Is(err, approval.ErrUnsigned) && g.State == state.Approved:
 		return g, fmt.Errorf("gate %s not executed: %w (approved before approvals were signed or covered the whole gate, or written into the yard by hand); check it with 'impgate show %s' and approve it again with 'impgate approve %s'",
@@ -230,13 +281,35 @@ func (r *Runner) verify(g *gate.Gate) (*gate.Gate, error) {
 	return r.fail(g, err.Error()+"; nothing was sent")
 }
 
+// ErrUnknownKey is an approval signed by a key that is not in
+// IMPYARD_HOME/keys/, made perhaps with another IMPYARD_HOME: the owner
+// can approve again with a key that is, so the gate waits as it is.
+var ErrUnknownKey = errors.New("approval signed by a key this executor does not trust")
+
 func (r *Runner) verifyOnly(g *gate.Gate) error {
 	kr, err := approval.LoadKeyring(r.Home)
 	if err != nil {
 		return err
 	}
 	_, err = g.VerifyApproval(kr)
+	if errors.Is(err, approval.ErrInvalid) && !errors.Is(err, approval.ErrUnsigned) && !slices.ContainsFunc(kr.Keys, func(k *approval.Trusted) bool { return k.Fingerprint == g.Approval.Key }) {
+		return fmt.Errorf("%w: gate %s was signed by key %q, which is not in %s; nothing was sent, and 'impgate approve %s' with the IMPYARD_HOME impexec uses approves it again",
+			ErrUnknownKey, g.ID, g.Approval.Key, kr.Dir, g.ID)
+	}
 	return err
+}
+
+// recordSigners records the keys this executor verifies approvals with
+// in the yard, for approvers to check theirs against before they sign
+// (lib/signers); a failure is logged, never the gate's.
+func (r *Runner) recordSigners() {
+	kr, err := approval.LoadKeyring(r.Home)
+	if err == nil {
+		err = signers.Record(r.Yard, kr, Actor)
+	}
+	if err != nil && !errors.Is(err, approval.ErrNoKeys) {
+		r.logf("recording the keys approvals are verified with: %v", err)
+	}
 }
 
 func (r *Runner) fail(g *gate.Gate, why string) (*gate.Gate, error) {

@@ -62,7 +62,7 @@ func (r *Runner) Notify(ctx context.Context, poll time.Duration) {
 // gate a second is told once a minute, not sixty times, and a lone gate
 // after a quiet spell is told at once.
 func (r *Runner) NotifyOnce(ctx context.Context, now time.Time) error {
-	org, err := config.LoadOrg(r.Yard)
+	org, err := r.Org()
 	if err != nil {
 		return fmt.Errorf("notifications wait: %w", err)
 	}
@@ -259,9 +259,15 @@ func (r *Runner) message(en *notify.Entry, secrets []string) (*notify.Message, e
 			return nil, errNoDecision
 		}
 		m.Gate, m.Task, m.Intent, m.Rationale = g.ID, g.Task, g.Intent, notify.Excerpt(g.Rationale, notify.TextMax, secrets)
-		m.SHA256 = g.SHA256[:gate.ShaDigits]
 		m.Summary = notify.Summarize(g.Payload, 200, secrets)
-		m.Approve = g.ApproveCommand()
+		if _, err := g.Frozen(); err != nil {
+			// Edited after filing (its sha256 perhaps cut short): nothing
+			// can approve it, so nothing is offered to.
+			m.Summary = "EDITED after filing, it can never be approved: " + m.Summary
+		} else {
+			m.SHA256 = g.SHA256[:gate.ShaDigits]
+			m.Approve = g.ApproveCommand()
+		}
 	case notify.TrustEarnedRemoved:
 		g, err := gate.Get(r.Yard, en.Subject)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/impyard/impyard/lib/home"
@@ -15,9 +16,15 @@ import (
 // write the yard could put an executed gate back in its approved state
 // and have it sent again. The executor therefore keeps, outside the yard,
 // a marker per gate it took to executing, IMPYARD_HOME/executed/<gate>,
-// and refuses an approved gate that has one. Resuming an executing gate
-// needs no such check: a non-idempotent executor never resumes, and an
-// idempotent one sends the same Idempotency-Key.
+// and refuses an approved gate that has one.
+//
+// The same marker is the executor's "began" mark: it is written whole
+// and synced immediately before the action, and nothing is sent without
+// it. An executing gate without a whole marker was therefore never begun
+// (its move to executing could not be recorded, the marker could not be
+// written, or a crash came between them), and is begun now rather than
+// failed as "outcome unknown". Only a gate whose marker is whole may have
+// acted.
 
 // ErrReplayed is an approved gate this executor already took to executing.
 var ErrReplayed = errors.New("approval already used")
@@ -27,6 +34,8 @@ func (r *Runner) startedPath(gateID string) string {
 }
 
 // replayed reports an approved gate that was already taken to executing.
+// Any marker counts, even one whose write failed: an approved gate never
+// has one, since the marker follows the move to executing.
 func (r *Runner) replayed(gateID string) error {
 	p := r.startedPath(gateID)
 	_, err := os.Lstat(p)
@@ -39,34 +48,45 @@ func (r *Runner) replayed(gateID string) error {
 	return err
 }
 
+// began reports whether gateID's marker is whole: a regular file holding
+// one full line, the time markStarted wrote and synced before anything
+// was sent. A marker that is missing, or empty or cut short by a write
+// that failed, means nothing was sent. Anything else in its place is an
+// error, so the gate is neither sent nor failed.
+func (r *Runner) began(gateID string) (bool, error) {
+	p := r.startedPath(gateID)
+	fi, err := os.Lstat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !fi.Mode().IsRegular() {
+		return false, fmt.Errorf("%s: not a regular file", p)
+	}
+	b, err := store.ReadFile(p)
+	if err != nil {
+		return false, err
+	}
+	line, ok := strings.CutSuffix(string(b), "\n")
+	if !ok || strings.Contains(line, "\n") {
+		return false, nil
+	}
+	_, err = time.Parse(time.RFC3339Nano, line)
+	return err == nil, nil
+}
+
 // markStarted records that gateID was taken to executing, durably, before
-// anything is sent.
+// anything is sent. A whole marker is kept as it is; one a failed write
+// left incomplete is written again.
 func (r *Runner) markStarted(gateID string) error {
-	dir := filepath.Dir(r.startedPath(gateID))
-	if err := home.Dir(r.Home).Private(dir); err != nil {
+	p := r.startedPath(gateID)
+	if err := home.Dir(r.Home).Private(filepath.Dir(p)); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(r.startedPath(gateID), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return nil
-	}
-	if err != nil {
+	if ok, err := r.began(gateID); ok || err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(f, store.FormatTime(time.Now()))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return store.WriteMode(p, []byte(store.FormatTime(time.Now())+"\n"), 0o600)
 }

@@ -71,19 +71,19 @@ func useUpBlocks(t *testing.T, dir string) {
 // The replay marker, IMPYARD_HOME/executed/<gate>, is written and synced
 // before anything is sent. When it cannot be, the execution stops there
 // with the file system's error: the upstream receives nothing, and the
-// gate, already moved to executing, is not sent later either.
+// gate, already moved to executing but never begun, waits for the marker
+// to be written and is then sent once.
 func TestMarkerNotWrittenNothingSent(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		opts   string
 		fill   func(*testing.T, string)
-		op     string // the marker's step that fails
-		marker bool   // whether the marker file is left
 	}{
-		// No inode for the marker: creating it fails.
-		{"no inode", "size=64k,nr_inodes=8", useUpInodes, "open", false},
-		// The marker is created, but there is no room for its time.
-		{"no space", "size=64k", useUpBlocks, "write", true},
+		// No inode for the marker: creating its temp file fails.
+		{"no inode", "size=64k,nr_inodes=8", useUpInodes},
+		// No room for its time. Written atomically, the marker is never
+		// left half made: there is none, or a whole one.
+		{"no space", "size=64k", useUpBlocks},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			u := newRetryUpstream(t, false, 200)
@@ -98,24 +98,41 @@ func TestMarkerNotWrittenNothingSent(t *testing.T) {
 			if at, _ := u.log(); len(at) != 0 {
 				t.Errorf("the upstream received %d requests though the marker was not written", len(at))
 			}
-			if want := "gate " + g.ID + " not executed, nothing sent: " + c.op + " " + marker + ": no space left on device"; err == nil || err.Error() != want {
+			if want := "gate " + g.ID + " not executed, nothing sent: write " + marker + ": no space left on device"; err == nil || err.Error() != want {
 				t.Fatalf("got %v, want %q", err, want)
 			}
-			if _, err := os.Lstat(marker); (err == nil) != c.marker {
-				t.Errorf("marker left: %v, want %v (%v)", err == nil, c.marker, err)
+			left, _ := os.ReadDir(filepath.Dir(marker))
+			for _, e := range left {
+				if !strings.HasPrefix(e.Name(), "filler") {
+					t.Errorf("executed/ holds %s: want no marker and no temp file, only the fillers", e.Name())
+				}
 			}
 			got, err := gate.Get(r.Yard, g.ID)
 			if err != nil || got.State != state.Executing {
 				t.Fatalf("gate %v %v, want executing", got, err)
 			}
-			// Taken up again, the executing gate of an executor that is
-			// not idempotent fails unsent.
-			out, err := r.Execute(context.Background(), g.ID)
-			if err != nil || out.State != state.Failed || !strings.HasPrefix(lastWhy(out), "outcome unknown: ") {
-				t.Errorf("taken up again: %v %v, want failed with outcome unknown", out, err)
+			// Taken up again while the marker still cannot be written, the
+			// gate, which never began, stays executing and is not sent.
+			if _, err := r.Execute(context.Background(), g.ID); err == nil || !strings.HasPrefix(err.Error(), "gate "+g.ID+" not executed, nothing sent: ") {
+				t.Errorf("taken up again: %v, want not executed, nothing sent", err)
+			}
+			if got, _ := gate.Get(r.Yard, g.ID); got.State != state.Executing {
+				t.Errorf("gate %s, want executing", got.State)
 			}
 			if at, _ := u.log(); len(at) != 0 {
 				t.Errorf("the upstream received %d requests", len(at))
+			}
+			// With room again it is begun, and sent once.
+			fillers, _ := filepath.Glob(filepath.Join(filepath.Dir(marker), "filler*"))
+			for _, f := range fillers {
+				os.Remove(f)
+			}
+			out, err := r.Execute(context.Background(), g.ID)
+			if err != nil || out.State != state.Executed {
+				t.Errorf("with room again: %v %v, want executed", out, err)
+			}
+			if at, _ := u.log(); len(at) != 1 {
+				t.Errorf("the upstream received %d requests, want 1", len(at))
 			}
 		})
 	}

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/state"
 )
@@ -48,6 +47,7 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 			}
 		}()
 	}
+	r.recordSigners()
 	var ready sync.Once
 	return gate.Watch(ctx, r.Yard, rescan, gate.Handler{
 		Gate: func(g *gate.Gate) {
@@ -59,9 +59,10 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 			if err := gate.Repair(r.Yard); err != nil {
 				r.logf("%v", err)
 			}
-			if org, err := config.LoadOrg(r.Yard); err == nil {
+			if org, err := r.Org(); err == nil {
 				r.earnedAll(org)
 			}
+			r.recordSigners()
 		},
 		Scanned: func() {
 			if r.Ready != nil {

@@ -116,7 +116,23 @@ func TestUnknownKey(t *testing.T) {
 	if _, err := gate.Move(r.Yard, g.ID, gate.Change{To: state.Approved, By: "alice", Signer: stranger}); err != nil {
 		t.Fatal(err)
 	}
-	refused(t, r, g.ID, "which is not in "+approval.Dir(r.Home))
+	// Made perhaps with another IMPYARD_HOME: not executed, not failed.
+	out, err := r.Execute(context.Background(), g.ID)
+	if !errors.Is(err, ErrUnknownKey) || !strings.Contains(err.Error(), "which is not in "+approval.Dir(r.Home)) || out.State != state.Approved {
+		t.Fatalf("unknown key: %v %v; want refused, the gate still approved", out, err)
+	}
+	if n := notices(t, r); len(n) != 0 {
+		t.Fatalf("%d notices for a gate signed by an unknown key", len(n))
+	}
+	// Approved again with a trusted key, it executes, once.
+	keys := func() (*approval.Keyring, error) { return approval.LoadKeyring(r.Home) }
+	again, repeated, err := gate.Decide(r.Yard, g.ID, gate.Change{To: state.Approved, By: "alice", Actor: "test", Signer: approvaltest.Key(t, r.Home)}, keys)
+	if err != nil || repeated || !strings.HasPrefix(lastWhy(again), "approved again with a trusted key") {
+		t.Fatalf("approved again: %v %v %v", again, repeated, err)
+	}
+	if out, err := r.Execute(context.Background(), g.ID); err != nil || out.State != state.Executed || len(notices(t, r)) != 1 {
+		t.Errorf("approved again: %v %v, %d notices", out, err, len(notices(t, r)))
+	}
 }
 
 func TestGatewayAutoApprovalExecutes(t *testing.T) {

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -484,7 +485,9 @@ type Change struct {
 }
 
 // Move applies one transition under the gates lock and records it (see
-// transition.Move for the sequence and its invariant).
+// transition.Move for the sequence and its invariant). A move written
+// whose journal and audit records could not follow returns the gate moved
+// and an error wrapping transition.ErrUnrecorded.
 func Move(y *yard.Yard, gateID string, c Change) (*Gate, error) {
 	g, _, err := move(y, gateID, c, false, nil)
 	return g, err
@@ -544,14 +547,30 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 	if err != nil {
 		return nil, false, err
 	}
-	// An approved gate without a signature of the current schema
+	// An approved gate whose approval cannot count may be approved again,
+	// which signs it anew: one without a signature of the current schema
 	// (approved before approvals were signed, or signed as
-	// impyard.approval/1) may be approved again: that signs it anew.
+	// impyard.approval/1), or, for a decider with a keyring that holds its
+	// signing key, one signed by a key not in it (made with another
+	// IMPYARD_HOME), which impexec leaves approved.
+	foreign := func(g *Gate) bool {
+		if keys == nil || !g.Approval.Current() || c.Signer == nil {
+			return false
+		}
+		kr, err := keys()
+		if err != nil {
+			return false
+		}
+		trusted := func(fp string) bool {
+			return slices.ContainsFunc(kr.Keys, func(k *approval.Trusted) bool { return k.Fingerprint == fp })
+		}
+		return trusted(c.Signer.Fingerprint()) && !trusted(g.Approval.Key)
+	}
 	resign := func(g *Gate) bool {
-		return c.To == state.Approved && g.State == state.Approved && !g.Approval.Current()
+		return c.To == state.Approved && g.State == state.Approved && (!g.Approval.Current() || foreign(g))
 	}
 	repeat := func(g *Gate) bool {
-		return again && g.State == c.To && (c.To == state.Denied || c.To == state.Approved && g.Approval.Current())
+		return again && g.State == c.To && (c.To == state.Denied || c.To == state.Approved && g.Approval.Current() && !foreign(g))
 	}
 	var held *Gate
 	g, err := transition.Move(s, gateID, transition.Change[*Gate]{
@@ -581,6 +600,9 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 				h.Why = "approved again with a signature (its first approval had none)"
 				if g.Approval != nil {
 					h.Why = "approved again with a signature of " + approval.Schema + " (its first approval was of an older schema, which covered less of the gate)"
+					if g.Approval.Current() {
+						h.Why = fmt.Sprintf("approved again with a trusted key (its first approval was signed by key %q, which impexec does not trust)", g.Approval.Key)
+					}
 				}
 				if c.Why != "" {
 					h.Why += ": " + c.Why
@@ -595,10 +617,12 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 	if errors.Is(err, errRepeat) {
 		return held, true, nil
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, transition.ErrUnrecorded) {
 		return nil, false, err
 	}
-	return g, false, nil
+	// A move written whose record could not follow is made: the gate is
+	// returned with the error, as transition.Move returns it.
+	return g, false, err
 }
 
 // Filter selects gates in a listing.

@@ -53,10 +53,12 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/ca"
+	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/dial"
 	"github.com/impyard/impyard/lib/http1"
 	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
 )
 
 // Limits bound what one client can make the gateway hold.
@@ -91,7 +93,11 @@ func DefaultLimits() Limits {
 
 // Config is what a Gateway needs.
 type Config struct {
-	PolicyPath    string
+	PolicyPath string
+	// ReadPolicy reads the policy file; nil is store.ReadFile. An error
+	// wrapping yard.ErrUnsafe leaves the last good policy in force, and
+	// at start makes New fail.
+	ReadPolicy    func(path string) ([]byte, error)
 	UpstreamCA    string // optional PEM bundle trusted in addition to the system roots
 	DecisionsPath string // the audit log records are appended to
 	Home          string // IMPYARD_HOME; secrets are read from Home/secrets/<name>
@@ -193,16 +199,27 @@ func New(cfg Config) (*Gateway, error) {
 			Dial:                  cfg.Dial,
 		},
 		logf: g.logf,
+		read: cfg.ReadPolicy,
 	}
-	g.policy.get()
+	if g.policy.read == nil {
+		g.policy.read = store.ReadFile
+	}
+	// A gateway that starts on a policy a writer of the yard could have
+	// written has nothing to judge by: fail closed, naming it.
+	if l := g.policy.get(); errors.Is(l.broken, yard.ErrUnsafe) {
+		l.upstream.Close()
+		return nil, l.broken
+	}
 	return g, nil
 }
 
 // Policy is the policy in force now; a broken one denies everything.
 func (g *Gateway) Policy() *judge.Policy { return g.policy.get().policy }
 
+// logf writes one line of the gateway's log; what it quotes of a box's
+// request or an upstream's answer is shown Printable, on that line.
 func (g *Gateway) logf(format string, a ...any) {
-	fmt.Fprintf(g.cfg.Log, "impgw: "+format+"\n", a...)
+	fmt.Fprintf(g.cfg.Log, "impgw: %s\n", cli.Printable(fmt.Sprintf(format, a...)))
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln, gives
@@ -344,6 +361,11 @@ func (g *Gateway) drain(grace time.Duration) error {
 		}
 	}
 }
+
+// Own marks a that another listener of this process serves (the inbound
+// relay's) as the gateway's own: a request to it, by any local address
+// on its port, is refused as a loop, as one to the gateway's listeners.
+func (g *Gateway) Own(a net.Addr) error { return g.addListener(a) }
 
 // addListener remembers a listening address so requests to it are
 // refused as loops.

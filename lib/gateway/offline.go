@@ -49,7 +49,7 @@ func Decide(p *judge.Policy, jr *judge.Request) judge.Decision {
 // JudgeRequest rebuilds the judged request a record describes, for
 // re-judging under another policy. It reports false for records whose
 // outcome no policy decides: rejects and the gateway's own refusals.
-// Redacted header values stay redacted, so a rule on their content cannot
+// Redacted header and query values stay redacted, so a rule on their content cannot
 // be replayed faithfully.
 func (r *Record) JudgeRequest() (*judge.Request, bool) {
 	if r.Verdict == VerdictReject || r.RefusedBy != "" || r.Request.Host == "" {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,13 +96,73 @@ const Redacted = "<redacted>"
 // sensitive headers have their values replaced by Redacted; their presence
 // is still recorded.
 var sensitive = map[string]bool{
-	"authorization":       true,
-	"cookie":              true,
-	"set-cookie":          true,
-	"x-api-key":           true,
-	"x-auth-token":        true,
-	"private-token":       true,
-	"proxy-authorization": true,
+	"api-key":              true,
+	"authorization":        true,
+	"cookie":               true,
+	"set-cookie":           true,
+	"x-access-token":       true,
+	"x-amz-security-token": true,
+	"x-api-key":            true,
+	"x-auth-token":         true,
+	"x-goog-api-key":       true,
+	"private-token":        true,
+	"proxy-authorization":  true,
+}
+
+// credentialParams name, lower-cased, the query parameters whose values
+// records never hold: those APIs and signed URLs carry a credential in.
+// A name ending in one after '-', '_' or '.' is one too (client_secret,
+// X-Amz-Signature, refresh_token).
+var credentialParams = []string{"token", "access_token", "api_key", "key", "sig", "signature", "password", "secret"}
+
+// credentialParam reports whether a query parameter's name, as sent
+// (percent-encoded or not, any case), names a credential, or one the
+// policy's redact list (extra, lower-cased) names.
+func credentialParam(name string, extra []string) bool {
+	if u, err := url.QueryUnescape(name); err == nil {
+		name = u
+	}
+	name = strings.ToLower(name)
+	if slices.Contains(extra, name) {
+		return true
+	}
+	for _, c := range credentialParams {
+		if base, ok := strings.CutSuffix(name, c); ok && (base == "" || strings.ContainsAny(base[len(base)-1:], "-_.")) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactQuery replaces the value of every credential parameter of a raw
+// query by Redacted, keeping the names, their order and the other values
+// as sent.
+func redactQuery(q string, extra []string) string {
+	if q == "" {
+		return q
+	}
+	parts := strings.Split(q, "&")
+	for i, p := range parts {
+		if name, _, ok := strings.Cut(p, "="); ok && credentialParam(name, extra) {
+			parts[i] = name + "=" + Redacted
+		}
+	}
+	return strings.Join(parts, "&")
+}
+
+// redactTarget redacts a request target as sent: its user information
+// and its credential parameters.
+func redactTarget(target string, extra []string) string {
+	target = redactUserinfo(target)
+	i := strings.IndexByte(target, '?')
+	if i < 0 {
+		return target
+	}
+	end := len(target)
+	if j := strings.IndexByte(target[i:], '#'); j >= 0 {
+		end = i + j
+	}
+	return target[:i+1] + redactQuery(target[i+1:end], extra) + target[end:]
 }
 
 // Record is one decision: what was asked, what the judge said, and what
@@ -136,6 +197,8 @@ type Record struct {
 	// call is the record's id once Admit admitted it with a reservation
 	// to settle, "" otherwise.
 	call string
+	// redact lists the policy's headers and parameters to redact.
+	redact []string
 }
 
 // RequestInfo is the judged request as recorded.

@@ -163,7 +163,9 @@ func (s *session) handle(start time.Time, req *http1.Request) bool {
 	case s.tunnel != nil:
 		if t, err = parseAbsolute(req.Target); err == nil && (t.protocol != s.tunnel.protocol || t.host != s.tunnel.host || t.port != s.tunnel.port) {
 			rec.setTarget(&t)
-			return s.refuse(rec, req, http.StatusForbidden, "request target "+t.url()+" is not the CONNECT host (domain fronting)")
+			shown := t
+			shown.query = rec.Request.Query
+			return s.refuse(rec, req, http.StatusForbidden, "request target "+shown.url()+" is not the CONNECT host (domain fronting)")
 		}
 	case strings.HasPrefix(req.Target, "/"):
 		return s.control(rec, req)
@@ -205,12 +207,12 @@ func (s *session) authenticate(rec *Record, req *http1.Request) (string, bool) {
 }
 
 func (s *session) newRecord(start time.Time, req *http1.Request, pol *judge.Policy) *Record {
-	rec := &Record{ID: newID(), Time: start, Client: s.client}
+	rec := &Record{ID: newID(), Time: start, Client: s.client, redact: pol.Redact()}
 	rec.Request.Imp, rec.task = s.subject, s.task
 	if req != nil {
 		// Overwritten by setTarget once the target parses; a reject keeps
 		// the target as sent.
-		rec.Request.Method, rec.Request.Path = req.Method, clip(redactUserinfo(req.Target))
+		rec.Request.Method, rec.Request.Path = req.Method, clip(redactTarget(req.Target, rec.redact))
 		rec.Request.Headers = RecordHeaders(req.Header, pol.Redact()...)
 	}
 	if t := s.tunnel; t != nil {
@@ -221,7 +223,7 @@ func (s *session) newRecord(start time.Time, req *http1.Request, pol *judge.Poli
 
 func (r *Record) setTarget(t *target) {
 	r.Request.Protocol, r.Request.Host, r.Request.Port = t.protocol, t.host, t.port
-	r.Request.Path, r.Request.Query = t.path, t.query
+	r.Request.Path, r.Request.Query = t.path, redactQuery(t.query, r.redact)
 }
 
 // reject answers a request too malformed to judge, records it, and leaves

@@ -29,6 +29,7 @@ import (
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/boxnet"
 	"github.com/impyard/impyard/lib/ca"
+	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/control"
 	"github.com/impyard/impyard/lib/gateway"
@@ -110,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	logf := func(format string, a ...any) { fmt.Fprintf(log, "impgw: "+format+"\n", a...) }
+	logf := lineLogger(log)
 	y := cfg.Yard
 	policy := cfg.PolicyPath
 	if policy == "" {
@@ -121,9 +122,15 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	meter := ledger.NewMeter(y, func(err error) { logf("error: metering: %v", err) })
-	api := &control.API{Yard: y, Home: cfg.Home, Signer: cfg.Signer, Policy: gateway.PolicyOf, RunOf: runOf}
+	// The trust ladder acts on org.toml as the gateway last took it: one
+	// refused as unsafe leaves the last good one in force, the refusal
+	// logged once per change.
+	orgs := &config.Keeper{}
+	api := &control.API{Yard: y, Home: cfg.Home, Signer: cfg.Signer, Policy: gateway.PolicyOf, RunOf: runOf,
+		Org: func() (*config.Org, error) { return orgs.Load(y, logf) }}
 	g, err := gateway.New(gateway.Config{
 		PolicyPath:    policy,
+		ReadPolicy:    y.ReadAuthority,
 		UpstreamCA:    cfg.UpstreamCA,
 		DecisionsPath: decisions,
 		Home:          cfg.Home,
@@ -140,6 +147,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.InboundListener != nil {
+		// The relay files tasks: a box must not reach it through us.
+		if err := g.Own(cfg.InboundListener.Addr()); err != nil {
+			return nil, err
+		}
+	}
 	return &Server{
 		gw:        g,
 		boxes:     &boxnet.Server{Yard: y, Gateway: g, Logf: logf},
@@ -151,6 +164,14 @@ func New(cfg Config) (*Server, error) {
 		inbound:   cfg.Inbound,
 		inboundLn: cfg.InboundListener,
 	}, nil
+}
+
+// lineLogger writes one "impgw: " line per call to w, Printable: a
+// line quotes model names an upstream chose.
+func lineLogger(w io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		fmt.Fprintf(w, "impgw: %s\n", cli.Printable(fmt.Sprintf(format, a...)))
+	}
 }
 
 // spend debits what an exchange cost: its bytes, and the tokens of a

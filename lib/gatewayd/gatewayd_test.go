@@ -3,8 +3,11 @@ package gatewayd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -169,4 +172,51 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// The loop guard covers the inbound relay's listener as well as the
+// proxy's: a rule whose network covers loopback and the unspecified
+// address still cannot send a request through the gateway to the relay,
+// by its address or by 0.0.0.0, which reaches every local address.
+func TestLoopGuardCoversInbound(t *testing.T) {
+	cfg := parts(t)
+	cfg.Inbound = relay(t, &cfg)
+	lns, err := Listen([]string{"127.0.0.1:0", "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.InboundListener = lns[1]
+	in := lns[1].Addr().(*net.TCPAddr).Port
+	os.WriteFile(cfg.Yard.PolicyPath(), []byte(fmt.Sprintf(`{"schema":"impyard.policy/1","rules":[
+  {"name":"loopback","match":{"host":["127.0.0.1","0.0.0.0"],"port":%d,"network":["127.0.0.0/8","0.0.0.0/32"]},"verdict":"allow"}]}`, in)), 0o640)
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, lns[:1], time.Second) }()
+	proxy := &url.URL{Scheme: "http", Host: lns[0].Addr().String()}
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
+	for _, host := range []string{"127.0.0.1", "0.0.0.0"} {
+		target := fmt.Sprintf("http://%s:%d/v1/inbound/github", host, in)
+		resp, err := client.Post(target, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "gateway's own listener (a loop)") {
+			t.Errorf("POST %s through the gateway: %d %q, want 403 as a loop", target, resp.StatusCode, body)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	// Nothing reached the relay: it records every post it receives.
+	b, _ := os.ReadFile(cfg.Yard.Decisions())
+	if n := strings.Count(string(b), `"schema":"impyard.inbound/1"`); n != 0 {
+		t.Errorf("%d requests reached the relay through the gateway:\n%s", n, b)
+	}
 }

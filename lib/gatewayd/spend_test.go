@@ -173,3 +173,21 @@ func TestAdmitReserves(t *testing.T) {
 		t.Fatalf("910 + 105 of 1000 with nothing in flight: %v", err)
 	}
 }
+
+// TestPricingLogOneLine: the model a pricing error names is the
+// upstream's word; it is logged escaped, on the error's one line.
+func TestPricingLogOneLine(t *testing.T) {
+	y := yardtest.New(t)
+	if err := os.WriteFile(y.Path("org.toml"), []byte("not toml ["), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	m := ledger.NewMeter(y, func(err error) { t.Error(err) })
+	spend(y, m, lineLogger(&b))(gateway.Spend{Subject: "yuko", Usage: &gateway.Usage{Model: "gpt\r\x1b[2Kimpgw: policy loaded again\nimpgw: ok", InputTokens: 1}})
+	m.Sync()
+	got := b.String()
+	if strings.Count(got, "\n") != 1 || strings.ContainsAny(got, "\r\x1b") ||
+		!strings.HasPrefix(got, `impgw: error: pricing gpt\r\x1b[2Kimpgw: policy loaded again\nimpgw: ok tokens of yuko: `) {
+		t.Errorf("logged %q, want one escaped line", got)
+	}
+}

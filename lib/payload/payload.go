@@ -1,6 +1,6 @@
 // Package payload owns the types of action payloads: the names an
 // executor may give its fields in org.toml (address, addresses, url, text,
-// number, bool, object), the check that a proposed payload is a JSON object
+// line, number, bool, object), the check that a proposed payload is a JSON object
 // whose every field is declared and of its type, and the strict parser of
 // e-mail addresses behind address and addresses.
 //
@@ -30,13 +30,14 @@ const (
 	Addresses = "addresses" // a non-empty JSON array of addresses
 	URL       = "url"       // an absolute http or https URL with a host
 	Text      = "text"      // any JSON string
+	Line      = "line"      // a JSON string without CR or LF: a mail header's value
 	Number    = "number"    // a JSON number
 	Bool      = "bool"      // true or false
 	Object    = "object"    // a JSON object, never matched by a glob
 )
 
 // Types lists every type name, for messages.
-var Types = []string{Address, Addresses, URL, Text, Number, Bool, Object}
+var Types = []string{Address, Addresses, URL, Text, Line, Number, Bool, Object}
 
 // Fields maps a payload's top-level field names to their type names.
 type Fields map[string]string
@@ -135,7 +136,7 @@ func checkValue(typ string, raw json.RawMessage) error {
 
 // Strings returns what a glob is matched against for a value of type typ:
 // the lowercased address for address, each lowercased address for
-// addresses, the string for url and text, the number as written, "true" or
+// addresses, the string for url, text and line, the number as written, "true" or
 // "false". It fails when the value is not of the type; an object yields no
 // strings.
 func Strings(typ string, raw json.RawMessage) ([]string, error) {
@@ -190,10 +191,15 @@ func Strings(typ string, raw json.RawMessage) ([]string, error) {
 			return nil, err
 		}
 		return []string{s}, nil
-	case Text:
+	case Text, Line:
 		s, err := str()
 		if err != nil {
 			return nil, err
+		}
+		// A line break in a header's value starts a header of the
+		// proposer's own (a Bcc), which no one approved.
+		if typ == Line && strings.ContainsAny(s, "\r\n") {
+			return nil, errors.New("want one line: no CR or LF")
 		}
 		return []string{s}, nil
 	case Number:

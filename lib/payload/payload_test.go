@@ -220,3 +220,33 @@ func FuzzParseAddress(f *testing.F) {
 		}
 	})
 }
+
+// A line is a text that will become a mail header or another one-line
+// field: a CR or an LF in it, which would start a header of the
+// proposer's own, is refused at the door, a text's is not.
+func TestLine(t *testing.T) {
+	f := Fields{"subject": Line, "body": Text}
+	for _, tc := range []struct {
+		payload string
+		ok      bool
+	}{
+		{`{"subject":"Weekly digest","body":"a\r\nb"}`, true},
+		{`{"subject":"tabs\tand unicode \u00e9 are fine"}`, true},
+		{`{"subject":""}`, true},
+		{`{"subject":"Weekly digest\r\nBcc: x@evil.com"}`, false},
+		{`{"subject":"Weekly digest\nBcc: x@evil.com"}`, false},
+		{`{"subject":"Weekly digest\r"}`, false},
+		{`{"subject":["not","a string"]}`, false},
+	} {
+		err := Check(f, []byte(tc.payload))
+		if tc.ok != (err == nil) || !tc.ok && !errors.Is(err, ErrType) {
+			t.Errorf("Check(%s) = %v, want ok %v", tc.payload, err, tc.ok)
+		}
+	}
+	if !ValidType(Line) || !Matchable(Line) {
+		t.Errorf("line: valid %v, matchable %v", ValidType(Line), Matchable(Line))
+	}
+	if got, err := Strings(Line, []byte(`"Weekly digest"`)); err != nil || len(got) != 1 || got[0] != "Weekly digest" {
+		t.Errorf("Strings(line) = %q, %v", got, err)
+	}
+}

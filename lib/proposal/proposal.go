@@ -138,6 +138,10 @@ type Proposal struct {
 	// filed.
 	Signer *approval.Key
 	Now    time.Time
+	// Org reads org.toml; nil is config.LoadOrg. A daemon passes its
+	// config.Keeper, so an org.toml refused as unsafe leaves the last
+	// good one in force.
+	Org func() (*config.Org, error)
 }
 
 func refuse(kind Refusal, format string, a ...any) Decision {
@@ -179,7 +183,11 @@ func decide(y *yard.Yard, p Proposal, take takeGate) (d Decision, env Envelope) 
 	case env.TaskID != "" && env.TaskID != p.Task:
 		return refuse(NotOwn, "task_id %q is not this token's task", env.TaskID), env
 	}
-	org, err := config.LoadOrg(y)
+	loadOrg := p.Org
+	if loadOrg == nil {
+		loadOrg = func() (*config.Org, error) { return config.LoadOrg(y) }
+	}
+	org, err := loadOrg()
 	if err == nil {
 		err = org.CheckIntents(p.Rules, intent.EgressGrant)
 	}

@@ -7,6 +7,7 @@ package status
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -79,6 +80,9 @@ type Pending struct {
 	State      string `json:"state"`
 	Created    Time   `json:"created"`
 	AgeSeconds int64  `json:"age_seconds"`
+	// Waiting says why impexec leaves an approved or executing gate as it
+	// is: no executor in org.toml for its intent.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // Spend is one imp's spend on the UTC day against its budget in org.toml
@@ -145,11 +149,21 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 		o.GatewayUp = run.GatewayUp
 	}
 	org, err := config.LoadOrg(y)
-	if err != nil {
+	unsafeOrg := errors.Is(err, config.ErrUnsafe)
+	if unsafeOrg {
+		// Named among the warnings below; the rest is still worth seeing.
+		org = config.Default()
+	} else if err != nil {
 		return nil, err
 	}
 	s := &Status{Yard: y.Root, At: Time{o.Now}, Daemons: []Daemon{}, Tasks: []ImpTasks{}, Gates: []Pending{}, Spend: []Spend{}, Failures: []Failure{}, Warnings: []string{}}
 	warn := func(err error) { s.Warnings = append(s.Warnings, err.Error()) }
+	for _, err := range config.Unsafe(y) {
+		warn(fmt.Errorf("%w; every daemon refuses it", err))
+	}
+	if unsafeOrg {
+		warn(errors.New("org.toml is refused: the daemons and budgets shown are at their defaults"))
+	}
 
 	for _, name := range []string{"impsup", "impexec"} {
 		up, err := run.DaemonUp(y, name)
@@ -203,8 +217,14 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 	bad, _ = gate.Each(y, gate.Filter{All: true}, func(g *gate.Gate) error {
 		switch g.State {
 		case state.Filed, state.Approved, state.Executing:
-			s.Gates = append(s.Gates, Pending{ID: g.ID, Imp: g.Imp, Intent: g.Intent, State: g.State,
-				Created: Time{g.Created}, AgeSeconds: int64(o.Now.Sub(g.Created) / time.Second)})
+			p := Pending{ID: g.ID, Imp: g.Imp, Intent: g.Intent, State: g.State,
+				Created: Time{g.Created}, AgeSeconds: int64(o.Now.Sub(g.Created) / time.Second)}
+			if g.State != state.Filed && g.Intent != config.TrustPromote {
+				if _, err := org.Executor(g.Intent); err != nil {
+					p.Waiting = err.Error()
+				}
+			}
+			s.Gates = append(s.Gates, p)
 		case state.Failed:
 			fails = append(fails, Failure{Kind: "gate", ID: g.ID, Imp: g.Imp, At: Time{g.Updated}, Reason: lastWhy(g.History)})
 		}
@@ -332,7 +352,15 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 	} else {
 		fmt.Fprintf(tw, "  ID\tIMP\tINTENT\t%s\tAGE\n", p.Paint(cli.Plain, "STATE"))
 		for _, g := range s.Gates {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", g.ID, g.Imp, g.Intent, p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(s.At.Time, g.Created.Time))
+			// A gate's imp and intent are whatever the yard's writer put.
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", g.ID, cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(s.At.Time, g.Created.Time))
+		}
+		// After the table, so that a long reason does not widen it; it
+		// names the intent, as the yard's writer put it.
+		for _, g := range s.Gates {
+			if g.Waiting != "" {
+				fmt.Fprintf(tw, "  %s waits: %s\n", g.ID, cli.Cell(g.Waiting))
+			}
 		}
 	}
 	tw.Flush()
@@ -358,7 +386,7 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 		fmt.Fprintln(tw, "  none")
 	} else {
 		for _, f := range s.Failures {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", f.At, f.Kind, f.ID, f.Imp, reason(f.Reason))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", f.At, f.Kind, f.ID, cli.Cell(f.Imp), reason(f.Reason))
 		}
 	}
 	tw.Flush()
@@ -366,7 +394,7 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 	fmt.Fprintln(tw, "\nNOTIFICATIONS")
 	fmt.Fprintf(tw, "  %d waiting to be delivered\n", s.Notifications.Pending)
 	for _, n := range s.Notifications.Failing {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\tfailed %d time(s), next at %s\t%s\n", n.ID, n.Event, n.Imp, n.Attempts, n.Next, reason(n.LastError))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\tfailed %d time(s), next at %s\t%s\n", n.ID, cli.Cell(n.Event), cli.Cell(n.Imp), n.Attempts, n.Next, reason(n.LastError))
 	}
 	tw.Flush()
 

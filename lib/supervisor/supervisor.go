@@ -62,6 +62,9 @@ type Supervisor struct {
 	wake chan struct{}
 	// logged is the last problem logged per file (see logOnce).
 	logged map[string]string
+	// configs is org.toml and each imp.toml as the supervisor acts on
+	// them: one refused as unsafe leaves the last good one in force.
+	configs config.Keeper
 
 	// What passes, one at a time, are done with, so the next pass stats
 	// those files instead of reading them (see transition.Known): the
@@ -86,6 +89,12 @@ func (s *Supervisor) logf(format string, a ...any) {
 	if s.Logf != nil {
 		s.Logf(format, a...)
 	}
+}
+
+// loadImp reads an imp's imp.toml, keeping the last good one when a
+// writer of the yard's edit is refused (config.Keeper).
+func (s *Supervisor) loadImp(name string) (*config.Imp, error) {
+	return s.configs.LoadImp(s.Yard, name, s.logf)
 }
 
 func (s *Supervisor) now() time.Time {
@@ -133,7 +142,7 @@ func (s *Supervisor) poke() {
 // boxes it started.
 func (s *Supervisor) Pass(ctx context.Context) (int, error) {
 	s.init()
-	org, err := config.LoadOrg(s.Yard)
+	org, err := s.configs.Load(s.Yard, s.logf)
 	if err != nil {
 		return 0, fmt.Errorf("nothing dispatched: %w", err)
 	}
@@ -202,7 +211,7 @@ func (s *Supervisor) dispatch(ctx context.Context, org *config.Org) (int, error)
 		if _, seen := cfgs[t.Imp]; seen {
 			continue
 		}
-		cfg, err := config.LoadImp(s.Yard, t.Imp)
+		cfg, err := s.loadImp(t.Imp)
 		cfgs[t.Imp] = cfg
 		if err != nil {
 			lim.Broken[t.Imp] = err.Error()

@@ -176,12 +176,12 @@ func permits(m map[string]string, doc any, fields payload.Fields, typed bool) bo
 		if !ok || len(vals) == 0 {
 			return false
 		}
-		g, err := compile(pattern, field, fields, typed)
+		g, err := compile(pattern, field, fields, typed, lineBreaks...)
 		if err != nil {
 			return false
 		}
 		for _, v := range vals {
-			if !g.Match(v) {
+			if !withinLines(g, v) {
 				return false
 			}
 		}
@@ -190,7 +190,8 @@ func permits(m map[string]string, doc any, fields payload.Fields, typed bool) bo
 }
 
 // restricts reports whether every glob holds for its field, where a list
-// holds when any element matches. A missing field or an empty list does not
+// holds when any element matches; its wildcards match line breaks too, so
+// a second line never slips past a deny. A missing field or an empty list does not
 // match. A glob that does not compile (config refuses those) matches, so a
 // broken restriction errs toward refusing.
 func restricts(m map[string]string, doc any, fields payload.Fields, typed bool) bool {
@@ -210,13 +211,48 @@ func restricts(m map[string]string, doc any, fields payload.Fields, typed bool) 
 	return true
 }
 
-// compile compiles a glob; on an address field it is lowercased like the
-// addresses it is matched against.
-func compile(pattern, field string, fields payload.Fields, typed bool) (*glob.Pattern, error) {
+// compile compiles a glob, with sep as the characters * and ? do not
+// match; on an address field it is lowercased like the addresses it is
+// matched against.
+func compile(pattern, field string, fields payload.Fields, typed bool, sep ...rune) (*glob.Pattern, error) {
 	if typed && (fields[field] == payload.Address || fields[field] == payload.Addresses) {
 		pattern = strings.ToLower(pattern)
 	}
-	return glob.Compile(pattern)
+	return glob.Compile(pattern, sep...)
+}
+
+// lineBreaks are what a permitting glob's * and ? never match: "Weekly
+// digest*" vouches for a subject, not for a second line (a header, once
+// in a mail) appended to it.
+var lineBreaks = []rune{'\n', '\r'}
+
+// withinLines reports whether g, compiled with lineBreaks, matches v
+// without a wildcard spanning a line break: ** and a character class
+// ([!x] included) can match one whatever the separators, so a pattern
+// with either matches no value that holds a line break. A line break
+// written in the pattern itself still matches its own.
+func withinLines(g *glob.Pattern, v string) bool {
+	if strings.ContainsAny(v, "\r\n") && spansLines(g.String()) {
+		return false
+	}
+	return g.Match(v)
+}
+
+// spansLines reports whether a pattern holds an unescaped ** or [.
+func spansLines(pattern string) bool {
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '\\':
+			i++
+		case '[':
+			return true
+		case '*':
+			if i+1 < len(pattern) && pattern[i+1] == '*' {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // values returns the strings a glob is matched against for field: for a
