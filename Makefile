@@ -129,6 +129,14 @@ install: build
 demo:
 	scripts/demo
 
+# make test installs what its tests need first, as make demo does
+# (scripts/deps, with apt-get, as root; anyone else is told what is
+# missing and the tests that need it skip or fail naming it).
+.PHONY: deps
+unit fuzz bench-smoke demo-check: | deps
+deps:
+	@if [ "$$(id -u)" -eq 0 ]; then scripts/deps; else scripts/deps || true; fi
+
 # make test runs the demo where it can (as root), quietly unless it fails.
 demo-check:
 	@if [ "$$(id -u)" -ne 0 ]; then echo "demo-check: skipped, not root"; \

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/user"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
+	homedir "github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/signers"
 	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/policies"
@@ -25,9 +27,10 @@ defaults to --root, else $IMPYARD_ROOT, else the current directory.
                             runs/ policies/ imps/
   org.toml                  every setting, commented out (impyard(7))
   policies/gateway.json     the policy impyard ships (impgw(8))
+  IMPYARD_HOME/secrets/     mode 0700, empty: the secrets the gateway injects
   IMPYARD_HOME/ca/          the gateway's CA, as 'impgw ca init' makes it
   IMPYARD_HOME/keys/owner.* the key 'impgate approve' signs with
-  .impyard                  the marker, written last: until it is there no
+  .impyard-yard             the marker, written last: until it is there no
                             program takes DIR for a yard
 
 Prints one line per thing it created (--json: one object each, none when
@@ -178,6 +181,17 @@ func create(dir, home string, share sharing) (made []created, err error) {
 		return made, err
 	} else if ok {
 		add("policy", y.PolicyPath())
+	}
+	// secrets/ is where the owner puts what the gateway injects: made
+	// here, owner-only, so the first secret is not written into a
+	// directory its umask left open.
+	h := homedir.Dir(home)
+	_, err = os.Lstat(h.Secrets())
+	if err := h.Private(h.Secrets()); err != nil {
+		return made, err
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		add("secrets", h.Secrets())
 	}
 	if _, err := ca.Init(home); err == nil {
 		add("ca", ca.KeyPath(home), ca.CertPath(home))

@@ -39,7 +39,7 @@ Examples:
   impsup doctor
   impsup status
   impsup run
-  */5 * * * * impsup once
+  */5 * * * * IMPYARD_ROOT=/srv/yard /usr/local/bin/impsup once   # crontab
 `
 
 func main() {

@@ -353,6 +353,7 @@ var refusalStatus = map[proposal.Refusal]int{
 	proposal.NotFiled:       http.StatusBadRequest,
 	proposal.Failed:         http.StatusInternalServerError,
 	proposal.NoExecutor:     http.StatusBadRequest,
+	proposal.GateCap:        http.StatusTooManyRequests,
 }
 
 // await waits a bounded time for an auto-approved gate's execution; the

@@ -75,9 +75,9 @@ func useUpBlocks(t *testing.T, dir string) {
 // to be written and is then sent once.
 func TestMarkerNotWrittenNothingSent(t *testing.T) {
 	for _, c := range []struct {
-		name   string
-		opts   string
-		fill   func(*testing.T, string)
+		name string
+		opts string
+		fill func(*testing.T, string)
 	}{
 		// No inode for the marker: creating its temp file fails.
 		{"no inode", "size=64k,nr_inodes=8", useUpInodes},
