@@ -134,3 +134,23 @@ func TestInitRefusesForeignMarker(t *testing.T) {
 		t.Errorf("init added to a directory it refused: %v", entries)
 	}
 }
+
+// TestInitShareUsage: --owner alone, or a group or user that does not
+// exist, is a usage error (exit 2), and nothing is made.
+func TestInitShareUsage(t *testing.T) {
+	t.Setenv("IMPYARD_HOME", filepath.Join(t.TempDir(), "home"))
+	for _, args := range [][]string{
+		{"--owner", "0"},
+		{"--group", "no-such-group-impyard"},
+		{"--group", "0", "--owner", "no-such-user-impyard"},
+	} {
+		dir := filepath.Join(t.TempDir(), "yard")
+		code, _, stderr := initYard(t, append(args, dir)...)
+		if code != 2 {
+			t.Errorf("init %v: exit %d, want 2: %s", args, code, stderr)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("init %v made %s: %v", args, dir, err)
+		}
+	}
+}

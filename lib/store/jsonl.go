@@ -80,6 +80,10 @@ func openAppend(dirfd int, name, p string) (int, int64, error) {
 			return noFD, 0, err
 		}
 		trace(Op{Kind: OpCreate, Path: p})
+		if err := shareCreated(dirfd, "", fd); err != nil {
+			unix.Close(fd)
+			return noFD, 0, &os.PathError{Op: "chmod", Path: p, Err: err}
+		}
 		if err := fsyncDir(dirfd, filepath.Dir(p)); err != nil {
 			unix.Close(fd)
 			return noFD, 0, err

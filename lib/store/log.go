@@ -254,9 +254,9 @@ func fdatasync(f *os.File) error {
 func (a *Log) flock() (func(), error) {
 	lockPath := a.lockPath
 	if a.lock == nil {
-		f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+		f, err := openLock(unix.AT_FDCWD, lockPath, lockPath, unix.O_CREAT)
 		if err != nil {
-			return nil, &os.PathError{Op: "lock", Path: lockPath, Err: err}
+			return nil, err
 		}
 		var st syscall.Stat_t
 		if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
@@ -307,6 +307,9 @@ func (a *Log) open() (int64, error) {
 		return 0, err
 	}
 	fi, err := f.Stat()
+	if err == nil && fi.Size() == 0 {
+		err = shareCreated(unix.AT_FDCWD, filepath.Dir(a.path), int(f.Fd()))
+	}
 	if err != nil {
 		f.Close()
 		return 0, err

@@ -329,6 +329,10 @@ func (tx *Tx) Write(name string, data []byte) error {
 // and closes it, and renames it over base in dirfd; a failure removes the
 // temp file. tmpDir and dir are the two directories' paths, for the trace.
 func writeAt(tmpfd int, tmpDir string, dirfd int, dir, base string, data []byte, perm os.FileMode) error {
+	if perm == FilePerm {
+		// A yard file: its group's too in a shared directory.
+		perm = os.FileMode(filePermIn(dirfd))
+	}
 	var fd int
 	var tmp string
 	for {
@@ -437,8 +441,9 @@ func syncData(fd int, path string) error {
 }
 
 // Scratch returns name in the transaction's directory open for reading
-// and rewriting in place, created (mode 0600) when missing if create is
-// set, else nil when missing; a file it creates is synced into the
+// and rewriting in place, created (mode 0600; 0660 in a directory shared
+// with its group, see shareBits) when missing if create is set, else nil
+// when missing; a file it creates is synced into the
 // directory before it returns. It never follows a symlink and refuses
 // anything but a regular file with one link. The descriptor is the
 // transaction's, open until Update returns, so a file a transaction
@@ -490,6 +495,12 @@ func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 	if err := checkRegular(f); err != nil {
 		f.Close()
 		return nil, err
+	}
+	if create {
+		if err := shareCreated(int(tx.dir.Fd()), "", fd); err != nil {
+			f.Close()
+			return nil, &os.PathError{Op: "chmod", Path: p, Err: err}
+		}
 	}
 	if tx.scratch == nil {
 		tx.scratch = map[string]*os.File{}

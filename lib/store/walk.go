@@ -73,9 +73,18 @@ func walk(fd int, p, rel string, create bool) (int, string, error) {
 // openDirAt opens the directory name inside dirfd without following a
 // symlink, creating it first with create; p is its path, for errors.
 func openDirAt(dirfd int, name, p string, create bool) (int, error) {
+	made := false
 	for {
 		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		switch {
+		case err == nil && made && sharedIn(dirfd, ""):
+			// Set through the descriptor, never by name: what was
+			// made could have been swapped for a symlink since.
+			if err := unix.Fchmod(fd, sharedDirPerm); err != nil {
+				unix.Close(fd)
+				return noFD, &os.PathError{Op: "chmod", Path: p, Err: err}
+			}
+			return fd, nil
 		case err == nil:
 			return fd, nil
 		case errors.Is(err, unix.EINTR):
@@ -96,7 +105,7 @@ func openDirAt(dirfd int, name, p string, create bool) (int, error) {
 			if err := fsyncDir(dirfd, filepath.Dir(p)); err != nil {
 				return noFD, err
 			}
-			create = false
+			made, create = err == nil, false
 			continue
 		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
 			return noFD, &os.PathError{Op: "open", Path: p, Err: whyNotDir(dirfd, name)}
