@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -171,8 +170,8 @@ func mark(f *os.File, id string) error {
 		return &os.PathError{Op: "open", Path: p, Err: errors.New("not a regular file")}
 	}
 	if st.Size != markerWidth {
-		if err := unix.Ftruncate(int(f.Fd()), markerWidth); err != nil {
-			return &os.PathError{Op: "truncate", Path: p, Err: err}
+		if err := store.TruncateIn(f, markerWidth); err != nil {
+			return err
 		}
 	}
 	return pwriteAll(f, append([]byte(id), blank[len(id):]...))
@@ -202,16 +201,7 @@ func EndTx(tx *store.Tx) error {
 	return pwriteAll(f, blank)
 }
 
-func pwriteAll(f *os.File, b []byte) error {
-	n, err := unix.Pwrite(int(f.Fd()), b, 0)
-	if err == nil && n < len(b) {
-		err = io.ErrShortWrite
-	}
-	if err != nil {
-		return &os.PathError{Op: "write", Path: f.Name(), Err: err}
-	}
-	return nil
-}
+func pwriteAll(f *os.File, b []byte) error { return store.WriteIn(f, b, 0) }
 
 // Interrupted returns the entity whose transition a dead process left
 // unrecorded in dir, if any. Callers hold the store's lock.

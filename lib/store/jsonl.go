@@ -48,6 +48,9 @@ func AppendLineAt(path string, line []byte, point string) error {
 	fd, size, err := openAt(unix.AT_FDCWD, path, path, unix.O_RDWR|unix.O_APPEND)
 	if errors.Is(err, os.ErrNotExist) {
 		fd, size, err = openAt(unix.AT_FDCWD, path, path, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT)
+		if err == nil {
+			trace(Op{Kind: OpCreate, Path: path})
+		}
 	}
 	if err != nil {
 		return err
@@ -89,9 +92,13 @@ func AppendLineIn(root, rel, name string, line []byte, point string) error {
 	if err := checkLine(p, line); err != nil {
 		return err
 	}
+	created := tracing() && !existsAt(int(dir.Fd()), name)
 	fd, size, err := openAt(int(dir.Fd()), name, p, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT)
 	if err != nil {
 		return err
+	}
+	if created {
+		trace(Op{Kind: OpCreate, Path: p})
 	}
 	defer unix.Close(fd)
 	return appendFd(fd, p, size, line, point)
@@ -119,6 +126,7 @@ func appendFd(fd int, path string, size int64, line []byte, point string) error 
 			line = append([]byte{'\n'}, line...)
 		}
 	}
+	whole := line
 	if crash.Enabled {
 		// A crash here leaves half a record: the torn line readers must skip.
 		half := len(line) / 2
@@ -130,9 +138,12 @@ func appendFd(fd int, path string, size int64, line []byte, point string) error 
 	}
 	if err := writeAll(fd, line); err != nil {
 		// Leave no partial record behind: cut the file back to where it was.
-		_ = unix.Ftruncate(fd, size)
+		if unix.Ftruncate(fd, size) == nil {
+			trace(Op{Kind: OpTruncate, Path: path, Off: size})
+		}
 		return fmt.Errorf("append %s: %w", path, err)
 	}
+	trace(Op{Kind: OpAppend, Path: path, Off: size, Data: whole})
 	return nil
 }
 

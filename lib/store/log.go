@@ -194,6 +194,7 @@ func (a *Log) write(lines []byte) error {
 		a.drop()
 		return fmt.Errorf("append %s: %w", a.path, err)
 	}
+	trace(Op{Kind: OpAppend, Path: a.path, Off: size, Data: lines})
 	return nil
 }
 
@@ -248,12 +249,16 @@ func (a *Log) open() (int64, error) {
 		return st.Size, nil
 	}
 	a.drop()
+	created := errors.Is(err, syscall.ENOENT)
 	f, err := os.OpenFile(a.path, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, FilePerm)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			return 0, &os.PathError{Op: "open", Path: a.path, Err: errors.New("is a symlink; refusing to follow it")}
 		}
 		return 0, err
+	}
+	if created {
+		trace(Op{Kind: OpCreate, Path: a.path})
 	}
 	fi, err := f.Stat()
 	if err != nil {

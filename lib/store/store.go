@@ -5,8 +5,7 @@
 //   - A write replaces a file atomically: temp file in the store's .tmp
 //     directory, write, fsync, close, rename over the target, fsync the
 //     target's directory; a transaction does each step relative to the
-//     directories it holds open (openat, renameat), outside one
-//     google/renameio does them by path. A reader never needs a lock and
+//     directories it holds open (openat, renameat), WriteAtomic by path. A reader never needs a lock and
 //     never sees a torn file. This requires rename(2) to be atomic, so the
 //     yard must be on a local file system, not NFS.
 //   - Writes happen only inside Dir.Update, a whole read-modify-write
@@ -47,7 +46,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/renameio/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/impyard/impyard/lib/crash"
@@ -212,8 +210,12 @@ func (tx *Tx) sweep() error {
 		return fmt.Errorf("sweep %s: %w", tmp, err)
 	}
 	for _, n := range names {
-		if err := unix.Unlinkat(fd, n, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		err := unix.Unlinkat(fd, n, 0)
+		if err != nil && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("sweep orphaned temp file %s: %w", filepath.Join(tmp, n), err)
+		}
+		if err == nil {
+			trace(Op{Kind: OpUnlink, Path: filepath.Join(tmp, n)})
 		}
 	}
 	return nil
@@ -307,22 +309,23 @@ func (tx *Tx) Write(name string, data []byte) error {
 		}
 		tx.tmp = os.NewFile(uintptr(t), tmp)
 	}
-	if err := writeAt(int(tx.tmp.Fd()), fd, base, data); err != nil {
+	if err := writeAt(int(tx.tmp.Fd()), tx.tmp.Name(), fd, filepath.Dir(p), base, data, FilePerm); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	crash.Point("after-rename")
 	return fsyncDir(fd, filepath.Dir(p))
 }
 
-// writeAt writes data to a new temp file in tmpfd, fsyncs and closes it,
-// and renames it over base in dirfd; a failure removes the temp file.
-func writeAt(tmpfd, dirfd int, base string, data []byte) error {
+// writeAt writes data to a new temp file in tmpfd, at mode perm, fsyncs
+// and closes it, and renames it over base in dirfd; a failure removes the
+// temp file. tmpDir and dir are the two directories' paths, for the trace.
+func writeAt(tmpfd int, tmpDir string, dirfd int, dir, base string, data []byte, perm os.FileMode) error {
 	var fd int
 	var tmp string
 	for {
 		tmp = "." + base + strconv.FormatUint(uint64(rand.Uint32()), 10)
 		var err error
-		fd, err = unix.Openat(tmpfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, FilePerm)
+		fd, err = unix.Openat(tmpfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, uint32(perm))
 		if err == nil {
 			break
 		}
@@ -330,20 +333,27 @@ func writeAt(tmpfd, dirfd int, base string, data []byte) error {
 			return err
 		}
 	}
+	tmpPath := filepath.Join(tmpDir, tmp)
+	trace(Op{Kind: OpCreate, Path: tmpPath})
 	// The mode is set outright: the umask of whoever writes must not
 	// narrow a yard file below what its other readers need.
-	err := unix.Fchmod(fd, FilePerm)
+	err := unix.Fchmod(fd, uint32(perm))
 	if err == nil {
-		err = writeSync(fd, data)
+		err = writeSync(fd, tmpPath, data)
 	}
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
 	if err == nil {
 		err = unix.Renameat(tmpfd, tmp, dirfd, base)
+		if err == nil {
+			trace(Op{Kind: OpRename, Path: tmpPath, To: filepath.Join(dir, base)})
+		}
 	}
 	if err != nil {
-		_ = unix.Unlinkat(tmpfd, tmp, 0)
+		if unix.Unlinkat(tmpfd, tmp, 0) == nil {
+			trace(Op{Kind: OpUnlink, Path: tmpPath})
+		}
 	}
 	return err
 }
@@ -366,17 +376,46 @@ func writeAll(fd int, data []byte) error {
 	return nil
 }
 
-// writeSync writes all of data to fd and fsyncs it.
-func writeSync(fd int, data []byte) error {
+// writeSync writes all of data to fd, the new empty file path, and
+// fsyncs it.
+func writeSync(fd int, path string, data []byte) error {
 	if err := writeAll(fd, data); err != nil {
 		return err
 	}
+	trace(Op{Kind: OpWrite, Path: path, Data: data})
 	crash.Point("after-temp-write")
+	return fsync(fd, path)
+}
+
+// fsync makes the file fd, at path, durable: its data and metadata.
+func fsync(fd int, path string) error {
 	for {
 		err := unix.Fsync(fd)
-		if !errors.Is(err, unix.EINTR) {
-			return err
+		if errors.Is(err, unix.EINTR) {
+			continue
 		}
+		if err != nil {
+			return &os.PathError{Op: "fsync", Path: path, Err: err}
+		}
+		trace(Op{Kind: OpFsync, Path: path})
+		return nil
+	}
+}
+
+// fdatasync makes the data of the file fd, at path, durable, with the
+// size a reader needs to find it, but not its times: for a file written
+// in place or appended to, the cheaper half of fsync.
+func fdatasync(fd int, path string) error {
+	for {
+		err := unix.Fdatasync(fd)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "fdatasync", Path: path, Err: err}
+		}
+		trace(Op{Kind: OpFdatasync, Path: path})
+		return nil
 	}
 }
 
@@ -402,6 +441,7 @@ func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 	if create {
 		flag |= unix.O_CREAT
 	}
+	created := create && tracing() && !existsAt(int(tx.dir.Fd()), name)
 	var fd int
 	for {
 		var err error
@@ -419,6 +459,9 @@ func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 			return nil, &os.PathError{Op: "open", Path: p, Err: err}
 		}
 		break
+	}
+	if created {
+		trace(Op{Kind: OpCreate, Path: p})
 	}
 	f := os.NewFile(uintptr(fd), p)
 	if err := checkRegular(f); err != nil {
@@ -454,7 +497,10 @@ func (tx *Tx) Remove(name string) error {
 	if fd != int(tx.dir.Fd()) {
 		defer unix.Close(fd)
 	}
-	if err := unix.Unlinkat(fd, base, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+	switch err := unix.Unlinkat(fd, base, 0); {
+	case err == nil:
+		trace(Op{Kind: OpUnlink, Path: p})
+	case !errors.Is(err, unix.ENOENT):
 		return &os.PathError{Op: "remove", Path: p, Err: err}
 	}
 	return fsyncDir(fd, filepath.Dir(p))
@@ -480,31 +526,37 @@ func (tx *Tx) resolve(name string) (dirfd int, base, p string, err error) {
 // must be on the same file system. Callers outside a Tx must hold a lock
 // that covers tmpDir.
 func WriteAtomic(path string, data []byte, tmpDir string) error {
-	return writeAtomic(path, data, renameio.WithTempDir(tmpDir), renameio.WithPermissions(FilePerm))
+	return writeAtomic(path, data, tmpDir, FilePerm)
 }
 
 // WriteMode replaces path with data at exactly mode perm, whatever the
 // umask, through a temp file beside it: for keys and certificates, whose
 // mode is part of their meaning.
 func WriteMode(path string, data []byte, perm os.FileMode) error {
-	return writeAtomic(path, data, renameio.WithStaticPermissions(perm))
+	return writeAtomic(path, data, filepath.Dir(path), perm)
 }
 
-func writeAtomic(path string, data []byte, opts ...renameio.Option) error {
-	pf, err := renameio.NewPendingFile(path, opts...)
+// writeAtomic is Tx.Write by path: a temp file in tmpDir, written and
+// fsynced, renamed over path, and path's directory fsynced.
+func writeAtomic(path string, data []byte, tmpDir string, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	dirfd, err := openDir(dir)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	defer pf.Cleanup()
-	if _, err := pf.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	defer unix.Close(dirfd)
+	tmpfd := dirfd
+	if filepath.Clean(tmpDir) != dir {
+		if tmpfd, err = openDir(tmpDir); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		defer unix.Close(tmpfd)
 	}
-	crash.Point("after-temp-write")
-	if err := pf.CloseAtomicallyReplace(); err != nil {
+	if err := writeAt(tmpfd, filepath.Clean(tmpDir), dirfd, dir, filepath.Base(path), data, perm); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	crash.Point("after-rename")
-	return syncDir(filepath.Dir(path))
+	return fsyncDir(dirfd, dir)
 }
 
 func syncDir(dir string) error {
@@ -526,6 +578,7 @@ func fsyncDir(fd int, dir string) error {
 		if err != nil {
 			return fmt.Errorf("fsync directory %s: %w", dir, err)
 		}
+		trace(Op{Kind: OpDirSync, Path: dir})
 		return nil
 	}
 }

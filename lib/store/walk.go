@@ -81,8 +81,12 @@ func openDirAt(dirfd int, name, p string, create bool) (int, error) {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case errors.Is(err, unix.ENOENT) && create:
-			if err := unix.Mkdirat(dirfd, name, dirPerm); err != nil && !errors.Is(err, unix.EEXIST) {
+			err := unix.Mkdirat(dirfd, name, dirPerm)
+			if err != nil && !errors.Is(err, unix.EEXIST) {
 				return noFD, &os.PathError{Op: "mkdir", Path: p, Err: err}
+			}
+			if err == nil {
+				trace(Op{Kind: OpMkdir, Path: p})
 			}
 			create = false
 			continue
