@@ -508,12 +508,17 @@ func (s *State) sum() [32]byte {
 	return sha256.Sum256([]byte(strings.Join(lines, "\n")))
 }
 
-// cuts are the bytes a write not yet durable is cut at: none of it (the
-// same as losing it), one byte, half, all but one byte, and all.
-func cuts(n int) []int {
+// cuts are the bytes a write of n bytes not yet durable is cut at, past
+// none of it (losing it) and all: half, and when wide one byte and all
+// but one.
+func cuts(n int, wide bool) []int {
 	seen := map[int]bool{}
 	var c []int
-	for _, v := range []int{1, n / 2, n - 1} {
+	at := []int{n / 2}
+	if wide {
+		at = []int{1, n / 2, n - 1}
+	}
+	for _, v := range at {
 		if v > 0 && v < n && !seen[v] {
 			seen[v] = true
 			c = append(c, v)
@@ -532,14 +537,18 @@ type Plan struct {
 	// more than this many, tries every combination of them; more, and it
 	// tries the combinations below. Zero: only those.
 	Subsets int
+	// Wide adds to each unsynced operation lost alone the same
+	// operation kept alone, and cuts each unsynced write also at one
+	// byte and all but one, each with the rest kept and with the rest
+	// lost; without it a write is cut at half, with the rest kept.
+	Wide bool
 }
 
 // States lists the distinct trees a power cut may leave, under plan.
 // Whatever the plan, at every prefix it lists: everything kept (the
 // process killed, the page cache intact), nothing not yet durable kept,
-// each such operation alone lost and alone kept, and each write or
-// append not yet durable cut at one byte, half and all but one byte,
-// with the rest kept and with the rest lost.
+// each such operation alone lost, and each write or append not yet
+// durable cut at half, the rest kept.
 func (h *History) States(plan Plan) []*State {
 	var out []*State
 	seen := map[[32]byte]bool{}
@@ -587,17 +596,21 @@ func (h *History) States(plan Plan) []*State {
 		for x, u := range opt {
 			others := append(append([]int(nil), opt[:x]...), opt[x+1:]...)
 			add(state(others...))
-			add(state(u))
+			if plan.Wide {
+				add(state(u))
+			}
 			if h.ops[u].kind != store.OpWrite {
 				continue
 			}
-			for _, c := range cuts(len(h.ops[u].data)) {
+			for _, c := range cuts(len(h.ops[u].data), plan.Wide) {
 				s := state(others...)
 				s.Cut, s.CutAt = u, c
 				add(s)
-				s = state()
-				s.Cut, s.CutAt = u, c
-				add(s)
+				if plan.Wide {
+					s = state()
+					s.Cut, s.CutAt = u, c
+					add(s)
+				}
 			}
 		}
 	}

@@ -92,8 +92,11 @@ func TestUnsyncedAppendCut(t *testing.T) {
 		return []Record{{Kind: store.OpAppend, Path: filepath.Join(base, "d", "log"), Off: 2, Data: []byte("bcdef\n")}}
 	})
 	want := "a\n a\nb a\nbcd a\nbcdef a\nbcdef\n"
-	if got := strings.Join(outcomes(t, h, Plan{}, "d/log"), " "); got != want {
+	if got := strings.Join(outcomes(t, h, Plan{Wide: true}, "d/log"), " "); got != want {
 		t.Errorf("an unsynced append: got %q, want %q", got, want)
+	}
+	if got := strings.Join(outcomes(t, h, Plan{}, "d/log"), " "); got != "a\n a\nbcd a\nbcdef\n" {
+		t.Errorf("an unsynced append, narrow plan: got %q", got)
 	}
 	h = history(t, func(base string) []Record {
 		p := filepath.Join(base, "d", "log")

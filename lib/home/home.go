@@ -6,7 +6,6 @@
 package home
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,7 +40,7 @@ func (h Dir) Private(dir string) error {
 	if err := os.MkdirAll(string(h), 0o700); err != nil {
 		return err
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := store.Mkdir(dir, 0o700); err != nil {
 		return err
 	}
 	fi, err := os.Lstat(dir)

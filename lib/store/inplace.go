@@ -1,8 +1,10 @@
 package store
 
 import (
+	"errors"
 	"io"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -41,4 +43,20 @@ func tracing() bool { return traceHook.Load() != nil }
 func existsAt(dirfd int, name string) bool {
 	var st unix.Stat_t
 	return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+}
+
+// Mkdir makes the directory path at mode perm (narrowed by the umask, as
+// mkdir(2) does) when it is missing, and syncs its parent so that the new
+// entry, and what is later made durable inside it, survives a power cut.
+// A directory already there is left as it is, and not an error.
+func Mkdir(path string, perm os.FileMode) error {
+	err := unix.Mkdir(path, uint32(perm.Perm()))
+	if errors.Is(err, unix.EEXIST) {
+		return nil
+	}
+	if err != nil {
+		return &os.PathError{Op: "mkdir", Path: path, Err: err}
+	}
+	trace(Op{Kind: OpMkdir, Path: path})
+	return syncDir(filepath.Dir(path))
 }

@@ -1,0 +1,394 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/impyard/impyard/internal/crashstate"
+	"github.com/impyard/impyard/lib/event"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
+	"github.com/impyard/impyard/lib/yard/yardtest"
+)
+
+// wideEnv widens the crash-state enumeration (make crash): every prefix
+// of each trace, and every combination of up to this many operations not
+// yet durable.
+const wideEnv = "IMPYARD_CRASH_WIDE"
+
+// crashRig is a yard and its IMPYARD_HOME side by side under one base
+// directory, the tree a crash state replaces whole.
+type crashRig struct {
+	base, root, home, trace string
+	y                       *yard.Yard
+}
+
+const crashOrg = `
+[executors.message-user]
+kind = "message-user"
+[executors.memory-promote]
+kind = "memory"
+`
+
+func newCrashRig(t *testing.T) *crashRig {
+	t.Helper()
+	dir := t.TempDir()
+	r := &crashRig{base: filepath.Join(dir, "base"), trace: filepath.Join(dir, "trace.jsonl")}
+	r.root, r.home = filepath.Join(r.base, "yard"), filepath.Join(r.base, "home")
+	if err := os.MkdirAll(r.home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r.y = yardtest.At(t, r.root)
+	for _, imp := range []string{"yuko", "newimp"} {
+		os.MkdirAll(r.y.Path("imps", imp), 0o750)
+		if err := os.WriteFile(r.y.Path("imps", imp, "imp.toml"), []byte("image = \"docker.io/library/busybox:latest\"\n"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(r.y.Path("org.toml"), []byte(crashOrg), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// run runs a binary from dir on the rig's tree; with traced, its store
+// operations go to the trace.
+func (r *crashRig) run(dir string, traced bool, name string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(dir, name), args...)
+	cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+r.root, "IMPYARD_HOME="+r.home, "USER=tester")
+	if traced {
+		cmd.Env = append(cmd.Env, store.TraceEnv+"="+r.trace)
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), nil
+}
+
+// record snapshots the tree, runs the command traced, marks its
+// acknowledgement (it exited 0) and returns the history and its stdout.
+func (r *crashRig) record(t *testing.T, name string, args ...string) (*crashstate.History, string) {
+	t.Helper()
+	h, err := crashstate.Load(r.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := r.run(crashBin, true, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crashstate.Mark(r.trace, "ack"); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := crashstate.ReadTrace(r.trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Replay(recs); err != nil {
+		t.Fatal(err)
+	}
+	return h, strings.TrimSpace(out)
+}
+
+// crashPlan is the enumeration: small by default, wide with wideEnv.
+func crashPlan() crashstate.Plan {
+	if os.Getenv(wideEnv) != "" {
+		return crashstate.Plan{EveryPrefix: true, Subsets: 8, Wide: true}
+	}
+	return crashstate.Plan{}
+}
+
+// checkStates writes each state of h in place, runs recover on it and
+// check, and reports each invariant broken with the number of states
+// that broke it and the first of them.
+func checkStates(t *testing.T, r *crashRig, h *crashstate.History, check func(s *crashstate.State) []string) {
+	t.Helper()
+	states := h.States(crashPlan())
+	type failure struct {
+		n     int
+		first string
+	}
+	failed := map[string]*failure{}
+	for _, s := range states {
+		if err := s.Write(); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range check(s) {
+			if failed[p] == nil {
+				failed[p] = &failure{first: s.String()}
+			}
+			failed[p].n++
+		}
+	}
+	t.Logf("%d operations and marks, %d distinct states", h.Len(), len(states))
+	var keys []string
+	for p := range failed {
+		keys = append(keys, p)
+	}
+	sort.Strings(keys)
+	for _, p := range keys {
+		t.Errorf("%s: in %d of %d states, first: %s", p, failed[p].n, len(states), failed[p].first)
+	}
+}
+
+// torn lists the yard's JSON files that do not parse whole: a write is
+// atomic, so no state may hold one.
+func (r *crashRig) torn() []string {
+	var bad []string
+	filepath.WalkDir(r.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() && d.Name() == ".tmp" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".json") {
+			return nil
+		}
+		b, err := store.ReadFile(p)
+		if err != nil || !json.Valid(b) {
+			rel, _ := filepath.Rel(r.base, p)
+			bad = append(bad, "torn or unreadable: "+rel)
+		}
+		return nil
+	})
+	return bad
+}
+
+// records checks that every transition of every task and gate has exactly
+// one whole record in its imp's journal and in the audit log.
+func (r *crashRig) records() []string {
+	var bad []string
+	tasks, tbad := queue.List(r.y, queue.Filter{})
+	gates, gbad := gate.List(r.y, gate.Filter{All: true})
+	for _, e := range append(tbad, gbad...) {
+		bad = append(bad, "unreadable: "+e.Error())
+	}
+	type entity struct {
+		id, imp string
+		n       int
+	}
+	var all []entity
+	for _, tk := range tasks {
+		all = append(all, entity{tk.ID, tk.Imp, len(tk.History)})
+	}
+	for _, g := range gates {
+		all = append(all, entity{g.ID, g.Imp, len(g.History)})
+	}
+	count := func(p string) map[string]map[int]int {
+		c := map[string]map[int]int{}
+		store.ReadJSONL(p, func(line []byte) error {
+			var e event.Event
+			if json.Unmarshal(line, &e) == nil && e.ID != "" {
+				if c[e.ID] == nil {
+					c[e.ID] = map[int]int{}
+				}
+				c[e.ID][e.Seq]++
+			}
+			return nil
+		})
+		return c
+	}
+	audit := count(r.y.Path("runs", "decisions.jsonl"))
+	journals := map[string]map[string]map[int]int{}
+	for _, e := range all {
+		if journals[e.imp] == nil {
+			journals[e.imp] = count(r.y.Path("journal", e.imp, "events.jsonl"))
+		}
+		for log, c := range map[string]map[string]map[int]int{"audit log": audit, "journal": journals[e.imp]} {
+			for seq := 1; seq <= e.n; seq++ {
+				if c[e.id][seq] != 1 {
+					bad = append(bad, fmt.Sprintf("a transition has %d records in the %s, not 1", c[e.id][seq], log))
+				}
+			}
+			if len(c[e.id]) > e.n {
+				bad = append(bad, "the "+log+" has records of transitions the state lacks")
+			}
+		}
+	}
+	return bad
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+// taskIn reports whether task id is stored whole, in a state of want.
+func (r *crashRig) task(id string) *queue.Task {
+	tasks, _ := queue.List(r.y, queue.Filter{})
+	for _, tk := range tasks {
+		if tk.ID == id {
+			return tk
+		}
+	}
+	return nil
+}
+
+// TestCrashStatesAdd: impq add, to an imp with no queue directory yet and
+// to one with tasks, and impq add --unique. In every state a power cut
+// can leave: no torn file; an acknowledged task is there; after the next
+// add (the same one again for --unique), every transition has exactly one
+// record in the journal and the audit log, and a unique key names one
+// task, the acknowledged one.
+func TestCrashStatesAdd(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		imp    string
+		unique bool
+	}{
+		{"new imp", "newimp", false},
+		{"existing imp", "yuko", false},
+		{"unique", "yuko", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newCrashRig(t)
+			if _, err := r.run(bin, false, "impq", "add", "--imp", "yuko", "an earlier task"); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"add", "--imp", tc.imp, "the task"}
+			if tc.unique {
+				args = []string{"add", "--imp", tc.imp, "--unique", "k1", "the task"}
+			}
+			h, id := r.record(t, "impq", args...)
+			checkStates(t, r, h, func(s *crashstate.State) []string {
+				bad := r.torn()
+				acked := s.Marked("ack")
+				if acked && r.task(id) == nil {
+					bad = append(bad, "the acknowledged task is missing")
+				}
+				again := []string{"add", "--imp", tc.imp, "the next task"}
+				if tc.unique {
+					again = args
+				}
+				out, err := r.run(bin, false, "impq", again...)
+				if err != nil {
+					return append(bad, "the next add fails: "+firstLine(err.Error()))
+				}
+				if tc.unique {
+					if acked && strings.TrimSpace(out) != id {
+						bad = append(bad, "the add again does not find the acknowledged task")
+					}
+					n := 0
+					tasks, _ := queue.List(r.y, queue.Filter{})
+					for _, tk := range tasks {
+						if tk.Unique == "k1" {
+							n++
+						}
+					}
+					if n != 1 {
+						bad = append(bad, fmt.Sprintf("%d tasks hold the unique key", n))
+					}
+				}
+				return append(bad, r.records()...)
+			})
+		})
+	}
+}
+
+// fileGate files a gate for yuko with intent and payload.
+func (r *crashRig) fileGate(t *testing.T, intent, payload string) string {
+	t.Helper()
+	g, err := gate.File(r.y, gate.FileOptions{Imp: "yuko", Intent: intent, Payload: []byte(payload), By: "yuko", Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g.ID
+}
+
+func (r *crashRig) gateState(id string) string {
+	g, err := gate.Get(r.y, id)
+	if err != nil {
+		return "unreadable"
+	}
+	return g.State
+}
+
+// TestCrashStatesApprove: impgate approve, the owner's key made by the
+// same command. In every state: no torn file; an acknowledged approval is
+// there; approving again succeeds; the approval then executes (so the
+// key that signed it is there too); one record per transition.
+func TestCrashStatesApprove(t *testing.T) {
+	r := newCrashRig(t)
+	id := r.fileGate(t, "message-user", `{"text":"hello"}`)
+	h, _ := r.record(t, "impgate", "approve", id)
+	checkStates(t, r, h, func(s *crashstate.State) []string {
+		bad := r.torn()
+		if s.Marked("ack") && r.gateState(id) != state.Approved {
+			bad = append(bad, "the acknowledged approval is missing")
+		}
+		if _, err := r.run(bin, false, "impgate", "approve", id); err != nil {
+			return append(bad, "approving again fails: "+firstLine(err.Error()))
+		}
+		if _, err := r.run(bin, false, "impexec", "once", id); err != nil || r.gateState(id) != state.Executed {
+			bad = append(bad, "the approved gate does not execute: "+r.gateState(id))
+		}
+		return append(bad, r.records()...)
+	})
+}
+
+// TestCrashStatesExecute: impexec once on an approved gate of a local
+// executor, message-user and memory. In every state: no torn file; an
+// acknowledged execution is there, its effect too; running impexec once
+// again ends the gate executed with its effect exactly once, and one
+// record per transition.
+func TestCrashStatesExecute(t *testing.T) {
+	for _, tc := range []struct {
+		intent, payload string
+		effects         func(r *crashRig, id string) int
+	}{
+		{"message-user", `{"text":"hello"}`, func(r *crashRig, id string) int {
+			n := 0
+			store.ReadJSONL(r.y.Path("notifications.jsonl"), func(line []byte) error {
+				if bytes.Contains(line, []byte(`"gate":"`+id+`"`)) {
+					n++
+				}
+				return nil
+			})
+			return n
+		}},
+		{"memory-promote", `{"text":"Digests go out on Mondays.","reason":"asked twice"}`, func(r *crashRig, id string) int {
+			b, _ := os.ReadFile(r.y.Path("imps", "yuko", "memory.md"))
+			return bytes.Count(b, []byte(" gate "+id+" "))
+		}},
+	} {
+		t.Run(tc.intent, func(t *testing.T) {
+			r := newCrashRig(t)
+			id := r.fileGate(t, tc.intent, tc.payload)
+			if _, err := r.run(bin, false, "impgate", "approve", id); err != nil {
+				t.Fatal(err)
+			}
+			h, _ := r.record(t, "impexec", "once", id)
+			checkStates(t, r, h, func(s *crashstate.State) []string {
+				bad := r.torn()
+				if s.Marked("ack") {
+					if r.gateState(id) != state.Executed {
+						bad = append(bad, "the acknowledged execution is missing")
+					}
+					if tc.effects(r, id) != 1 {
+						bad = append(bad, "the acknowledged execution's effect is missing")
+					}
+				}
+				r.run(bin, false, "impexec", "once", id)
+				if st := r.gateState(id); st != state.Executed {
+					bad = append(bad, "after impexec once again the gate is "+st)
+				}
+				if n := tc.effects(r, id); n != 1 {
+					bad = append(bad, fmt.Sprintf("the effect is there %d times after impexec once again", n))
+				}
+				return append(bad, r.records()...)
+			})
+		})
+	}
+}
