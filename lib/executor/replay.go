@@ -39,34 +39,15 @@ func (r *Runner) replayed(gateID string) error {
 	return err
 }
 
-// markStarted records that gateID was taken to executing, durably, before
-// anything is sent.
+// markStarted records that gateID was taken to executing, durably (the
+// marker fsynced and synced into executed/, which is synced into
+// IMPYARD_HOME when made), before anything is sent: after a power cut the
+// approval is still known used.
 func (r *Runner) markStarted(gateID string) error {
-	dir := filepath.Dir(r.startedPath(gateID))
-	if err := home.Dir(r.Home).Private(dir); err != nil {
+	p := r.startedPath(gateID)
+	if err := home.Dir(r.Home).Private(filepath.Dir(p)); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(r.startedPath(gateID), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(f, store.FormatTime(time.Now()))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	_, err := store.WriteNew(p, []byte(store.FormatTime(time.Now())+"\n"), 0o600)
+	return err
 }

@@ -36,11 +36,16 @@ func (h Dir) join(rel ...string) string {
 // Private creates IMPYARD_HOME (0700 if new) and dir, one of its
 // directories (CA, Keys), and makes sure dir is a real directory only its
 // owner can enter: a symlink there is refused, a looser mode tightened.
+// Each directory it makes is synced into its parent, so what is written
+// durably inside survives a power cut.
 func (h Dir) Private(dir string) error {
-	if err := os.MkdirAll(string(h), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(string(h)), 0o700); err != nil {
 		return err
 	}
-	if err := store.Mkdir(dir, 0o700); err != nil {
+	if _, err := store.Mkdir(string(h), 0o700); err != nil {
+		return err
+	}
+	if _, err := store.Mkdir(dir, 0o700); err != nil {
 		return err
 	}
 	fi, err := os.Lstat(dir)

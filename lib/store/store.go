@@ -8,6 +8,10 @@
 //     directories it holds open (openat, renameat), WriteAtomic by path. A reader never needs a lock and
 //     never sees a torn file. This requires rename(2) to be atomic, so the
 //     yard must be on a local file system, not NFS.
+//   - A directory made on the way to a file (by MkdirAll, OpenDir, a
+//     transaction's write into a sub-directory, an append) is synced into
+//     its parent before anything goes on, so a file acknowledged inside it
+//     cannot vanish with it in a power cut.
 //   - Writes happen only inside Dir.Update, a whole read-modify-write
 //     transaction under flock(2) on <dir>/.lock, a file whose inode never
 //     changes. Because every writer holds that lock, anything left in .tmp
@@ -26,7 +30,8 @@
 //   - Every JSON file carries "schema": "impyard.<kind>/<major>"; Decode
 //     refuses an unknown major before the caller can write anything.
 //   - JSONL appends are one write(2) of one whole line under the directory's
-//     lock; readers skip and report a torn line and go on.
+//     lock, fdatasynced (a new file synced into its directory first) before
+//     the append returns; readers skip and report a torn line and go on.
 //   - A lock is waited for at most LockTimeout (then ErrBusy, naming it);
 //     after WaitNotice the OnWait hook is told which lock and who holds it.
 //     The store itself never prints.
@@ -104,7 +109,8 @@ func Existing(root, rel string) (*Dir, error) {
 func (d *Dir) Path() string { return d.path }
 
 // MkdirAll creates rel below root one component at a time, never
-// following a symlink below root (see openBelow), and returns its path.
+// following a symlink below root (see openBelow), each new directory
+// synced into its parent, and returns its path.
 func MkdirAll(root, rel string) (string, error) {
 	d, err := openBelow(root, rel, true)
 	if err != nil {
@@ -421,12 +427,12 @@ func fdatasync(fd int, path string) error {
 
 // Scratch returns name in the transaction's directory open for reading
 // and rewriting in place, created (mode 0600) when missing if create is
-// set, else nil when missing. It never follows a symlink and refuses
+// set, else nil when missing; a file it creates is synced into the
+// directory before it returns. It never follows a symlink and refuses
 // anything but a regular file with one link. The descriptor is the
 // transaction's, open until Update returns, so a file a transaction
-// reads and rewrites several times is opened once. Nothing written
-// through it is fsynced: it is for small files that guard against a
-// process dying, not a power loss.
+// reads and rewrites several times is opened once. What is written
+// through the descriptor itself is not synced; Overwrite writes durably.
 func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 	if f := tx.scratch[name]; f != nil {
 		return f, nil
@@ -438,10 +444,6 @@ func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 	// O_RDWR opens a FIFO without blocking, so no O_NONBLOCK, which would
 	// have os.NewFile try the runtime's poller.
 	flag := unix.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	if create {
-		flag |= unix.O_CREAT
-	}
-	created := create && tracing() && !existsAt(int(tx.dir.Fd()), name)
 	var fd int
 	for {
 		var err error
@@ -452,6 +454,12 @@ func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 		if errors.Is(err, unix.ENOENT) && !create {
 			return nil, nil
 		}
+		if errors.Is(err, unix.ENOENT) && flag&unix.O_CREAT == 0 {
+			// Created exclusively, to know whether this transaction
+			// made it and must sync its entry.
+			flag |= unix.O_CREAT | unix.O_EXCL
+			continue
+		}
 		if errors.Is(err, unix.ELOOP) {
 			return nil, &os.PathError{Op: "open", Path: p, Err: errSymlink}
 		}
@@ -460,8 +468,12 @@ func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 		}
 		break
 	}
-	if created {
+	if flag&unix.O_CREAT != 0 {
 		trace(Op{Kind: OpCreate, Path: p})
+		if err := fsyncDir(int(tx.dir.Fd()), tx.d.path); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
 	}
 	f := os.NewFile(uintptr(fd), p)
 	if err := checkRegular(f); err != nil {
@@ -473,6 +485,43 @@ func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 	}
 	tx.scratch[name] = f
 	return f, nil
+}
+
+// Overwrite makes data the whole content of the scratch file name (see
+// Scratch; created when missing), written in place from its start and
+// cut or grown to len(data); with durable, it is fdatasynced before
+// Overwrite returns. Rewriting bytes of a file that keeps its size
+// touches no directory, so a durable rewrite costs one sync: it is for a
+// marker that must survive a power cut in the order of the writes around
+// it (lib/event's .recording).
+func (tx *Tx) Overwrite(name string, data []byte, durable bool) error {
+	f, err := tx.Scratch(name, true)
+	if err != nil {
+		return err
+	}
+	fd, p := int(f.Fd()), f.Name()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: p, Err: err}
+	}
+	if st.Size != int64(len(data)) {
+		if err := unix.Ftruncate(fd, int64(len(data))); err != nil {
+			return &os.PathError{Op: "truncate", Path: p, Err: err}
+		}
+		trace(Op{Kind: OpTruncate, Path: p, Off: int64(len(data))})
+	}
+	n, err := unix.Pwrite(fd, data, 0)
+	if err == nil && n < len(data) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return &os.PathError{Op: "write", Path: p, Err: err}
+	}
+	trace(Op{Kind: OpWrite, Path: p, Data: data})
+	if !durable {
+		return nil
+	}
+	return fdatasync(fd, p)
 }
 
 // Backup writes data, the content name had before this transaction
@@ -748,3 +797,49 @@ func IsNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
 
 // trimLine drops a trailing newline and carriage return.
 func trimLine(b []byte) []byte { return bytes.TrimRight(b, "\r\n") }
+
+// Mkdir makes the directory path at mode perm, exactly, unless something
+// is there already (created false), and syncs it into its parent before
+// it returns: for directories outside the yard's stores (IMPYARD_HOME's),
+// which no transaction walks to.
+func Mkdir(path string, perm os.FileMode) (created bool, err error) {
+	path = filepath.Clean(path)
+	if err := unix.Mkdir(path, uint32(perm)); errors.Is(err, unix.EEXIST) {
+		return false, nil
+	} else if err != nil {
+		return false, &os.PathError{Op: "mkdir", Path: path, Err: err}
+	}
+	trace(Op{Kind: OpMkdir, Path: path})
+	if err := unix.Chmod(path, uint32(perm)); err != nil {
+		return true, &os.PathError{Op: "chmod", Path: path, Err: err}
+	}
+	return true, syncDir(filepath.Dir(path))
+}
+
+// WriteNew writes path with data at mode perm unless something is there
+// already (a symlink included, not followed; created false, nothing
+// written), and makes it durable before it returns: the file written,
+// fsynced, and synced into its directory. It is for a marker whose very
+// existence is a promise (IMPYARD_HOME/executed/<gate>: this approval was
+// used), which must not be replaced once made.
+func WriteNew(path string, data []byte, perm os.FileMode) (created bool, err error) {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm))
+	if errors.Is(err, unix.EEXIST) {
+		return false, nil
+	}
+	if err != nil {
+		return false, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	trace(Op{Kind: OpCreate, Path: path})
+	err = writeSync(fd, path, data)
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		return true, fmt.Errorf("write %s: %w", path, err)
+	}
+	return true, nil
+}

@@ -88,6 +88,14 @@ func openDirAt(dirfd int, name, p string, create bool) (int, error) {
 			if err == nil {
 				trace(Op{Kind: OpMkdir, Path: p})
 			}
+			// A new directory is only an entry in its parent until the
+			// parent is synced: a file acknowledged inside it could vanish
+			// with it in a power cut. Synced also when another process
+			// made it a moment ago (EEXIST), since that one may not have
+			// synced it yet.
+			if err := fsyncDir(dirfd, filepath.Dir(p)); err != nil {
+				return noFD, err
+			}
 			create = false
 			continue
 		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
