@@ -118,7 +118,12 @@ func Prepare(root string) (y *Yard, made bool, err error) {
 	fi, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(abs, 0o750); err != nil {
+		// The root is synced into its parent, as every directory of the
+		// yard is, so what init writes in it survives a power cut.
+		if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+			return nil, false, err
+		}
+		if _, err := store.Mkdir(abs, 0o750); err != nil {
 			return nil, false, err
 		}
 		made = true
