@@ -239,9 +239,9 @@ func (r *crashRig) task(id string) *queue.Task {
 // TestCrashStatesAdd: impq add, to an imp with no queue directory yet and
 // to one with tasks, and impq add --unique. In every state a power cut
 // can leave: no torn file; an acknowledged task is there; after the next
-// add (the same one again for --unique), every transition has exactly one
-// record in the journal and the audit log, and a unique key names one
-// task, the acknowledged one.
+// add (for --unique, the same one again, which finds the acknowledged
+// task and no other, then another), every transition has exactly one
+// record in the journal and the audit log.
 func TestCrashStatesAdd(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -289,6 +289,11 @@ func TestCrashStatesAdd(t *testing.T) {
 					}
 					if n != 1 {
 						bad = append(bad, fmt.Sprintf("%d tasks hold the unique key", n))
+					}
+					// An add that finds its key writes nothing; the next
+					// change to the queue writes what a crash left out.
+					if _, err := r.run(bin, false, "impq", "add", "--imp", tc.imp, "the next task"); err != nil {
+						return append(bad, "the next add fails: "+firstLine(err.Error()))
 					}
 				}
 				return append(bad, r.records()...)
