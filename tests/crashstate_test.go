@@ -1,10 +1,14 @@
 package tests
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -396,4 +400,121 @@ func TestCrashStatesExecute(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestCrashStatesGateway: one request through impgw serve to a loopback
+// upstream, which marks the trace when the request reaches it. In every
+// state a power cut after that mark can leave, the request's decision
+// record is in the audit log, whole: no log, no traffic.
+func TestCrashStatesGateway(t *testing.T) {
+	r := newCrashRig(t)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if err := crashstate.Mark(r.trace, "forwarded"); err != nil {
+			t.Error(err)
+		}
+		fmt.Fprintln(w, "ok")
+	}))
+	defer upstream.Close()
+	os.MkdirAll(r.y.Path("policies"), 0o750)
+	if err := os.WriteFile(r.y.PolicyPath(), []byte(`{"schema":"impyard.policy/1","rules":[
+	 {"name":"probe","match":{"protocol":"http","host":"127.0.0.1","pathPrefix":"/crash-probe","network":"127.0.0.0/8"},"verdict":"allow"}]}`), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.run(bin, false, "impgw", "ca", "init"); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := r.run(bin, false, "impgw", "token", "issue", "--imp", "yuko")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := crashstate.Load(r.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen, stop := r.serve(t)
+	proxy, _ := url.Parse("http://yuko:" + strings.TrimSpace(tok) + "@" + listen)
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
+	resp, err := client.Get(upstream.URL + "/crash-probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the probe through the gateway: %s", resp.Status)
+	}
+	if err := crashstate.Mark(r.trace, "ack"); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	recs, err := crashstate.ReadTrace(r.trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Replay(recs); err != nil {
+		t.Fatal(err)
+	}
+	checkStates(t, r, h, func(s *crashstate.State) []string {
+		bad := r.torn()
+		if !s.Marked("forwarded") {
+			return bad
+		}
+		n := 0
+		store.ReadJSONL(r.y.Path("runs", "decisions.jsonl"), func(line []byte) error {
+			if bytes.Contains(line, []byte("/crash-probe")) {
+				n++
+			}
+			return nil
+		})
+		if n != 1 {
+			bad = append(bad, fmt.Sprintf("a forwarded request has %d whole decision records, not 1", n))
+		}
+		return bad
+	})
+}
+
+// serve starts the crash-enabled impgw serve on the rig, traced, and
+// returns where it listens and the function that stops it and waits.
+func (r *crashRig) serve(t *testing.T) (string, func()) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(crashBin, "impgw"), "serve", "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+r.root, "IMPYARD_HOME="+r.home, "USER=tester", store.TraceEnv+"="+r.trace)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	addr := make(chan string, 1)
+	var logged strings.Builder
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			logged.WriteString(sc.Text() + "\n")
+			if _, rest, ok := strings.Cut(sc.Text(), " serving on "); ok {
+				a, _, _ := strings.Cut(rest, " ")
+				select {
+				case addr <- a:
+				default:
+				}
+			}
+		}
+	}()
+	stop := func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		<-drained
+	}
+	select {
+	case a := <-addr:
+		return a, stop
+	case <-drained:
+		cmd.Wait()
+		t.Fatalf("impgw serve ended:\n%s", logged.String())
+	}
+	return "", nil
 }
