@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/impyard/impyard/internal/crashstate"
@@ -431,7 +433,7 @@ func TestCrashStatesGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listen, stop := r.serve(t)
+	listen, stop := r.serve(t, crashBin, "127.0.0.1:0", true)
 	proxy, _ := url.Parse("http://yuko:" + strings.TrimSpace(tok) + "@" + listen)
 	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
 	resp, err := client.Get(upstream.URL + "/crash-probe")
@@ -472,12 +474,16 @@ func TestCrashStatesGateway(t *testing.T) {
 	})
 }
 
-// serve starts the crash-enabled impgw serve on the rig, traced, and
-// returns where it listens and the function that stops it and waits.
-func (r *crashRig) serve(t *testing.T) (string, func()) {
+// serve starts impgw serve from dir on the rig at listen, traced with
+// traced, and returns where it listens and the function that stops it
+// and waits.
+func (r *crashRig) serve(t *testing.T, dir, listen string, traced bool) (string, func()) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(crashBin, "impgw"), "serve", "--listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+r.root, "IMPYARD_HOME="+r.home, "USER=tester", store.TraceEnv+"="+r.trace)
+	cmd := exec.Command(filepath.Join(dir, "impgw"), "serve", "--listen", listen)
+	cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+r.root, "IMPYARD_HOME="+r.home, "USER=tester")
+	if traced {
+		cmd.Env = append(cmd.Env, store.TraceEnv+"="+r.trace)
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -517,4 +523,108 @@ func (r *crashRig) serve(t *testing.T) (string, func()) {
 		t.Fatalf("impgw serve ended:\n%s", logged.String())
 	}
 	return "", nil
+}
+
+// TestCrashStatesExecuteHTTP: impexec once on an approved gate of a
+// non-idempotent http executor, which sends through impgw serve to a
+// loopback upstream that marks the trace. In every state: no torn file;
+// an acknowledged execution is there; after impexec once again the gate
+// is executed or failed as outcome unknown, the upstream has received
+// the request at most once in all (never again after a send a crash may
+// have hidden), and each transition has one record.
+func TestCrashStatesExecuteHTTP(t *testing.T) {
+	r := newCrashRig(t)
+	var sent atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if sent.Add(1) == 1 {
+			if err := crashstate.Mark(r.trace, "sent"); err != nil {
+				t.Error(err)
+			}
+		}
+		fmt.Fprintln(w, `{"id":"m-1"}`)
+	}))
+	defer upstream.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := l.Addr().String()
+	l.Close()
+	org := crashOrg + fmt.Sprintf(`
+[gateway]
+listen = %q
+wait = "10s"
+[executors.email-send]
+kind = "http"
+url = %q
+fields = { to = "addresses", subject = "text" }
+idempotent = false
+`, listen, upstream.URL+"/emails")
+	if err := os.WriteFile(r.y.Path("org.toml"), []byte(org), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(r.y.Path("policies"), 0o750)
+	if err := os.WriteFile(r.y.PolicyPath(), []byte(`{"schema":"impyard.policy/1","rules":[
+	 {"name":"email-send","match":{"protocol":"http","host":"127.0.0.1","method":"POST","pathPrefix":"/emails","subject":"org","network":"127.0.0.0/8"},"verdict":"allow"}]}`), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.run(bin, false, "impgw", "ca", "init"); err != nil {
+		t.Fatal(err)
+	}
+	id := r.fileGate(t, "email-send", `{"to":["a@example.com"],"subject":"hi"}`)
+	if _, err := r.run(bin, false, "impgate", "approve", id); err != nil {
+		t.Fatal(err)
+	}
+	// The gateway is traced too: its appends to the audit log come
+	// between impexec's.
+	h, err := crashstate.Load(r.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stop := r.serve(t, crashBin, listen, true)
+	if _, err := r.run(crashBin, true, "impexec", "once", id); err != nil {
+		t.Fatal(err)
+	}
+	if err := crashstate.Mark(r.trace, "ack"); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if sent.Load() != 1 {
+		t.Fatalf("the traced execution sent %d requests", sent.Load())
+	}
+	recs, err := crashstate.ReadTrace(r.trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Replay(recs); err != nil {
+		t.Fatal(err)
+	}
+	_, stop = r.serve(t, bin, listen, false)
+	defer stop()
+	checkStates(t, r, h, func(s *crashstate.State) []string {
+		bad := r.torn()
+		if s.Marked("ack") && r.gateState(id) != state.Executed {
+			bad = append(bad, "the acknowledged execution is missing")
+		}
+		before := 0
+		if s.Marked("sent") {
+			before = 1
+		}
+		sent.Store(1) // no further mark
+		r.run(bin, false, "impexec", "once", id)
+		again := int(sent.Load()) - 1
+		if before+again > 1 {
+			bad = append(bad, fmt.Sprintf("the upstream received the request %d times", before+again))
+		}
+		g, err := gate.Get(r.y, id)
+		switch {
+		case err != nil:
+			bad = append(bad, "the gate is unreadable after impexec once again")
+		case g.State == state.Failed && !strings.Contains(g.History[len(g.History)-1].Why, "outcome unknown") && before == 1:
+			bad = append(bad, "a gate whose request was sent failed without outcome unknown")
+		case g.State != state.Executed && g.State != state.Failed:
+			bad = append(bad, "after impexec once again the gate is "+g.State)
+		}
+		return append(bad, r.records()...)
+	})
 }
