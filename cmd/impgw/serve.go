@@ -44,6 +44,10 @@ Examples:
   curl --proxy http://127.0.0.1:7300 --cacert ~/.impyard/ca/ca.crt https://example.com/
 `
 
+// unsyncedEnv, set to 1, turns off the sync of decision records, so that
+// scripts/bench-gateway can measure what the sync costs in the same run.
+const unsyncedEnv = "IMPYARD_BENCH_UNSYNCED"
+
 type listValue []string
 
 func (l *listValue) String() string     { return strings.Join(*l, ",") }
@@ -128,7 +132,11 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 		return err
 	}
 	cfg := gatewayd.Config{Yard: y, Home: home, Minter: minter, Signer: signer,
-		PolicyPath: *policy, UpstreamCA: *upstreamCA, Limits: lim, Log: logw, Ready: e.Ready}
+		PolicyPath: *policy, UpstreamCA: *upstreamCA, Limits: lim, Log: logw, Ready: e.Ready,
+		Unsynced: os.Getenv(unsyncedEnv) == "1"}
+	if cfg.Unsynced {
+		fmt.Fprintf(logw, "impgw: warning: %s=1: decision records are not synced; a power cut can lose the record of a request already forwarded (for benchmarks only)\n", unsyncedEnv)
+	}
 	if org.Inbound.Listen != "" {
 		if cfg.Inbound, err = inbound.New(y, home, org.Inbound, e.Logf); err != nil {
 			return cli.WithHint(err, "fix [[inbound.source]] in org.toml, or put the secret in IMPYARD_HOME/secrets")

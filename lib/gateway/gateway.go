@@ -45,6 +45,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -114,7 +115,8 @@ type Config struct {
 	// Admit is asked before a request a metering rule allows is
 	// forwarded, with the subject and its task; an error refuses the
 	// request with 429 Too Many Requests and is the reason given, with a
-	// Retry-After when it was made by RetryAt. Nil admits every request.
+	// Retry-After when it was made by RetryAt, or with 503 when it wraps
+	// ErrUnmetered. Nil admits every request.
 	Admit func(subject, task string) error
 	// Log receives diagnostics, one "impgw: ..." line each.
 	Log io.Writer
@@ -122,6 +124,13 @@ type Config struct {
 	Lookup dial.LookupFunc
 	// Dial connects to a checked upstream address; nil means TCP.
 	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
+	// SyncLog makes a batch of decision records durable; nil is
+	// fdatasync(2). Tests hold or fail it.
+	SyncLog func(f *os.File) error
+	// Unsynced leaves decision records in the page cache, so a power cut
+	// can lose the record of a request already forwarded: only for
+	// measuring what the sync costs (impgw serve's hidden benchmark flag).
+	Unsynced bool
 }
 
 // Gateway is a running proxy.
@@ -169,7 +178,7 @@ func New(cfg Config) (*Gateway, error) {
 		hidden:   hiddenPaths(&cfg),
 	}
 	g.bodies.max = lim.BodyBudget
-	g.audit = store.NewLog(cfg.DecisionsPath, g.audited)
+	g.audit = store.NewLogWith(cfg.DecisionsPath, g.audited, store.LogOptions{Sync: cfg.SyncLog, Unsynced: cfg.Unsynced})
 	g.policy = &policySource{
 		path:       cfg.PolicyPath,
 		flagBundle: cfg.UpstreamCA,
@@ -410,8 +419,11 @@ func (g *Gateway) record(r *Record, wait bool) {
 }
 
 // decision appends the record of a request about to be forwarded and
-// returns once it is written, with the error if it was not: nothing goes
-// upstream unrecorded. Its bytes are metered with its outcome.
+// returns once it is written and synced, with the error if it was not:
+// nothing goes upstream unrecorded, even across a power cut. A record
+// that failed is not left in the log (its batch is cut back), so the
+// refusal the caller then records under the same id is the request's
+// only record. Its bytes are metered with its outcome.
 func (g *Gateway) decision(r *Record) error {
 	line := append(r.appendJSON(make([]byte, 0, 1024)), '\n')
 	err := g.audit.Append(line, true)
@@ -444,6 +456,11 @@ func (g *Gateway) meter(r *Record) {
 		g.cfg.Meter(Spend{Subject: r.Request.Imp, Task: r.task, Bytes: n, Usage: r.Usage})
 	}
 }
+
+// ErrUnmetered marks an Admit refusal of a request whose spend could not
+// be recorded (the ledger cannot be written): it is answered 503, as the
+// gateway, not the budget, is what fails.
+var ErrUnmetered = errors.New("its spend cannot be recorded")
 
 // retryErr is a refusal that will pass at a known time.
 type retryErr struct {

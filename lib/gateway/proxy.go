@@ -68,7 +68,9 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	addr, d, status, reason := s.pickAddr(pol.policy, jr, d)
 	rec.decided(d)
 	if status == 0 && d.Meter != "" && g.cfg.Admit != nil && subject != "" {
-		if err := g.cfg.Admit(subject, rec.task); err != nil {
+		if err := g.cfg.Admit(subject, rec.task); errors.Is(err, ErrUnmetered) {
+			status, reason = http.StatusServiceUnavailable, err.Error()
+		} else if err != nil {
 			status, reason, rec.retry = http.StatusTooManyRequests, err.Error(), retryAfter(err, time.Now())
 		}
 	}

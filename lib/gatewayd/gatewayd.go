@@ -66,6 +66,9 @@ type Config struct {
 	// listener may face the internet, and serves nothing else.
 	Inbound         *inbound.Relay
 	InboundListener net.Listener
+	// Unsynced leaves decision records unsynced: only for measuring what
+	// the sync costs (gateway.Config.Unsynced).
+	Unsynced bool
 }
 
 // Server is a gateway with its control API and box listeners.
@@ -131,6 +134,7 @@ func New(cfg Config) (*Server, error) {
 		Meter:         spend(y, meter, logf),
 		Admit:         admit(y, meter),
 		Authenticate:  boxnet.Authenticate(cfg.Home),
+		Unsynced:      cfg.Unsynced,
 	})
 	if err != nil {
 		return nil, err
@@ -171,9 +175,12 @@ func spend(y *yard.Yard, meter *ledger.Meter, logf func(string, ...any)) func(ga
 	}
 }
 
-// admit refuses a model call of proactive work over its imp's budget;
-// owner work always passes. The metered entries before it are written
-// first, so a call never passes on spend not yet on disk.
+// admit refuses a model call of proactive work over its imp's budget,
+// or whose usage the ledger could not take (a Call line, synced, is
+// written first: a full or failing disk refuses the call with 503
+// rather than let it spend unrecorded); owner work always passes. The
+// metered entries before it are written first, so a call never passes
+// on spend not yet on disk.
 func admit(y *yard.Yard, meter *ledger.Meter) func(subject, task string) error {
 	return func(subject, task string) error {
 		if meter.Class(task) != ledger.Proactive {
@@ -190,7 +197,13 @@ func admit(y *yard.Yard, meter *ledger.Meter) func(subject, task string) error {
 			_, next := ledger.Day(now)
 			return gateway.RetryAt(err, next)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		if err := meter.Open(subject, task); err != nil {
+			return fmt.Errorf("%w: a model call of proactive work goes out only once the ledger takes a line: %w", gateway.ErrUnmetered, err)
+		}
+		return nil
 	}
 }
 

@@ -27,6 +27,10 @@ const (
 	Action = "action"
 	Bytes  = "bytes"
 	Tokens = "tokens"
+	// Call is written, and synced, before a model call of proactive work
+	// is forwarded: it costs nothing, and a ledger that cannot take it
+	// cannot take the call's usage either, so the call is refused.
+	Call = "call"
 )
 
 // Classes of spend: work done for a proactive task, and everything else.
@@ -71,6 +75,11 @@ type Totals struct {
 	// UnknownCost those of them whose cost it would have set.
 	UnknownUsage int64 `json:"unknown_usage"`
 	UnknownCost  int64 `json:"unknown_cost"`
+	// Damaged counts ledger lines that could not be read, DamagedAt
+	// names the first as file:line. Spent counts them as proactive spend
+	// on every day, as neither their day nor their cost can be read.
+	Damaged   int64  `json:"damaged,omitempty"`
+	DamagedAt string `json:"damaged_at,omitempty"`
 }
 
 // Add counts e.
@@ -95,6 +104,10 @@ func (t *Totals) Merge(o Totals) {
 	t.OutputTokens += o.OutputTokens
 	t.UnknownUsage += o.UnknownUsage
 	t.UnknownCost += o.UnknownCost
+	t.Damaged += o.Damaged
+	if t.DamagedAt == "" {
+		t.DamagedAt = o.DamagedAt
+	}
 }
 
 // Tokens is input plus output tokens, what tokens_daily caps.
@@ -147,14 +160,19 @@ func Debit(y *yard.Yard, e Entry) error {
 // Read calls f with each of the imp's entries from since until before
 // until. An action is read once per gate: an executor that resumes after
 // a crash may debit the same gate again. An entry without a class is
-// given Proactive.
+// given Proactive. Call entries, which cost nothing, and damaged lines
+// are not passed (Spent counts the damaged ones).
 func Read(y *yard.Yard, imp string, since, until time.Time, f func(Entry)) error {
 	if err := id.CheckName(imp); err != nil {
 		return err
 	}
 	gates := map[string]bool{}
 	_, err := store.ReadJSONL(file(y, imp), func(line []byte) error {
-		if e, ok := entry(line, since, until, gates); ok {
+		e, err := decode(line)
+		if err != nil || e.Kind == Call {
+			return nil
+		}
+		if e, ok := keep(e, since, until, gates); ok {
 			f(e)
 		}
 		return nil
@@ -166,11 +184,17 @@ func Read(y *yard.Yard, imp string, since, until time.Time, f func(Entry)) error
 // has no entries.
 func file(y *yard.Yard, imp string) string { return filepath.Join(y.Path("ledger"), imp+".jsonl") }
 
-// entry reads one ledger line: false when it is not an entry from since
-// until before until, or an action of a gate already in gates.
-func entry(line []byte, since, until time.Time, gates map[string]bool) (Entry, bool) {
+// decode reads one ledger line; an error means it is damaged.
+func decode(line []byte) (Entry, error) {
 	var e Entry
-	if json.Unmarshal(line, &e) != nil || e.TS.Before(since) || !e.TS.Before(until) {
+	err := json.Unmarshal(line, &e)
+	return e, err
+}
+
+// keep says whether e counts: false when it is not an entry from since
+// until before until, or an action of a gate already in gates.
+func keep(e Entry, since, until time.Time, gates map[string]bool) (Entry, bool) {
+	if e.TS.Before(since) || !e.TS.Before(until) {
 		return e, false
 	}
 	if e.Gate != "" {
@@ -193,6 +217,12 @@ func Day(at time.Time) (since, until time.Time) {
 
 // Spent sums the imp's spend on the UTC day of at, by class.
 //
+// A damaged line (one that is not JSON, such as a line torn by a power
+// cut, or JSON that is not an entry) is counted in the proactive class's
+// Damaged, with its file and line in DamagedAt, whatever the day: its
+// day and cost cannot be read, and counting it as nothing could let
+// proactive work past its caps (see Over).
+//
 // A process keeps, per ledger, the day it last asked for and where it
 // stopped reading, and reads only what was appended since: impgw asks
 // before every proactive model call and impsup at every pass, and a
@@ -211,13 +241,21 @@ func Spent(y *yard.Yard, imp string, at time.Time) (map[string]Totals, error) {
 		d.clear()
 		days.m[p] = d
 	}
-	_, err := d.tail.Next(d.clear, func(line []byte, _ int) {
-		if e, ok := entry(line, since, until, d.gates); ok {
+	bad, err := d.tail.Next(d.clear, func(line []byte, n int) {
+		e, err := decode(line)
+		if err != nil {
+			d.damage(store.BadLine{Path: p, Line: n, Err: err})
+			return
+		}
+		if e, ok := keep(e, since, until, d.gates); ok {
 			t := d.totals[e.Class]
 			t.Add(e)
 			d.totals[e.Class] = t
 		}
 	})
+	for _, b := range bad {
+		d.damage(b)
+	}
 	if err != nil {
 		delete(days.m, p)
 		return nil, err
@@ -237,19 +275,34 @@ type day struct {
 	tail   store.Tail
 	totals map[string]Totals
 	gates  map[string]bool
+	first  int // the line number of the first damaged line, 0 for none
 }
 
 // clear forgets what was read: the ledger is read again from its start.
-func (d *day) clear() { d.totals, d.gates = map[string]Totals{}, map[string]bool{} }
+func (d *day) clear() { d.totals, d.gates, d.first = map[string]Totals{}, map[string]bool{}, 0 }
+
+// damage counts a damaged line as proactive spend of unknown size.
+func (d *day) damage(b store.BadLine) {
+	t := d.totals[Proactive]
+	t.Damaged++
+	if d.first == 0 || b.Line < d.first {
+		d.first = b.Line
+		t.DamagedAt = fmt.Sprintf("%s:%d", b.Path, b.Line)
+	}
+	d.totals[Proactive] = t
+}
 
 // Over says which cap of b the proactive spend of a day reached, "" when
 // none did; a budget of zero caps nothing. A model call whose usage could
 // not be read counts as reaching the caps it would have counted toward:
 // tokens_daily, and daily when its cost is unknown too. Counted as zero,
 // calls that hide their usage (an event stream asked for without usage,
-// say) would pass any cap.
+// say) would pass any cap. A damaged ledger line reaches every cap: its
+// spend is unknown, and so is its day.
 func Over(b config.Budget, proactive Totals) string {
 	switch {
+	case proactive.Damaged > 0 && (b.Daily > 0 || b.Bytes > 0 || b.TokensDaily > 0):
+		return fmt.Sprintf("has %d damaged line(s) in its ledger, the first at %s, whose day and spend cannot be read, so its daily caps cannot be held until they are repaired or removed", proactive.Damaged, proactive.DamagedAt)
 	case b.Daily > 0 && proactive.Cost >= b.Daily:
 		return fmt.Sprintf("spent %.4g of its daily %.4g on proactive work", proactive.Cost, b.Daily)
 	case b.Bytes > 0 && proactive.Bytes >= b.Bytes:
@@ -326,14 +379,31 @@ func (m *Meter) Add(e Entry) {
 	if e.Class == "" {
 		e.Class = m.Class(e.Task)
 	}
+	if err := m.append(e, false); err != nil {
+		m.report(err)
+	}
+}
+
+// Open writes a Call entry for a model call of imp's task and returns
+// once it is synced, with the error if it was not: then the ledger
+// cannot take the call's usage either, and the call must not go out.
+func (m *Meter) Open(imp, task string) error {
+	if err := id.CheckName(imp); err != nil {
+		return err
+	}
+	return m.append(Entry{Imp: imp, Kind: Call, Class: m.Class(task), Task: task}, true)
+}
+
+// append stamps e and appends it to its imp's ledger, through one
+// group-commit log per imp; with wait it returns once e is synced.
+func (m *Meter) append(e Entry, wait bool) error {
 	m.mu.Lock()
 	l := m.logs[e.Imp]
 	if l == nil {
 		p, err := path(m.y, e.Imp)
 		if err != nil {
 			m.mu.Unlock()
-			m.report(err)
-			return
+			return err
 		}
 		l = store.NewLog(p, func(err error) {
 			if err != nil {
@@ -345,12 +415,10 @@ func (m *Meter) Add(e Entry) {
 	m.mu.Unlock()
 	e.Schema, e.TS = store.Schema("ledger", 1), store.Now()
 	line, err := store.Line(e)
-	if err == nil {
-		err = l.Append(line, false)
-	}
 	if err != nil {
-		m.report(err)
+		return err
 	}
+	return l.Append(line, wait)
 }
 
 // Sync waits until every metered entry is written.

@@ -22,6 +22,14 @@ import (
 // line closed off by a newline first), so readers and the yard's other
 // writers see no difference.
 //
+// Each batch is synced (fdatasync) before anyone who waits for one of its
+// records returns, so a record a caller waited for survives a power cut;
+// concurrent callers share one sync, the one of the batch their records
+// went into. A batch that is not wholly written and synced is cut back
+// off the file (truncated to where the file ended before it), so no
+// record, whole or torn, is left of a batch whose callers heard it
+// failed.
+//
 // A caller that waits for its record and finds no write under way writes
 // itself, in its own goroutine: handing each record to a writer
 // goroutine and waking the caller again cost more than the write. A
@@ -33,6 +41,7 @@ type Log struct {
 	// report hears the outcome of every write, for the callers that did
 	// not wait for theirs.
 	report func(error)
+	sync   func(f *os.File) error // nil: unsynced
 
 	mu      sync.Mutex
 	writing bool // someone is writing: a caller, or a writer goroutine
@@ -51,13 +60,32 @@ type Log struct {
 	end      int64 // the log's size after our last write
 }
 
+// LogOptions tunes a Log; the zero value is what the yard's writers use.
+type LogOptions struct {
+	// Sync makes a batch durable; nil is fdatasync(2). Tests hold or
+	// fail it to see what waits for it.
+	Sync func(f *os.File) error
+	// Unsynced leaves batches in the page cache, so a power cut can lose
+	// records already answered: only for measuring what the sync costs.
+	Unsynced bool
+}
+
 // NewLog returns a Log appending to path; report, if not nil, hears the
 // outcome of every write.
-func NewLog(path string, report func(error)) *Log {
+func NewLog(path string, report func(error)) *Log { return NewLogWith(path, report, LogOptions{}) }
+
+// NewLogWith is NewLog with options.
+func NewLogWith(path string, report func(error), o LogOptions) *Log {
 	if report == nil {
 		report = func(error) {}
 	}
-	a := &Log{path: path, lockPath: filepath.Join(filepath.Dir(path), lockName), report: report}
+	a := &Log{path: path, lockPath: filepath.Join(filepath.Dir(path), lockName), report: report, sync: o.Sync}
+	if a.sync == nil {
+		a.sync = syncLog
+	}
+	if o.Unsynced {
+		a.sync = nil
+	}
 	a.flusher = time.AfterFunc(time.Hour, a.flush)
 	a.flusher.Stop()
 	return a
@@ -108,7 +136,7 @@ func (a *Log) Append(line []byte, wait bool) error {
 	return err
 }
 
-// Sync returns once everything queued so far is written.
+// Sync returns once everything queued so far is written and synced.
 func (a *Log) Sync() error { return a.Append(nil, true) }
 
 // flush writes, after lag, records nobody waited for.
@@ -164,7 +192,8 @@ func (a *Log) idle() {
 	}
 }
 
-// write appends whole lines in one write under the directory's lock.
+// write appends whole lines in one write under the directory's lock and
+// syncs them, or leaves the file as it was.
 func (a *Log) write(lines []byte) error {
 	unlock, err := a.flock()
 	if err != nil {
@@ -186,17 +215,35 @@ func (a *Log) write(lines []byte) error {
 		if last[0] != '\n' {
 			lines = append([]byte{'\n'}, lines...)
 		}
-		a.end = size
 	}
-	n, err := a.f.Write(lines)
-	a.end += int64(n)
+	_, err = a.f.Write(lines)
+	if err == nil {
+		trace(Op{Kind: OpAppend, Path: a.path, Off: size, Data: lines})
+		if a.sync != nil {
+			err = a.sync(a.f)
+		}
+	}
 	if err != nil {
+		// Part of the batch may be on the file, whole records saying what
+		// their callers will hear did not happen: cut it all back, under
+		// the lock still held, so no other writer's line is cut. If even
+		// that fails the file is reopened and its last byte checked again.
+		if a.f.Truncate(size) == nil {
+			trace(Op{Kind: OpTruncate, Path: a.path, Off: size})
+			if a.sync != nil {
+				a.sync(a.f)
+			}
+		}
 		a.drop()
 		return fmt.Errorf("append %s: %w", a.path, err)
 	}
-	trace(Op{Kind: OpAppend, Path: a.path, Off: size, Data: lines})
+	a.end = size + int64(len(lines))
 	return nil
 }
+
+// syncLog makes what was written to f, the log, durable: the store's
+// fdatasync, so the trace sees it.
+func syncLog(f *os.File) error { return fdatasync(int(f.Fd()), f.Name()) }
 
 // flock takes the directory's lock on the lock file held open, or through
 // store.Lock (which waits with a timeout) when another process holds it
@@ -259,6 +306,14 @@ func (a *Log) open() (int64, error) {
 	}
 	if created {
 		trace(Op{Kind: OpCreate, Path: a.path})
+		// A synced record in a file whose entry a power cut takes is
+		// lost with it: the new file is synced into its directory first.
+		if a.sync != nil {
+			if err := syncDir(filepath.Dir(a.path)); err != nil {
+				f.Close()
+				return 0, err
+			}
+		}
 	}
 	fi, err := f.Stat()
 	if err != nil {
