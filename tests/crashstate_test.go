@@ -24,6 +24,7 @@ import (
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/token"
 	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/lib/yard/yardtest"
 )
@@ -325,6 +326,13 @@ func (r *crashRig) fileGate(t *testing.T, intent, payload string) string {
 	return g.ID
 }
 
+// used reports whether IMPYARD_HOME marks gate id's approval used, which
+// impexec makes durable before it sends anything.
+func (r *crashRig) used(id string) bool {
+	_, err := os.Lstat(filepath.Join(r.home, "executed", id))
+	return err == nil
+}
+
 func (r *crashRig) gateState(id string) string {
 	g, err := gate.Get(r.y, id)
 	if err != nil {
@@ -364,6 +372,7 @@ func TestCrashStatesApprove(t *testing.T) {
 
 // TestCrashStatesExecute: impexec once on an approved gate of a local
 // executor, message-user and memory. In every state: no torn file; an
+// effect only with the mark that the approval was used; an
 // acknowledged execution is there, its effect too; running impexec once
 // again ends the gate executed with its effect exactly once, and one
 // record per transition.
@@ -396,6 +405,9 @@ func TestCrashStatesExecute(t *testing.T) {
 			h, _ := r.record(t, "impexec", "once", id)
 			checkStates(t, r, h, func(s *crashstate.State) []string {
 				bad := r.torn()
+				if tc.effects(r, id) > 0 && !r.used(id) {
+					bad = append(bad, "an effect is there without the mark that the approval was used")
+				}
 				if s.Marked("ack") {
 					if r.gateState(id) != state.Executed {
 						bad = append(bad, "the acknowledged execution is missing")
@@ -541,7 +553,8 @@ func (r *crashRig) serve(t *testing.T, dir, listen string, traced bool) (string,
 // TestCrashStatesExecuteHTTP: impexec once on an approved gate of a
 // non-idempotent http executor, which sends through impgw serve to a
 // loopback upstream that marks the trace. In every state: no torn file;
-// an acknowledged execution is there; after impexec once again the gate
+// a request sent only with the mark that the approval was used; an
+// acknowledged execution is there; after impexec once again the gate
 // is executed or failed as outcome unknown, the upstream has received
 // the request at most once in all (never again after a send a crash may
 // have hidden), and each transition has one record.
@@ -622,6 +635,9 @@ idempotent = false
 		before := 0
 		if s.Marked("sent") {
 			before = 1
+			if !r.used(id) {
+				bad = append(bad, "a request was sent without the mark that the approval was used")
+			}
 		}
 		sent.Store(1) // no further mark
 		r.run(bin, false, "impexec", "once", id)
@@ -639,5 +655,28 @@ idempotent = false
 			bad = append(bad, "after impexec once again the gate is "+g.State)
 		}
 		return append(bad, r.records()...)
+	})
+}
+
+// TestCrashStatesRevoke: impgw token revoke. In every state after it was
+// acknowledged, the token no longer says who is asking: a revocation a
+// power cut undid would let a box that kept it back in.
+func TestCrashStatesRevoke(t *testing.T) {
+	r := newCrashRig(t)
+	out, err := r.run(bin, false, "impgw", "token", "issue", "--imp", "yuko")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(out)
+	if _, err := token.Lookup(r.home, tok); err != nil {
+		t.Fatalf("the token issued does not look up: %v", err)
+	}
+	h, _ := r.record(t, "impgw", "token", "revoke", tok)
+	checkStates(t, r, h, func(s *crashstate.State) []string {
+		bad := r.torn()
+		if _, err := token.Lookup(r.home, tok); s.Marked("ack") && err == nil {
+			bad = append(bad, "the revoked token still looks up")
+		}
+		return bad
 	})
 }
