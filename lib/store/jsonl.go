@@ -172,7 +172,7 @@ func appendFd(fd int, path string, size int64, line []byte, point string) error 
 	// A record is written when it is on disk: without the sync a power
 	// cut can lose a line its writer went on as if written, or leave it
 	// torn, the transition it tells of durable and its story gone.
-	if err := fdatasync(fd, path); err != nil {
+	if err := syncData(fd, path); err != nil {
 		return fmt.Errorf("append %s: %w", path, err)
 	}
 	return nil

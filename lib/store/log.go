@@ -242,8 +242,8 @@ func (a *Log) write(lines []byte) error {
 }
 
 // syncLog makes what was written to f, the log, durable: the store's
-// fdatasync, so the trace sees it.
-func syncLog(f *os.File) error { return fdatasync(int(f.Fd()), f.Name()) }
+// syncData (fdatasync), so the trace sees it.
+func syncLog(f *os.File) error { return syncData(int(f.Fd()), f.Name()) }
 
 // flock takes the directory's lock on the lock file held open, or through
 // store.Lock (which waits with a timeout) when another process holds it

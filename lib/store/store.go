@@ -32,6 +32,9 @@
 //   - JSONL appends are one write(2) of one whole line under the directory's
 //     lock, fdatasynced (a new file synced into its directory first) before
 //     the append returns; readers skip and report a torn line and go on.
+//   - Every create, write, append, truncate, rename, mkdir, unlink and
+//     sync the store performs is reported, in order, to the trace hook
+//     (SetTrace), through which tests see what was durable when.
 //   - A lock is waited for at most LockTimeout (then ErrBusy, naming it);
 //     after WaitNotice the OnWait hook is told which lock and who holds it.
 //     The store itself never prints.
@@ -390,13 +393,21 @@ func writeSync(fd int, path string, data []byte) error {
 	}
 	trace(Op{Kind: OpWrite, Path: path, Data: data})
 	crash.Point("after-temp-write")
-	return fsync(fd, path)
+	return syncFile(fd, path)
 }
 
-// fsync makes the file fd, at path, durable: its data and metadata.
-func fsync(fd int, path string) error {
+// The system calls that make data durable, through which every sync of
+// the store goes: variables so that a test can see each is made, not only
+// reported to the trace.
+var (
+	sysFsync     = unix.Fsync
+	sysFdatasync = unix.Fdatasync
+)
+
+// syncFile makes the file fd, at path, durable: its data and metadata.
+func syncFile(fd int, path string) error {
 	for {
-		err := unix.Fsync(fd)
+		err := sysFsync(fd)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -408,12 +419,12 @@ func fsync(fd int, path string) error {
 	}
 }
 
-// fdatasync makes the data of the file fd, at path, durable, with the
+// syncData makes the data of the file fd, at path, durable, with the
 // size a reader needs to find it, but not its times: for a file written
 // in place or appended to, the cheaper half of fsync.
-func fdatasync(fd int, path string) error {
+func syncData(fd int, path string) error {
 	for {
-		err := unix.Fdatasync(fd)
+		err := sysFdatasync(fd)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -521,7 +532,7 @@ func (tx *Tx) Overwrite(name string, data []byte, durable bool) error {
 	if !durable {
 		return nil
 	}
-	return fdatasync(fd, p)
+	return syncData(fd, p)
 }
 
 // Backup writes data, the content name had before this transaction
@@ -620,7 +631,7 @@ func syncDir(dir string) error {
 // fsyncDir fsyncs the open directory fd; dir is its path, for errors.
 func fsyncDir(fd int, dir string) error {
 	for {
-		err := unix.Fsync(fd)
+		err := sysFsync(fd)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
