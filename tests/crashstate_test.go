@@ -1,5 +1,13 @@
 package tests
 
+// The crash-state harness (impyard(7), Crash safety): each test below
+// snapshots a yard and its IMPYARD_HOME, runs one command of the
+// crash-enabled build with IMPYARD_STORE_TRACE set, and hands the trace
+// to internal/crashstate, which lists the trees a power cut after any of
+// the command's operations may leave. Each tree is written in place, the
+// next command runs on it, and the invariants are read from the files.
+// make crash sets wideEnv for the wide enumeration.
+
 import (
 	"bufio"
 	"bytes"
