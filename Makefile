@@ -1,4 +1,4 @@
-# impyard: make build | test | lint | bench | mutate | install | demo
+# impyard: make build | test | lint | bench | mutate | crash | install | demo
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
@@ -25,7 +25,7 @@ CMDS := $(notdir $(wildcard cmd/*))
 MANS := $(wildcard man/*.[1-8])
 UNITS := $(wildcard scripts/systemd/*.service)
 
-.PHONY: all build test unit bench-smoke fuzz lint bench mutate install demo demo-check clean
+.PHONY: all build test unit bench-smoke fuzz lint bench mutate crash install demo demo-check clean
 
 all: build
 
@@ -88,6 +88,12 @@ mutate:
 	@command -v gremlins >/dev/null 2>&1 || \
 	  $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
 	scripts/mutate $(PKGS)
+
+# The crash-state harness (impyard(7), Crash safety) wider than make
+# test runs it: every prefix of each traced command, every combination
+# of up to eight operations not yet durable, more cuts of each write.
+crash:
+	IMPYARD_CRASH_WIDE=1 $(GO) test -count=1 -timeout 60m -v -run '^TestCrashStates' ./tests/
 
 install: build
 	install -d $(DESTDIR)$(BINDIR)
