@@ -35,8 +35,15 @@ build:
 	$(GO) build -buildvcs=auto -o bin/ ./cmd/...
 
 # The demo runs last: it is the spine end to end, the way an operator
-# first meets it, and a change that breaks it is a failing test.
-test: unit clock fuzz bench-smoke demo-check
+# first meets it, and a change that breaks it is a failing test. Then,
+# whatever failed, scripts/leftovers: every step ran with its temporary
+# files under TEST_TMP, and no containerd, shim or mount below it may
+# outlive the run.
+TEST_TMP ?= /tmp/impyard-test-$(shell printf %s '$(CURDIR)' | cksum | cut -d' ' -f1)
+test:
+	@mkdir -p $(TEST_TMP); s=0; \
+	TMPDIR=$(TEST_TMP) $(MAKE) --no-print-directory unit clock fuzz bench-smoke demo-check || s=$$?; \
+	if scripts/leftovers $(TEST_TMP); then rm -rf $(TEST_TMP); else s=1; fi; exit $$s
 
 unit:
 	$(GO) test -count=1 -timeout 20m ./...
