@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -178,5 +179,42 @@ func TestResolve(t *testing.T) {
 	}
 	if got, err := Resolve(y, "g-zzzzzzzzzzzz"); err == nil {
 		t.Errorf("no such gate: %q", got)
+	}
+}
+
+// TestTrustSum: the verdict's sum is over its canonical JSON, so a rule
+// written with its keys in another order or other spacing sums the same
+// and a changed rule does not; a rule that is not JSON sums to no
+// sha256; no verdict sums to "".
+func TestTrustSum(t *testing.T) {
+	rule := func(s string) *Trust {
+		return &Trust{Level: "auto", Entry: "org.toml [[trust]] #1", Why: "level auto", Rule: json.RawMessage(s)}
+	}
+	a := rule(`{"intent":"email-send","level":"auto","match":{"to":"team@ourco.com"}}`)
+	b := rule(`{ "match" : {"to":"team@ourco.com"}, "level":"auto", "intent":"email-send" }`)
+	if a.Sum() != b.Sum() || len(a.Sum()) != 64 {
+		t.Errorf("one rule in two spellings: %s and %s", a.Sum(), b.Sum())
+	}
+	if c := rule(`{"intent":"email-send","level":"auto","match":{"to":"*@ourco.com"}}`); c.Sum() == a.Sum() {
+		t.Error("a wider rule sums the same")
+	}
+	if got := rule(`{"intent":`).Sum(); !strings.HasPrefix(got, "unencodable: ") {
+		t.Errorf("a rule that is not JSON: %q", got)
+	}
+	if got := (*Trust)(nil).Sum(); got != "" {
+		t.Errorf("no verdict: %q", got)
+	}
+}
+
+// TestSubjectWithoutTimeline: a gate file with no timeline (a damaged
+// one) still gives a subject, with no filer, which no approval signed.
+func TestSubjectWithoutTimeline(t *testing.T) {
+	g := &Gate{ID: "g-0000000000000001", Imp: "yuko", Intent: "email-send", SHA256: Sum([]byte(`{}`))}
+	if s := g.Subject(); s.Gate != g.ID || s.Filer != "" || s.Via != "" {
+		t.Errorf("subject %+v", s)
+	}
+	g.History = []state.Transition{{To: state.Filed, By: "yuko", Actor: "impgw"}}
+	if s := g.Subject(); s.Filer != "yuko" || s.Via != "impgw" {
+		t.Errorf("subject %+v, want filed by yuko via impgw", s)
 	}
 }
