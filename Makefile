@@ -154,7 +154,7 @@ demo:
 # (scripts/deps, with apt-get, as root; anyone else is told what is
 # missing and the tests that need it skip or fail naming it).
 .PHONY: deps
-unit fuzz bench-smoke demo-check: | deps
+unit clock fuzz bench-smoke demo-check: | deps
 deps:
 	@if [ "$$(id -u)" -eq 0 ]; then scripts/deps; else scripts/deps || true; fi
 
