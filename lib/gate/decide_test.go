@@ -218,3 +218,35 @@ func TestSubjectWithoutTimeline(t *testing.T) {
 		t.Errorf("subject %+v, want filed by yuko via impgw", s)
 	}
 }
+
+// TestDecideResignsForeignApproval: an approval signed by a key the
+// decider's keyring does not hold (made with another IMPYARD_HOME), when
+// that keyring holds the decider's own key, is signed anew rather than
+// repeated: impexec would leave it approved for ever. A decider whose
+// own key its keyring does not hold repeats it as before.
+func TestDecideResignsForeignApproval(t *testing.T) {
+	y := newYard(t)
+	g := file(t, y, `{"n":3}`)
+	elsewhere, err := approval.Generate("owner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Move(y, g.ID, Change{To: state.Approved, Signer: elsewhere, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(k ...*approval.Key) func() (*approval.Keyring, error) {
+		return func() (*approval.Keyring, error) { return ring(t, k...), nil }
+	}
+	if _, repeated, err := Decide(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "bob"}, keys(elsewhere)); err != nil || !repeated {
+		t.Fatalf("decider's key not in its ring: repeated %v, %v; want the approval repeated", repeated, err)
+	}
+	a, repeated, err := Decide(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "bob"}, keys(testKey))
+	if err != nil || repeated || len(a.History) != 3 || a.Approval.Key != testKey.Fingerprint() {
+		t.Fatalf("foreign approval: repeated %v, %v, %+v; want it signed anew by %s", repeated, err, a, testKey.Fingerprint())
+	}
+	if got, _ := Get(y, g.ID); got.Approval.Key != testKey.Fingerprint() {
+		t.Errorf("on disk the approval is by %s", got.Approval.Key)
+	} else if _, err := got.VerifyApproval(ring(t, testKey)); err != nil {
+		t.Errorf("signed anew: %v", err)
+	}
+}
