@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/earn"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/state"
@@ -80,6 +82,34 @@ func (s *spine) promotion(t *testing.T) *gate.Gate {
 	}
 }
 
+// rescanEarned does what impexec's next rescan does about earned trust,
+// here and now: it files every promotion due (earn.ProposeAll on the
+// yard as it is). A test that wants no promotion filed checks after it;
+// waiting a rescan period for impexec's own stood for that, and on a
+// loaded machine checked before the rescan had run.
+func (s *spine) rescanEarned(t *testing.T) {
+	t.Helper()
+	org, err := config.LoadOrg(s.y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filed, errs := earn.ProposeAll(s.y, org)
+	for _, err := range errs {
+		if !errors.Is(err, earn.ErrNoNarrowEntry) {
+			t.Error(err)
+		}
+	}
+	for _, p := range filed {
+		t.Logf("the rescan filed trust-promote gate %s", p.ID)
+	}
+}
+
+// afterSecondOf returns once the clock has left the whole second at (a
+// time the yard recorded) is in: the wait is for the clock itself.
+func afterSecondOf(at time.Time) {
+	time.Sleep(time.Until(at.Truncate(time.Second).Add(time.Second)))
+}
+
 // gated proposes an email from kai and checks that it waits at the desk.
 func (s *spine) gated(t *testing.T, tok, to, body string) string {
 	t.Helper()
@@ -116,19 +146,21 @@ func TestEarnedTrust(t *testing.T) {
 	// Two approvals, then a deny: the count starts again.
 	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", report(1)))
 	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", report(2)))
-	if out, err := s.run(t, "impgate", "deny", "--reason", "not today", s.gated(t, tok, "team@ourco.com", report(3))); err != nil {
+	denied := s.gated(t, tok, "team@ourco.com", report(3))
+	if out, err := s.run(t, "impgate", "deny", "--reason", "not today", denied); err != nil {
 		t.Fatalf("deny: %v %s", err, out)
 	}
 	// Decisions are recorded in whole seconds; of a deny and an approval
-	// in the same second the deny counts as the later.
-	time.Sleep(1100 * time.Millisecond)
+	// in the same second the deny counts as the later. The approvals
+	// below come after the second the deny was recorded in has passed.
+	afterSecondOf(s.waitState(t, denied, state.Denied).Updated)
 	var rests []string
 	for i := 4; i <= 7; i++ {
 		gid := s.gated(t, tok, "team@ourco.com", report(i))
 		s.approveExecuted(t, gid)
 		rests = append(rests, gid)
 	}
-	time.Sleep(1500 * time.Millisecond) // a rescan of impexec's
+	s.rescanEarned(t)
 	if p := s.promotions(t); len(p) != 0 {
 		t.Fatalf("six approvals with a deny after the second filed a promotion: %s", p[0].ID)
 	}
@@ -156,7 +188,7 @@ func TestEarnedTrust(t *testing.T) {
 	// seventh matching proposal is left waiting, gated as before.
 	s.approveExecuted(t, s.gated(t, tok, "team@ourco.com", report(9)))
 	early := s.gated(t, tok, "team@ourco.com", report(10))
-	time.Sleep(1500 * time.Millisecond)
+	s.rescanEarned(t)
 	if p := s.promotions(t); len(p) != 1 {
 		t.Fatalf("%d trust-promote gates, want 1", len(p))
 	}
@@ -184,7 +216,7 @@ func TestEarnedTrust(t *testing.T) {
 	}
 	s.gated(t, tok, "new@ourco.com", report(12))
 	password := s.gated(t, tok, "team@ourco.com", "the password is hunter2")
-	time.Sleep(1500 * time.Millisecond)
+	s.rescanEarned(t)
 	if p := s.promotions(t); len(p) != 1 {
 		t.Fatalf("%d trust-promote gates after the promotion, want 1", len(p))
 	}

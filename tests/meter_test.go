@@ -68,12 +68,26 @@ type meterYard struct {
 	api *httptest.Server
 }
 
+// pastMidnight returns at once, or, within margin of the next UTC
+// midnight, once that midnight has passed. impgw and impq count a day's
+// spend by the system clock, which a test of theirs cannot set: one that
+// spent before midnight and was judged after it would find the budget
+// fresh.
+func pastMidnight(margin time.Duration) {
+	now := time.Now().UTC()
+	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+	if d := midnight.Sub(now); d < margin {
+		time.Sleep(d + time.Second)
+	}
+}
+
 func newMeterYard(t *testing.T, org string) *meterYard {
 	return newMeterYardOn(t, org, modelAPI(t))
 }
 
 // newMeterYardOn is newMeterYard in front of api.
 func newMeterYardOn(t *testing.T, org string, api *httptest.Server) *meterYard {
+	pastMidnight(2 * time.Minute)
 	s := &spine{y: newYard(t), home: t.TempDir(), listen: "127.0.0.1:0", bin: bin}
 	s.env = []string{"IMPYARD_ROOT=" + s.y.Root, "IMPYARD_HOME=" + s.home, "USER=alice"}
 	upCA := filepath.Join(t.TempDir(), "upstream.pem")

@@ -211,8 +211,13 @@ func TestNotifyOwner(t *testing.T) {
 		t.Fatalf("impsup status --json: %v\n%s", err, js)
 	}
 	waitFor(t, "the second notification", func() bool { return len(hook.delivered()[secondID]) == 1 })
-	// A last pass of impexec finds nothing more to send.
-	time.Sleep(1500 * time.Millisecond)
+	// Once the outbox owes nothing no pass of impexec's can send again (a
+	// pass sends only what is owed): the counts below are final. A sleep
+	// of a rescan period stood for that, and under load counted early.
+	waitFor(t, "an outbox that owes nothing", func() bool {
+		owed, bad := notify.Pending(s.y)
+		return len(owed) == 0 && len(bad) == 0
+	})
 
 	if got := commandGot(t, received); len(got) != 2 || got[firstID] != 1 || got[secondID] != 1 {
 		t.Fatalf("the command got %v, want each notification once", got)

@@ -4,6 +4,12 @@
 // once. Tests skip, saying why, only on a host that cannot run boxes at
 // all (not root, or containerd or runc not installed); on one that can, a
 // containerd that does not start fails them.
+//
+// Nothing the harness made outlives the test binary: containerd, its
+// shims and every mount below the harness's directory go in Stop, and, if
+// the binary ends without calling it (killed by go test's timeout, say),
+// in a reaper (containerd-dev reap) started with the harness that waits
+// for the binary's end.
 package boxtest
 
 import (
@@ -12,8 +18,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -65,10 +73,25 @@ func (e *Env) start() {
 	if e.Dir, e.err = os.MkdirTemp("", "impyard-box-"); e.err != nil {
 		return
 	}
+	script, err := filepath.Abs(filepath.Join(e.Repo, "scripts/containerd-dev"))
+	if err != nil {
+		e.err = err
+		return
+	}
+	// The reaper is in a session of its own, so go test's end of the test
+	// binary does not reach it, and holds none of the binary's output, so
+	// go test does not wait for it.
+	reaper := exec.Command(script, "reap", e.Dir, strconv.Itoa(os.Getpid()))
+	reaper.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if e.err = reaper.Start(); e.err != nil {
+		e.err = fmt.Errorf("scripts/containerd-dev reap: %w", e.err)
+		return
+	}
+	reaper.Process.Release()
 	if e.Prepare != nil {
 		e.Prepare(e.Dir)
 	}
-	out, err := exec.Command(filepath.Join(e.Repo, "scripts/containerd-dev"), "start", filepath.Join(e.Dir, "ctd")).Output()
+	out, err := exec.Command(script, "start", e.Dir).Output()
 	if err != nil {
 		var ee *exec.ExitError
 		stderr := ""
@@ -87,18 +110,21 @@ func (e *Env) start() {
 	}
 }
 
-// Stop stops the containerd and removes the harness's files; TestMain
-// calls it after the tests.
+// Stop stops the containerd and its shims, unmounts what is mounted
+// below the harness's directory and removes it; TestMain calls it after
+// the tests.
 func (e *Env) Stop() {
-	if e.Sock != "" {
-		if out, err := exec.Command(filepath.Join(e.Repo, "scripts/containerd-dev"), "stop", filepath.Join(e.Dir, "ctd")).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "containerd-dev stop: %v\n%s", err, out)
-		}
+	if e.Dir == "" {
+		return
 	}
-	if e.Dir != "" {
-		if e.Release != nil {
-			e.Release()
-		}
-		os.RemoveAll(e.Dir)
+	// It names each shim it had to kill: a box a test did not delete.
+	out, err := exec.Command(filepath.Join(e.Repo, "scripts/containerd-dev"), "stop", e.Dir).CombinedOutput()
+	os.Stderr.Write(out)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "containerd-dev stop %s: %v\n", e.Dir, err)
 	}
+	if e.Release != nil {
+		e.Release()
+	}
+	os.RemoveAll(e.Dir)
 }

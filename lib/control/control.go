@@ -317,8 +317,12 @@ type actionResult struct {
 }
 
 func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
+	// One reading of the ledger's clock decides the budget and, when it
+	// refuses, the midnight it names: read twice, a refusal just before
+	// midnight would name the one after next.
+	now := ledger.Now()
 	d, err := a.decider.Decide(a.Yard, proposal.Proposal{Imp: sub.Imp(), Run: sub.Run, Task: sub.Task,
-		Body: r.Body, Rules: a.ruleNames(r.Context()), Signer: a.Signer, Org: a.Org})
+		Body: r.Body, Rules: a.ruleNames(r.Context()), Signer: a.Signer, Org: a.Org, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("recording the proposal: %w", err)
 	}
@@ -331,7 +335,6 @@ func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
 	err = fail(refusalStatus[d.Refusal], "%s", d.Reason)
 	if d.Refusal == proposal.OverBudget {
 		// Budgets start afresh at the next UTC midnight.
-		now := time.Now()
 		_, next := ledger.Day(now)
 		err.(*apiError).retry = http1.RetryAfter(next, now)
 	}

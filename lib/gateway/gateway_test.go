@@ -546,13 +546,20 @@ func TestPolicyEditedDuringTheBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "POST http://127.0.0.1:%d/ HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\n", port, port)
-	// The head is read and the body awaited before the policy changes.
-	time.Sleep(100 * time.Millisecond)
+	fmt.Fprintf(c, "POST http://127.0.0.1:%d/ HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n", port, port)
+	// The head is read and the body awaited before the policy changes:
+	// the gateway says so with its 100 Continue. A sleep here stood for
+	// it, and on a loaded machine let the policy change before the head
+	// was read, when the test no longer tells the two policies apart.
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusContinue {
+		t.Fatalf("before the body: %v %v, want 100 Continue", resp, err)
+	}
 	h.writePolicy(policy(`{"name": "none", "match": {"host": "nowhere.test"}, "verdict": "allow"}`))
 	io.WriteString(c, "hello")
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err = http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

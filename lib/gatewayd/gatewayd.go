@@ -140,7 +140,7 @@ func New(cfg Config) (*Server, error) {
 		Log:           log,
 		Control:       api,
 		Meter:         spend(y, meter, logf),
-		Admit:         (&admission{y: y, meter: meter, now: time.Now, imps: map[string]*inflight{}}).admit,
+		Admit:         (&admission{y: y, meter: meter, now: ledger.Now, imps: map[string]*inflight{}}).admit,
 		Authenticate:  boxnet.Authenticate(cfg.Home),
 		Unsynced:      cfg.Unsynced,
 	})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/internal/testclock"
 	"github.com/impyard/impyard/lib/gateway"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/queue"
@@ -20,6 +21,7 @@ import (
 // Tokens are priced and classed as they are metered.
 func TestSpendAndAdmit(t *testing.T) {
 	y := yardtest.New(t)
+	now := testclock.Freeze(t, &ledger.Now)
 	var ids []string
 	for _, proactive := range []bool{false, true} {
 		id, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "work", Proactive: proactive})
@@ -64,7 +66,7 @@ func TestSpendAndAdmit(t *testing.T) {
 		t.Errorf("logged %q", logged)
 	}
 	var got []string
-	since, until := ledger.Day(time.Now())
+	since, until := ledger.Day(now)
 	if err := ledger.Read(y, "yuko", since, until, func(e ledger.Entry) {
 		got = append(got, fmt.Sprintf("%s/%s/%g", e.Kind, e.Class, e.Cost))
 	}); err != nil {
@@ -80,6 +82,7 @@ func TestSpendAndAdmit(t *testing.T) {
 // one such proactive call, a daily cap refuses the next.
 func TestUnknownUsageCost(t *testing.T) {
 	y := yardtest.New(t)
+	now := testclock.Freeze(t, &ledger.Now)
 	pro, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "work", Proactive: true})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +103,7 @@ func TestUnknownUsageCost(t *testing.T) {
 		t.Errorf("after priced calls of unknown usage: %v", err)
 	}
 	var got []string
-	since, until := ledger.Day(time.Now())
+	since, until := ledger.Day(now)
 	if err := ledger.Read(y, "yuko", since, until, func(e ledger.Entry) {
 		got = append(got, fmt.Sprintf("%s:%t:%t", e.Model, e.UnknownUsage, e.UnknownCost))
 	}); err != nil {
@@ -114,7 +117,7 @@ func TestUnknownUsageCost(t *testing.T) {
 // admitter asks a fresh admission about calls without a body, ending
 // each admitted one at once.
 func admitter(y *yard.Yard, m *ledger.Meter) func(imp, task string) error {
-	a := &admission{y: y, meter: m, now: time.Now, imps: map[string]*inflight{}}
+	a := &admission{y: y, meter: m, now: ledger.Now, imps: map[string]*inflight{}}
 	n := 0
 	return func(imp, task string) error {
 		n++

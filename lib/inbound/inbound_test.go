@@ -488,11 +488,22 @@ func TestTrickledBodiesLoseTheirSlots(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		fmt.Fprintf(c, "POST %sgithub HTTP/1.1\r\nHost: relay\r\nContent-Length: 100\r\n\r\nx", inbound.Prefix)
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Sleeps stood for both waits: too short under load, the probe came
+	// before the trickles held their slots, or before the timeout freed
+	// them.
+	slots := func(want int, what string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); inbound.SlotsHeld(r.Relay) != want; <-time.After(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d slots held, want %d %s", inbound.SlotsHeld(r.Relay), want, what)
+			}
+		}
+	}
+	slots(inbound.InFlight, "by the trickling senders")
 	if code, out := r.github(t, "held", []byte(`{"n":1}`)); code != http.StatusServiceUnavailable {
 		t.Fatalf("with every slot held: %d %s, want 503", code, out)
 	}
-	time.Sleep(500 * time.Millisecond)
+	slots(0, "after the body timeout")
 	if code, out := r.github(t, "freed", []byte(`{"n":2}`)); code != http.StatusAccepted {
 		t.Fatalf("after the body timeout: %d %s, want 202", code, out)
 	}

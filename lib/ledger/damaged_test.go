@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/internal/testclock"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/yard/yardtest"
 )
@@ -18,7 +19,7 @@ import (
 // without a budget, are not held by it.
 func TestDamagedLineHoldsCaps(t *testing.T) {
 	y := yardtest.New(t)
-	now := time.Now()
+	now := testclock.Freeze(t, &Now)
 	if err := Debit(y, Entry{Imp: "yuko", Kind: Bytes, Bytes: 10, Class: Proactive}); err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +64,7 @@ func TestDamagedLineHoldsCaps(t *testing.T) {
 // ledger before it is forwarded; the line costs nothing.
 func TestOpenWritesACallLine(t *testing.T) {
 	y := yardtest.New(t)
+	now := testclock.Freeze(t, &Now)
 	m := NewMeter(y, func(err error) { t.Error(err) })
 	if err := m.Open(Entry{Imp: "yuko"}); err != nil {
 		t.Fatal(err)
@@ -71,7 +73,7 @@ func TestOpenWritesACallLine(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"kind":"call"`) {
 		t.Fatalf("ledger %q, %v; want a call line", b, err)
 	}
-	spent, err := Spent(y, "yuko", time.Now())
+	spent, err := Spent(y, "yuko", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +83,7 @@ func TestOpenWritesACallLine(t *testing.T) {
 		}
 	}
 	n := 0
-	since, until := Day(time.Now())
+	since, until := Day(now)
 	Read(y, "yuko", since, until, func(Entry) { n++ })
 	if n != 0 {
 		t.Errorf("Read passed %d call line(s), which cost nothing", n)

@@ -167,6 +167,11 @@ func path(y *yard.Yard, imp string) (string, error) {
 	return filepath.Join(d, imp+".jsonl"), nil
 }
 
+// Now is the ledger's clock: entries are stamped with it, and the
+// daemons that ask for today's spend read today from it, so a test can
+// put them all on one day, or just before its end.
+var Now = time.Now
+
 // Debit appends e to the imp's ledger.
 func Debit(y *yard.Yard, e Entry) error {
 	p, err := path(y, e.Imp)
@@ -178,7 +183,7 @@ func Debit(y *yard.Yard, e Entry) error {
 		e.Class = ClassOf(y, e.Task)
 	}
 	if e.TS.IsZero() {
-		e.TS = time.Now()
+		e.TS = Now()
 	}
 	e.TS = store.Second(e.TS)
 	return store.AppendJSONL(p, e)
@@ -497,7 +502,7 @@ func (m *Meter) append(e Entry, wait bool) error {
 		m.logs[e.Imp] = l
 	}
 	m.mu.Unlock()
-	e.Schema, e.TS = store.Schema("ledger", 1), store.Now()
+	e.Schema, e.TS = store.Schema("ledger", 1), store.Second(Now())
 	line, err := store.Line(e)
 	if err != nil {
 		return err

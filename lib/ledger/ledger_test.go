@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/internal/testclock"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/yard/yardtest"
@@ -14,8 +15,8 @@ import (
 
 func TestBudget(t *testing.T) {
 	y := yardtest.New(t)
+	now := testclock.Freeze(t, &Now)
 	org := &config.Org{Budget: map[string]config.Budget{"yuko": {Daily: 1.0}}}
-	now := time.Now()
 	for _, e := range []Entry{
 		{Imp: "yuko", Kind: Action, Gate: "g-0000000000000001", Cost: 0.6, Class: Proactive},
 		{Imp: "yuko", Kind: Action, Gate: "g-0000000000000004", Cost: 5},
@@ -48,6 +49,7 @@ func TestBudget(t *testing.T) {
 
 func TestTokensBudget(t *testing.T) {
 	y := yardtest.New(t)
+	now := testclock.Freeze(t, &Now)
 	owner, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "asked"})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +64,6 @@ func TestTokensBudget(t *testing.T) {
 	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: pro, Model: "gpt-5", InputTokens: 400, OutputTokens: 500})
 	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: owner, UnknownUsage: true, UnknownCost: true})
 	m.Sync()
-	now := time.Now()
 	if err := Check(y, org, "yuko", true, now); err != nil {
 		t.Errorf("900 proactive tokens of 1000 refused (owner tokens counted?): %v", err)
 	}
@@ -119,6 +120,7 @@ func TestOver(t *testing.T) {
 // held by it, nor are caps it could not have counted toward.
 func TestUnknownUsageHoldsCaps(t *testing.T) {
 	y := yardtest.New(t)
+	now := testclock.Freeze(t, &Now)
 	pro, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "digest", Proactive: true})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +130,6 @@ func TestUnknownUsageHoldsCaps(t *testing.T) {
 	m := NewMeter(y, func(err error) { t.Error(err) })
 	m.Add(Entry{Imp: "yuko", Kind: Tokens, Task: pro, Model: "gpt-5", InputTokens: 10, OutputTokens: 10})
 	m.Sync()
-	now := time.Now()
 	if err := Check(y, tokens, "yuko", true, now); err != nil {
 		t.Fatalf("20 tokens of 1000: %v", err)
 	}
@@ -159,7 +160,7 @@ func TestUnknownUsageHoldsCaps(t *testing.T) {
 // short, and a day it was not following.
 func TestSpentFollowsTheLedger(t *testing.T) {
 	y := yardtest.New(t)
-	now := time.Now()
+	now := testclock.Freeze(t, &Now)
 	debit := func(e Entry) {
 		t.Helper()
 		e.Imp, e.Class = "yuko", Proactive

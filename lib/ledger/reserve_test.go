@@ -2,8 +2,8 @@ package ledger
 
 import (
 	"testing"
-	"time"
 
+	"github.com/impyard/impyard/internal/testclock"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/yard/yardtest"
 )
@@ -14,6 +14,7 @@ import (
 // and Passes counts a new reservation on top of them all.
 func TestReservationsCount(t *testing.T) {
 	y := yardtest.New(t)
+	now := testclock.Freeze(t, &Now)
 	m := NewMeter(y, func(err error) { t.Error(err) })
 	open := func(call string, in, out int64) {
 		t.Helper()
@@ -24,7 +25,7 @@ func TestReservationsCount(t *testing.T) {
 	spent := func() Totals {
 		t.Helper()
 		m.Sync()
-		s, err := Spent(y, "yuko", time.Now())
+		s, err := Spent(y, "yuko", now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +52,7 @@ func TestReservationsCount(t *testing.T) {
 		t.Errorf("1322 + 679 of 2000 passed")
 	}
 	var read []string
-	since, until := Day(time.Now())
+	since, until := Day(now)
 	if err := Read(y, "yuko", since, until, func(e Entry) { read = append(read, e.Kind) }); err != nil {
 		t.Fatal(err)
 	}

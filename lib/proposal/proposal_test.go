@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/impyard/impyard/internal/testclock"
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/ledger"
@@ -130,6 +130,7 @@ func TestDecide(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			y := newYard(t)
+			now := testclock.Freeze(t, &ledger.Now)
 			if tc.setup != nil {
 				tc.setup(t, y)
 			}
@@ -137,7 +138,7 @@ func TestDecide(t *testing.T) {
 			if imp == "" {
 				imp = "yuko"
 			}
-			p := Proposal{Imp: imp, Run: run, Body: strings.NewReader(tc.body), Rules: rules, Signer: key, Now: time.Now()}
+			p := Proposal{Imp: imp, Run: run, Body: strings.NewReader(tc.body), Rules: rules, Signer: key, Now: now}
 			if tc.task != nil {
 				p.Task = tc.task(t, y)
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/internal/approvaltest"
+	"github.com/impyard/impyard/internal/testclock"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/notify"
@@ -54,6 +55,14 @@ func fileGate(t *testing.T, y *yard.Yard, imp string) *gate.Gate {
 func TestGather(t *testing.T) {
 	y := yardtest.New(t)
 	home := t.TempDir()
+	// One instant for the whole yard: the pending gate was filed 90
+	// minutes before it, the spend is of its day. Gather looking 90
+	// minutes ahead instead read the next day's spend after 22:30 UTC.
+	now := testclock.Freeze(t, &ledger.Now)
+	clock := func(at time.Time) func() time.Time { return func() time.Time { return at.UTC() } }
+	was := state.Now
+	t.Cleanup(func() { state.Now = was })
+	state.Now = clock(now.Add(-2 * time.Hour))
 	if err := os.WriteFile(filepath.Join(y.Root, "org.toml"), []byte("[gateway]\nlisten = \"127.0.0.1:9\"\n\n[budget.yuko]\ndaily = 1.0\nbytes = 1000\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -61,14 +70,13 @@ func TestGather(t *testing.T) {
 	addTask(t, y, "yuko")
 	addTask(t, y, "yuko", state.Running, state.Done)
 	failed := addTask(t, y, "kenji", state.Running, state.Failed)
-	time.Sleep(10 * time.Millisecond)
+	state.Now = clock(now.Add(-90 * time.Minute))
 	pending := fileGate(t, y, "yuko")
 	bad := fileGate(t, y, "kenji")
 	approvaltest.Approve(t, y, home, bad.ID)
 	if _, err := gate.Move(y, bad.ID, gate.Change{To: state.Failed, By: "impexec", Why: "no executor for message-user"}); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
 	if err := ledger.Debit(y, ledger.Entry{Imp: "yuko", Kind: ledger.Action, Gate: "g-0000000000000003", Cost: 1.5, Class: ledger.Proactive}); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +86,7 @@ func TestGather(t *testing.T) {
 	}
 	defer unlock()
 
-	s, err := Gather(y, Options{Now: now.Add(90 * time.Minute), GatewayUp: down})
+	s, err := Gather(y, Options{Now: now, GatewayUp: down})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +106,7 @@ func TestGather(t *testing.T) {
 		s.Tasks[1].States[state.Waiting] != 2 || s.Tasks[1].States[state.Done] != 1 || len(s.Tasks[1].States) != len(TaskStates) {
 		t.Errorf("tasks: %+v", s.Tasks)
 	}
-	if len(s.Gates) != 1 || s.Gates[0].ID != pending.ID || s.Gates[0].State != state.Filed || s.Gates[0].AgeSeconds < 90*60 {
+	if len(s.Gates) != 1 || s.Gates[0].ID != pending.ID || s.Gates[0].State != state.Filed || s.Gates[0].AgeSeconds != 90*60 {
 		t.Errorf("gates: %+v", s.Gates)
 	}
 	if len(s.Failures) != 2 || s.Failures[0].ID != bad.ID || s.Failures[0].Kind != "gate" || s.Failures[0].Reason != "no executor for message-user" ||
@@ -189,10 +197,15 @@ func TestGatherImpexec(t *testing.T) {
 // TestFailuresLimit keeps the most recent failures only.
 func TestFailuresLimit(t *testing.T) {
 	y := yardtest.New(t)
+	// A second between failures orders them; a sleep only usually did.
+	at := testclock.Now(t)
+	was := state.Now
+	t.Cleanup(func() { state.Now = was })
 	var ids []string
 	for range 4 {
+		state.Now = func() time.Time { return at.UTC() }
 		ids = append(ids, addTask(t, y, "yuko", state.Running, state.Failed))
-		time.Sleep(5 * time.Millisecond)
+		at = at.Add(time.Second)
 	}
 	s, err := Gather(y, Options{GatewayUp: down, Failures: 2})
 	if err != nil {

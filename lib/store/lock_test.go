@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -332,6 +333,19 @@ func TestShareReplacedWhileWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := inode(t, p)
+	// Share polls without blocking, so /proc/locks never shows it waiting:
+	// its notice that it still waits, after WaitNotice, is the event that
+	// it holds the old file open and found it taken. A sleep stood for it
+	// and, on a loaded machine, let the file be replaced before Share
+	// opened it, testing nothing.
+	waiting := make(chan struct{})
+	var once sync.Once
+	OnWait = func(w Wait) {
+		if w.Lock == p {
+			once.Do(func() { close(waiting) })
+		}
+	}
+	defer func() { OnWait = nil }()
 	got := make(chan func(), 1)
 	go func() {
 		unlock, err := Share(p)
@@ -341,7 +355,11 @@ func TestShareReplacedWhileWaiting(t *testing.T) {
 		}
 		got <- unlock
 	}()
-	time.Sleep(50 * time.Millisecond) // Share polls: it is waiting on old by now
+	select {
+	case <-waiting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Share never waited on the lock")
+	}
 	if err := os.WriteFile(p+".new", nil, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -421,11 +422,27 @@ func TestEachKnown(t *testing.T) {
 		t.Errorf("second listing gave %v and read %v, want only the unsettled %s", got, parsed, ids[1])
 	}
 	write(ids[0], state.Done) // replaced: a new inode
-	time.Sleep(20 * time.Millisecond)
 	p := y.Path("notes", ids[2]+".json")
 	fi, err := os.Stat(p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The change below is told only by its change time, which the kernel
+	// takes from a coarse clock: wait until that clock has moved past
+	// the file's (a scratch file stamped later says so). A 20 ms sleep
+	// stood for this.
+	for was, tick := fi.Sys().(*syscall.Stat_t).Ctim, y.Path("notes", ".tick"); ; {
+		if err := os.WriteFile(tick, nil, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(tick)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := st.Sys().(*syscall.Stat_t).Ctim; c.Sec > was.Sec || c.Sec == was.Sec && c.Nsec > was.Nsec {
+			os.Remove(tick)
+			break
+		}
 	}
 	f, err := os.OpenFile(p, os.O_WRONLY, 0)
 	if err != nil {
