@@ -30,6 +30,8 @@ Commands:
   once     one pass: start what may start, wait for those boxes, settle
   doctor   check every prerequisite, one line each
   status   what needs the owner: tasks, pending gates, spend, daemons, failures
+  pause    stop dispatch, schedules and the gateway for imps or the yard
+  resume   lift a pause
 
 Run 'impsup COMMAND --help' or 'impsup help COMMAND' for a command's flags.
 
@@ -37,6 +39,7 @@ Examples:
   impsup init /srv/yard
   impsup doctor
   impsup status
+  impsup pause --reason 'away until Monday'
   impsup run
   */5 * * * * impsup once
 `
@@ -55,6 +58,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"once":   func(a []string) error { return onceCmd(ctx, e, a) },
 		"doctor": func(a []string) error { return doctor(ctx, e, a) },
 		"status": func(a []string) error { return statusCmd(e, a) },
+		"pause":  func(a []string) error { return pauseCmd(ctx, e, a, false) },
+		"resume": func(a []string) error { return pauseCmd(ctx, e, a, true) },
 	})
 }
 

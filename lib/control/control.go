@@ -349,6 +349,7 @@ var refusalStatus = map[proposal.Refusal]int{
 	proposal.NotFiled:       http.StatusBadRequest,
 	proposal.Failed:         http.StatusInternalServerError,
 	proposal.NoExecutor:     http.StatusBadRequest,
+	proposal.Paused:         http.StatusForbidden,
 }
 
 // await waits a bounded time for an auto-approved gate's execution; the

@@ -119,6 +119,11 @@ type Config struct {
 	// Retry-After when it was made by RetryAt, or with 503 when it wraps
 	// ErrUnmetered. Nil admits every request.
 	Admit func(subject, task string) error
+	// Paused is asked for every request of an authenticated subject, and
+	// for every CONNECT, before anything is judged: a non-empty answer
+	// refuses it with 403 and is the reason given and recorded. Nil
+	// pauses nothing.
+	Paused func(subject string) string
 	// Log receives diagnostics, one "impgw: ..." line each.
 	Log io.Writer
 	// Lookup resolves host names; nil means the system resolver.

@@ -32,6 +32,7 @@ import (
 	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/memory"
+	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/strictjson"
 	"github.com/impyard/impyard/lib/trust"
@@ -77,6 +78,7 @@ const (
 	NotFiled                      // the gate could not be filed
 	Failed                        // the decision could not be made (the yard could not be read)
 	NoExecutor                    // the intent has no executor configured, so a gate could never be executed
+	Paused                        // the imp or the yard is paused (lib/pause): nothing is filed, no trust applies
 )
 
 var refusalNames = [...]string{
@@ -92,6 +94,7 @@ var refusalNames = [...]string{
 	NotFiled:       "not-filed",
 	Failed:         "failed",
 	NoExecutor:     "no-executor",
+	Paused:         "paused",
 }
 
 func (r Refusal) String() string {
@@ -165,6 +168,11 @@ func Decide(y *yard.Yard, p Proposal) (d Decision, env Envelope) {
 		return refuse(NotOwn, "run_id %q is not this token's run", env.RunID), env
 	case env.TaskID != "" && env.TaskID != p.Task:
 		return refuse(NotOwn, "task_id %q is not this token's task", env.TaskID), env
+	}
+	// Before anything else is read: a pause refuses every proposal, so
+	// no trust entry approves one and no gate waits to surprise the owner.
+	if ps, _ := pause.Load(y); ps.Of(p.Imp) != nil {
+		return refuse(Paused, "%s", ps.Why(p.Imp)), env
 	}
 	org, err := config.LoadOrg(y)
 	if err == nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/notify"
+	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
@@ -37,13 +38,17 @@ func (t Time) String() string { return t.UTC().Truncate(time.Second).Format(time
 
 // Status is the overview. Its JSON form is impsup status --json.
 type Status struct {
-	Yard     string     `json:"yard"`
-	At       Time       `json:"at"`
-	Daemons  []Daemon   `json:"daemons"`
-	Tasks    []ImpTasks `json:"tasks"`
-	Gates    []Pending  `json:"gates"`
-	Spend    []Spend    `json:"spend"`
-	Failures []Failure  `json:"failures"`
+	Yard string `json:"yard"`
+	At   Time   `json:"at"`
+	// Paused is the pause in force, one line each, the yard first;
+	// PauseFile is the pause file itself when anything is paused.
+	Paused    []string     `json:"paused"`
+	PauseFile *pause.State `json:"pause,omitempty"`
+	Daemons   []Daemon     `json:"daemons"`
+	Tasks     []ImpTasks   `json:"tasks"`
+	Gates     []Pending    `json:"gates"`
+	Spend     []Spend      `json:"spend"`
+	Failures  []Failure    `json:"failures"`
 	// Notifications are those the outbox still owes the owner.
 	Notifications Notifications `json:"notifications"`
 	// Warnings are the parts that could not be read (a damaged task or
@@ -153,6 +158,17 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 	}
 	s := &Status{Yard: y.Root, At: Time{o.Now}, Daemons: []Daemon{}, Tasks: []ImpTasks{}, Gates: []Pending{}, Spend: []Spend{}, Failures: []Failure{}, Warnings: []string{}}
 	warn := func(err error) { s.Warnings = append(s.Warnings, err.Error()) }
+	ps, err := pause.Load(y)
+	if err != nil {
+		warn(err)
+	}
+	s.Paused = ps.Lines()
+	if s.Paused == nil {
+		s.Paused = []string{}
+	}
+	if ps.Any() {
+		s.PauseFile = ps
+	}
 
 	for _, name := range []string{"impsup", "impexec"} {
 		up, err := run.DaemonUp(y, name)
@@ -307,6 +323,9 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 	ew := &errWriter{w: w}
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "yard %s at %s\n", s.Yard, s.At)
+	for _, l := range s.Paused {
+		fmt.Fprintln(tw, p.Paint(cli.Red, cli.Printable(l)))
+	}
 
 	fmt.Fprintln(tw, "\nDAEMONS")
 	for _, d := range s.Daemons {

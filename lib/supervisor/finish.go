@@ -57,7 +57,13 @@ func (s *Supervisor) finish(l *liveRun, r *run.Run, exit box.Exit, waitErr error
 		s.logf("run %s: revoking its token: %v", r.ID, err)
 	}
 	to, why := state.Done, "box exited 0"
+	s.mu.Lock()
+	stopped := l.stopped
+	s.mu.Unlock()
 	switch {
+	case stopped != "":
+		// The owner stopped it: what it did so far is the owner's to judge.
+		to, why = state.NeedsReview, stopped+"; "+reason(exit)
 	case waitErr != nil:
 		to, why = state.Failed, "box error: "+waitErr.Error()
 	case exit.Ceiling:
