@@ -290,6 +290,14 @@ func Listen(addrs []string) ([]net.Listener, error) {
 // to grace to finish and writes out the metered bytes.
 func (s *Server) Serve(ctx context.Context, lns []net.Listener, grace time.Duration) error {
 	defer s.meter.Sync()
+	// Holding runs/.impgw.lock shared, from before the first listener
+	// serves, tells impsup pause that a gateway runs and must
+	// acknowledge.
+	release, err := run.Present(s.yard, "impgw")
+	if err != nil {
+		return err
+	}
+	defer release()
 	// One listener failing stops them all: a gateway half up is a box
 	// half cut off, which is harder to notice than one that is down.
 	sctx, stop := context.WithCancel(ctx)
@@ -317,15 +325,6 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, grace time.Durat
 			}
 		}()
 	}
-	// Holding runs/.impgw.lock shared tells impsup pause that a gateway
-	// runs and must acknowledge.
-	release, err := run.Present(s.yard, "impgw")
-	if err != nil {
-		stop()
-		wg.Wait()
-		return err
-	}
-	defer release()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
