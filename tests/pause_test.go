@@ -16,10 +16,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/pause"
+	"github.com/impyard/impyard/lib/queue"
 	runrec "github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 )
 
@@ -211,5 +214,72 @@ func TestPauseUnacknowledged(t *testing.T) {
 	}
 	if b, err := os.ReadFile(y.Path("pause", "pause.json")); err != nil || !strings.Contains(string(b), `"yard"`) {
 		t.Errorf("the pause was not kept: %v %s", err, b)
+	}
+}
+
+// TestPauseBox: a paused yard dispatches nothing and its schedule's due
+// times are recorded as skipped; after resume, dispatch goes on and the
+// skipped times are not made up; impsup pause --stop stops a running box
+// (acknowledged by the running impsup and impgw) and its task goes to
+// review with the reason, where it stays until resume.
+func TestPauseBox(t *testing.T) {
+	b := newBoxYard(t)
+	b.imp(t, "sleeper", map[string]string{"command": `["/bin/sh", "-c", "echo STARTED; while :; do sleep 1; done"]`})
+	b.imp(t, "digest", map[string]string{"schedule": `"@every 1h"`})
+	// The schedule last fired three and a half hours ago: three times are
+	// due.
+	mark := fmt.Sprintf(`{"schema":"impyard.mark/1","at":%q}`, time.Now().Add(-210*time.Minute).UTC().Format(time.RFC3339))
+	os.MkdirAll(b.y.Path("queue", "digest"), 0o750)
+	if err := os.WriteFile(b.y.Path("queue", "digest", ".schedule"), []byte(mark), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := b.run(t, "impsup", "pause", "--reason", "audit"); err != nil {
+		t.Fatalf("impsup pause: %v\n%s", err, out)
+	}
+	task := b.add(t, "sleeper", "sleep")
+	b.once(t)
+	if got := b.task(t, task); got.State != state.Waiting || len(got.Runs) != 0 {
+		t.Fatalf("a paused yard dispatched task %s: %s, runs %v", task, got.State, got.Runs)
+	}
+	if ts, _ := queue.List(b.y, queue.Filter{Imp: "digest"}); len(ts) != 0 {
+		t.Fatalf("a paused schedule fired %d tasks", len(ts))
+	}
+	journal, _ := os.ReadFile(b.y.Path("journal", "digest", "events.jsonl"))
+	if n := strings.Count(string(journal), `"event":"schedule-skipped"`); n != 1 || !strings.Contains(string(journal), "the yard is paused") {
+		t.Fatalf("%d schedule-skipped events, want 1 naming the pause:\n%s", n, journal)
+	}
+
+	if out, err := b.run(t, "impsup", "resume"); err != nil {
+		t.Fatalf("impsup resume: %v\n%s", err, out)
+	}
+	b.daemon(t, bin, "impsup", "run")
+	waitFor(t, "the sleeper's box to start", func() bool {
+		got := b.task(t, task)
+		if len(got.Runs) == 0 {
+			return false
+		}
+		log, _ := os.ReadFile(runrec.Path(b.y, got.Runs[0], "box.log"))
+		return strings.Contains(string(log), "STARTED")
+	})
+	if ts, _ := queue.List(b.y, queue.Filter{Imp: "digest"}); len(ts) != 0 {
+		t.Errorf("the skipped schedule times were made up after resume: %d tasks", len(ts))
+	}
+
+	out, err := b.run(t, "impsup", "pause", "sleeper", "--stop", "--reason", "runaway loop", "--timeout", "20s")
+	if err != nil || !strings.Contains(out, "taken by impsup, impgw") {
+		t.Fatalf("impsup pause --stop: %v\n%s", err, out)
+	}
+	waitFor(t, "the stopped task to go to review", func() bool { return b.task(t, task).State != state.Running })
+	if got := b.task(t, task); got.State != state.NeedsReview || !strings.Contains(got.Reason, "runaway loop") {
+		t.Errorf("stopped task: %s %q", got.State, got.Reason)
+	}
+	// After resume the task, cut short, fails so that impq retry can run
+	// it again.
+	if out, err := b.run(t, "impsup", "resume"); err != nil {
+		t.Fatalf("impsup resume: %v\n%s", err, out)
+	}
+	waitFor(t, "the stopped task to settle after resume", func() bool { return b.task(t, task).State != state.NeedsReview })
+	if got := b.task(t, task); got.State != state.Failed || !strings.Contains(got.Reason, "impq retry") {
+		t.Errorf("stopped task after resume: %s %q", got.State, got.Reason)
 	}
 }

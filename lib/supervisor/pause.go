@@ -17,6 +17,10 @@ import (
 // came due while its imp was paused: recorded, never made up later.
 const EventScheduleSkipped = "schedule-skipped"
 
+// LabelStopped marks a task whose box a pause with --stop stopped: it
+// waits in review while the pause holds (see settle).
+const LabelStopped = "stopped"
+
 // maxSkipped bounds the times one skipped event lists; the rest are
 // counted.
 const maxSkipped = 20
