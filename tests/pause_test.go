@@ -283,3 +283,42 @@ func TestPauseBox(t *testing.T) {
 		t.Errorf("stopped task after resume: %s %q", got.State, got.Reason)
 	}
 }
+
+// TestPauseHoldsApproved: a gate approved before or during a pause of its
+// imp is held by impexec, approved, nothing sent, with the pause named
+// and exit 111; after resume it is executed.
+func TestPauseHoldsApproved(t *testing.T) {
+	s := newSpine(t, true, bin)
+	tok := s.token(t, "yuko", "--run", "r-0000000000000001")
+	code, out, _ := s.propose(t, tok, `{"intent":"email-send","payload":{"to":["boss@elsewhere.com"],"subject":"held","body":"hi"}}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("proposal: %d %v", code, out)
+	}
+	gid := out["gate_id"].(string)
+	if c, o := s.exitCode(t, "impsup", "pause", "yuko", "--reason", "checking the mailer"); c != 0 {
+		t.Fatalf("impsup pause: %d %s", c, o)
+	}
+	if out, err := s.run(t, "impgate", "approve", gid); err != nil {
+		t.Fatalf("approve: %v %s", err, out)
+	}
+	c, o := s.exitCode(t, "impexec", "once", gid)
+	g, _ := gate.Get(s.y, gid)
+	if c != 111 || !strings.Contains(o, "imp yuko is paused") || !strings.Contains(o, "checking the mailer") || g == nil || g.State != state.Approved {
+		t.Fatalf("impexec once while paused: exit %d %s; gate %v", c, o, g)
+	}
+	s.mail.mu.Lock()
+	sent := len(s.mail.bodies)
+	s.mail.mu.Unlock()
+	if sent != 0 {
+		t.Fatalf("the mail API saw %d requests while the imp was paused", sent)
+	}
+	if c, o := s.exitCode(t, "impsup", "resume", "yuko"); c != 0 {
+		t.Fatalf("impsup resume: %d %s", c, o)
+	}
+	if c, o := s.exitCode(t, "impexec", "once", gid); c != 0 {
+		t.Fatalf("impexec once after resume: exit %d %s", c, o)
+	}
+	if g, _ := gate.Get(s.y, gid); g == nil || g.State != state.Executed {
+		t.Errorf("gate after resume: %v", g)
+	}
+}
