@@ -1,8 +1,10 @@
 package tests
 
 import (
+	"bufio"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,6 +76,25 @@ func (p *pausedSpine) get(t *testing.T, tok, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// connect sends a CONNECT to the page server's address through the
+// gateway as yuko and returns the answer's status line.
+func (p *pausedSpine) connect(t *testing.T, tok string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", p.listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	host := strings.TrimPrefix(p.pages, "http://")
+	auth := base64.StdEncoding.EncodeToString([]byte("yuko:" + tok))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", host, host, auth)
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(line)
+}
+
 // exitCode runs a binary and returns its exit status and its output.
 func (s *spine) exitCode(t *testing.T, name string, args ...string) (int, string) {
 	t.Helper()
@@ -139,8 +160,11 @@ func TestPauseGateway(t *testing.T) {
 	if n := p.hits.Load(); n != hits {
 		t.Errorf("the page server saw %d requests while the yard was paused", n-hits)
 	}
-	if n := pauseRecords(t, p); n != 1 {
-		t.Errorf("%d decision records of the refused request; want 1", n)
+	if status := p.connect(t, tok); !strings.HasPrefix(status, "HTTP/1.1 403") {
+		t.Errorf("paused CONNECT: %q", status)
+	}
+	if n := pauseRecords(t, p); n != 2 {
+		t.Errorf("%d decision records of the refused request and CONNECT; want 2", n)
 	}
 	sent := len(p.mail.bodies)
 	pc, po, _ := p.propose(t, tok, `{"intent":"email-send","payload":{"to":["team@ourco.com"],"subject":"s","body":"b"}}`)

@@ -248,7 +248,8 @@ func paused(y *yard.Yard) func(subject string) string {
 func (s *Server) acknowledge(ctx context.Context) {
 	acked := -1
 	err := pause.Watch(ctx, s.yard, 10*time.Second, func(ps *pause.State, _ error) {
-		if ps.Seq == acked {
+		if ps.Seq == acked || ps.Seq == 0 {
+			// Seq 0 is a yard never paused: nothing to acknowledge.
 			return
 		}
 		if err := pause.Acknowledge(s.yard, "impgw", ps.Seq, time.Now()); err != nil {

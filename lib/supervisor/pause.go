@@ -39,7 +39,8 @@ func (s *Supervisor) paused() *pause.State {
 // its pass dispatched nothing paused and sent every stop it asked for.
 func (s *Supervisor) acknowledge(ps *pause.State) {
 	s.mu.Lock()
-	done := s.acked == ps.Seq && s.ackedOnce
+	// Seq 0 is a yard never paused: nothing to acknowledge.
+	done := ps.Seq == 0 || s.acked == ps.Seq && s.ackedOnce
 	s.mu.Unlock()
 	if done {
 		return
