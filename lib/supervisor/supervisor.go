@@ -140,15 +140,18 @@ func (s *Supervisor) poke() {
 // applied. It returns how many boxes it started.
 func (s *Supervisor) Pass(ctx context.Context) (int, error) {
 	s.init()
+	// Stops first: they need no configuration, and a pass that
+	// dispatches nothing has applied a pause all the same.
+	ps := s.paused()
+	s.stops(ps)
 	org, err := config.LoadOrg(s.Yard)
 	if err != nil {
+		s.acknowledge(ps)
 		return 0, fmt.Errorf("nothing dispatched: %w", err)
 	}
 	s.schedules()
-	ps := s.paused()
 	s.reviews()
 	s.cancellations(ctx)
-	s.stops(ps)
 	n, err := s.dispatch(ctx, org, ps)
 	s.acknowledge(ps)
 	return n, err
