@@ -19,6 +19,10 @@ import (
 // known to be running by its lock runs/.<daemon>.lock.
 var Daemons = []string{"impsup", "impgw"}
 
+// ErrUnknownImp refuses a pause of an imp the yard has no imps/<imp>/ for:
+// most likely a typo, which would otherwise pause nothing that runs.
+var ErrUnknownImp = errors.New("no such imp")
+
 // ErrNotTaken means a running daemon did not acknowledge a pause or resume
 // in time: it is written, and the daemon applies it when it reads it.
 var ErrNotTaken = temporary.New("not acknowledged in time")
@@ -49,6 +53,17 @@ func Set(ctx context.Context, y *yard.Yard, resume bool, c Change, timeout time.
 		}
 		if up {
 			running = append(running, d)
+		}
+	}
+	if !resume && len(c.Imps) > 0 {
+		known, err := config.ImpNames(y)
+		if err != nil {
+			return nil, err
+		}
+		for _, imp := range c.Imps {
+			if !slices.Contains(known, imp) {
+				return nil, fmt.Errorf("%w: %s (no %s)", ErrUnknownImp, imp, y.Path("imps", imp))
+			}
 		}
 	}
 	change, name := Pause, notify.Pause

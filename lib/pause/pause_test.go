@@ -92,6 +92,9 @@ func TestSetRecordsAndNotifies(t *testing.T) {
 	if !strings.Contains(string(j), `"event":"pause"`) || !strings.Contains(string(j), `"why":"why not"`) || !strings.Contains(string(j), `"by":"alice"`) {
 		t.Errorf("journal: %s", j)
 	}
+	if _, err := Set(context.Background(), y, false, Change{Imps: []string{"yuk"}, By: "alice"}, time.Second); !errors.Is(err, ErrUnknownImp) {
+		t.Fatalf("pause of an unknown imp: %v", err)
+	}
 	entries, bad := notify.Pending(y)
 	if len(bad) > 0 || len(entries) != 1 || entries[0].Event != notify.Pause || entries[0].Why != "why not" || entries[0].ID != "pause.1" {
 		t.Fatalf("outbox: %+v %v", entries, bad)
