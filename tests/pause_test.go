@@ -330,6 +330,9 @@ func TestPauseHoldsApproved(t *testing.T) {
 	if c != 111 || !strings.Contains(o, "imp yuko is paused") || !strings.Contains(o, "checking the mailer") || g == nil || g.State != state.Approved {
 		t.Fatalf("impexec once while paused: exit %d %s; gate %v", c, o, g)
 	}
+	if _, o := s.exitCode(t, "impsup", "status"); !strings.Contains(o, gid+" waits: held: imp yuko is paused") {
+		t.Errorf("impsup status does not show why the approved gate waits:\n%s", o)
+	}
 	s.mail.mu.Lock()
 	sent := len(s.mail.bodies)
 	s.mail.mu.Unlock()

@@ -85,7 +85,7 @@ type Pending struct {
 	Created    Time   `json:"created"`
 	AgeSeconds int64  `json:"age_seconds"`
 	// Waiting says why impexec leaves an approved or executing gate as it
-	// is: no executor in org.toml for its intent.
+	// is: no executor in org.toml for its intent, or a pause of its imp.
 	Waiting string `json:"waiting,omitempty"`
 }
 
@@ -227,6 +227,12 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 			if g.State != state.Filed && g.Intent != config.TrustPromote {
 				if _, err := org.Executor(g.Intent); err != nil {
 					p.Waiting = err.Error()
+				}
+			}
+			if g.State == state.Approved && p.Waiting == "" {
+				// impexec holds it, approved, until resume.
+				if why := ps.Why(g.Imp); why != "" {
+					p.Waiting = "held: " + why
 				}
 			}
 			s.Gates = append(s.Gates, p)
