@@ -132,3 +132,29 @@ func TestWait(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkLoad is what the gateway pays per request of an imp: one read
+// of the pause file, absent or present.
+func BenchmarkLoad(b *testing.B) {
+	y := yardtest.New(b)
+	for _, c := range []struct {
+		name  string
+		setup func()
+	}{
+		{"absent", func() {}},
+		{"present", func() {
+			if _, err := Pause(y, Change{Imps: []string{"yuko"}, Reason: "r", By: "alice", At: yardtest.FixedNow(b)}); err != nil {
+				b.Fatal(err)
+			}
+		}},
+	} {
+		c.setup()
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if _, err := Load(y); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
