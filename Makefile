@@ -1,4 +1,4 @@
-# impyard: make build | test | lint | bench | mutate | install | demo
+# impyard: make build | test | lint | bench | mutate | crash | install | demo
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
@@ -25,7 +25,7 @@ CMDS := $(notdir $(wildcard cmd/*))
 MANS := $(wildcard man/*.[1-8])
 UNITS := $(wildcard scripts/systemd/*.service)
 
-.PHONY: all build test unit bench-smoke fuzz lint bench mutate install demo demo-check clean
+.PHONY: all build test unit bench-smoke fuzz lint bench mutate crash install demo demo-check clean
 
 all: build
 
@@ -89,6 +89,12 @@ mutate:
 	  $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
 	scripts/mutate $(PKGS)
 
+# The crash-state harness (impyard(7), Crash safety) wider than make
+# test runs it: every prefix of each traced command, every combination
+# of up to eight operations not yet durable, more cuts of each write.
+crash:
+	IMPYARD_CRASH_WIDE=1 $(GO) test -count=1 -timeout 60m -v -run '^TestCrashStates' ./tests/
+
 install: build
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 0755 $(addprefix bin/,$(CMDS)) $(DESTDIR)$(BINDIR)/
@@ -128,6 +134,14 @@ install: build
 
 demo:
 	scripts/demo
+
+# make test installs what its tests need first, as make demo does
+# (scripts/deps, with apt-get, as root; anyone else is told what is
+# missing and the tests that need it skip or fail naming it).
+.PHONY: deps
+unit fuzz bench-smoke demo-check: | deps
+deps:
+	@if [ "$$(id -u)" -eq 0 ]; then scripts/deps; else scripts/deps || true; fi
 
 # make test runs the demo where it can (as root), quietly unless it fails.
 demo-check:

@@ -10,7 +10,6 @@ require (
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/go-json-experiment/json v1.27.2
 	github.com/gobwas/glob v1.1.0
-	github.com/google/renameio/v2 v2.0.2
 	github.com/opencontainers/runtime-spec v1.1.0
 	github.com/robfig/cron/v3 v3.0.1
 	github.com/rogpeppe/go-internal v1.16.0

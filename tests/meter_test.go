@@ -69,7 +69,11 @@ type meterYard struct {
 }
 
 func newMeterYard(t *testing.T, org string) *meterYard {
-	api := modelAPI(t)
+	return newMeterYardOn(t, org, modelAPI(t))
+}
+
+// newMeterYardOn is newMeterYard in front of api.
+func newMeterYardOn(t *testing.T, org string, api *httptest.Server) *meterYard {
 	s := &spine{y: newYard(t), home: t.TempDir(), listen: "127.0.0.1:0", bin: bin}
 	s.env = []string{"IMPYARD_ROOT=" + s.y.Root, "IMPYARD_HOME=" + s.home, "USER=alice"}
 	upCA := filepath.Join(t.TempDir(), "upstream.pem")

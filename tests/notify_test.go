@@ -97,7 +97,7 @@ func notifySpine(t *testing.T) (s *spine, hook *hookAPI, received string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(f, "[notify]\ncommand = [%q]\nwebhook = %q\nformat = \"json\"\nbackoff = \"1s\"\n", script, hook.srv.URL+"/hook/yard")
+	fmt.Fprintf(f, "[notify]\ncommand = [%q]\nwebhook = %q\nformat = \"json\"\nbackoff = \"1s\"\n# Each gate told as it is filed: the test follows one at a time.\ncoalesce = \"1ms\"\n", script, hook.srv.URL+"/hook/yard")
 	f.Close()
 	return s, hook, received
 }

@@ -245,7 +245,7 @@ func TestTimesJQReads(t *testing.T) {
 			return nil
 		})
 	}
-	for _, want := range []string{"events.jsonl", "decisions.jsonl", "notifications.jsonl", "yuko.jsonl", "run.json", "gateway.json", ".impyard"} {
+	for _, want := range []string{"events.jsonl", "decisions.jsonl", "notifications.jsonl", "yuko.jsonl", "run.json", "gateway.json", ".impyard-yard"} {
 		if !seen[want] {
 			t.Errorf("the sequence wrote no %s to check", want)
 		}

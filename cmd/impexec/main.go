@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/executor"
 	"github.com/impyard/impyard/lib/gate"
 	runs "github.com/impyard/impyard/lib/run"
@@ -100,6 +102,11 @@ func runCmd(ctx context.Context, e *cli.Env, args []string) error {
 		return err
 	}
 	defer release()
+	// An executor acts on org.toml's executors: one that a writer of
+	// the yard could have written leaves it nothing to start on.
+	if _, err := r.Org(); errors.Is(err, config.ErrUnsafe) {
+		return err
+	}
 	r.Ready = e.Ready
 	defer e.StoppingOn(ctx)()
 	r.Logf("watching %s", gate.Dir(r.Yard))

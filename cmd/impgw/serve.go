@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -86,7 +87,9 @@ func serve(ctx context.Context, e *cli.Env, args []string) error {
 	}
 	org, err := config.LoadOrg(y)
 	if err != nil {
-		if len(listen) == 0 {
+		// A writer of the yard may have written it: nothing of it is
+		// taken, not even its limits.
+		if errors.Is(err, config.ErrUnsafe) || len(listen) == 0 {
 			return cli.WithHint(err, "fix org.toml, or name the address with --listen")
 		}
 		fmt.Fprintf(e.Stderr, "impgw: warning: %v; [gateway] limits at their defaults\n", err)

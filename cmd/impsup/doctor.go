@@ -29,7 +29,9 @@ a probe box started under it, with a warning when the runc lacks the 2025
 escape fixes (a runtime no imp uses may be missing, with a warning);
 network namespaces, cgroups, the gateway CA, the
 policy (its schema; impgw judge checks its rules), org.toml and every
-imp.toml, each imp's charter.md and memory.md (present, within the size
+imp.toml (each also in strict modes: it and every directory up to the
+yard root owned by root or the yard's owner and writable by no one
+else, or every daemon refuses it), each imp's charter.md and memory.md (present, within the size
 cap a brief carries whole, and for memory.md well-formed entry markers), a
 writable yard, the gateway answering.
 Exits 1 if any check fails.
@@ -127,7 +129,7 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 	} else {
 		check("ca", "", fmt.Errorf("%w (impgw ca init)", err))
 	}
-	check("policy", y.PolicyPath(), policyReadable(y.PolicyPath()))
+	check("policy", y.PolicyPath(), policyReadable(y))
 	for _, im := range imps {
 		_, err := config.LoadImp(y, im)
 		check("imp.toml", config.ImpPath(y, im), err)
@@ -264,8 +266,9 @@ func statAll(paths ...string) error {
 // policyReadable checks that the policy is there and of a schema this
 // impyard reads. Its rules are the gateway's to judge (impgw judge loads
 // them the way impgw serve does), so that impsup links no judge.
-func policyReadable(path string) error {
-	b, err := os.ReadFile(path)
+func policyReadable(y *yard.Yard) error {
+	path := y.PolicyPath()
+	b, err := y.ReadAuthority(path)
 	if err != nil {
 		return err
 	}

@@ -77,10 +77,13 @@ func TestInitJSON(t *testing.T) {
 	}
 	want := []string{"directory .", "directory queue", "directory gates/pending", "directory gates/resolved",
 		"directory journal", "directory runs", "directory policies", "directory imps", "config org.toml",
-		"policy policies/gateway.json", "ca ~/ca/ca.key", "ca ~/ca/ca.crt", "signing-key ~/keys/owner.key",
-		"signing-key ~/keys/owner.pub", "signers signers/trusted.json", "marker .impyard"}
+		"policy policies/gateway.json", "secrets ~/secrets", "ca ~/ca/ca.key", "ca ~/ca/ca.crt", "signing-key ~/keys/owner.key",
+		"signing-key ~/keys/owner.pub", "signers signers/trusted.json", "marker .impyard-yard"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("init --json made\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if fi, err := os.Lstat(filepath.Join(home, "secrets")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Errorf("IMPYARD_HOME/secrets: %v, %v; want a directory, mode 0700", fi, err)
 	}
 	if code, stdout, _ := initYard(t, "--json", dir); code != 0 || stdout != "" {
 		t.Errorf("second init --json: exit %d, %q; want 0 and nothing", code, stdout)
@@ -109,8 +112,8 @@ func TestInitInterrupted(t *testing.T) {
 		t.Fatalf("second init exited %d: %s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	if len(lines) != 6 || lines[4] != "created "+filepath.Join(dir, "signers", "trusted.json") || lines[5] != "created "+filepath.Join(dir, ".impyard") || strings.Contains(stdout, dir+"/org.toml") {
-		t.Errorf("second init printed\n%s\nwant the CA, the owner's key, the record of the keys trusted, then the marker, and nothing made before", stdout)
+	if len(lines) != 7 || lines[5] != "created "+filepath.Join(dir, "signers", "trusted.json") || lines[6] != "created "+filepath.Join(dir, ".impyard-yard") || strings.Contains(stdout, dir+"/org.toml") {
+		t.Errorf("second init printed\n%s\nwant secrets/, the CA, the owner's key, the record of the keys trusted, then the marker, and nothing made before", stdout)
 	}
 	if _, err := yard.Open(dir); err != nil {
 		t.Errorf("Open after the second init: %v", err)
@@ -122,12 +125,32 @@ func TestInitInterrupted(t *testing.T) {
 func TestInitRefusesForeignMarker(t *testing.T) {
 	t.Setenv("IMPYARD_HOME", filepath.Join(t.TempDir(), "home"))
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, ".impyard"), []byte(`{"schema":"impyard.yard/2"}`), 0o640)
+	os.WriteFile(filepath.Join(dir, ".impyard-yard"), []byte(`{"schema":"impyard.yard/2"}`), 0o640)
 	code, stdout, stderr := initYard(t, dir)
-	if code != 1 || stdout != "" || !strings.Contains(stderr, filepath.Join(dir, ".impyard")+`: schema "impyard.yard/2" is not supported`) {
+	if code != 1 || stdout != "" || !strings.Contains(stderr, filepath.Join(dir, ".impyard-yard")+`: schema "impyard.yard/2" is not supported`) {
 		t.Errorf("init over a future marker: exit %d, %q, %q", code, stdout, stderr)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("init added to a directory it refused: %v", entries)
+	}
+}
+
+// TestInitShareUsage: --owner alone, or a group or user that does not
+// exist, is a usage error (exit 2), and nothing is made.
+func TestInitShareUsage(t *testing.T) {
+	t.Setenv("IMPYARD_HOME", filepath.Join(t.TempDir(), "home"))
+	for _, args := range [][]string{
+		{"--owner", "0"},
+		{"--group", "no-such-group-impyard"},
+		{"--group", "0", "--owner", "no-such-user-impyard"},
+	} {
+		dir := filepath.Join(t.TempDir(), "yard")
+		code, _, stderr := initYard(t, append(args, dir)...)
+		if code != 2 {
+			t.Errorf("init %v: exit %d, want 2: %s", args, code, stderr)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("init %v made %s: %v", args, dir, err)
+		}
 	}
 }

@@ -30,6 +30,7 @@ Commands:
   once     one pass: start what may start, wait for those boxes, settle
   doctor   check every prerequisite, one line each
   status   what needs the owner: tasks, pending gates, spend, daemons, failures
+  config   edit an authority file as visudo does (config edit FILE)
   pause    stop dispatch, schedules and the gateway for imps or the yard
   resume   lift a pause
 
@@ -41,7 +42,7 @@ Examples:
   impsup status
   impsup pause --reason 'away until Monday'
   impsup run
-  */5 * * * * impsup once
+  */5 * * * * IMPYARD_ROOT=/srv/yard /usr/local/bin/impsup once   # crontab
 `
 
 func main() {
@@ -58,6 +59,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"once":   func(a []string) error { return onceCmd(ctx, e, a) },
 		"doctor": func(a []string) error { return doctor(ctx, e, a) },
 		"status": func(a []string) error { return statusCmd(e, a) },
+		"config": func(a []string) error { return configCmd(e, a) },
 		"pause":  func(a []string) error { return pauseCmd(ctx, e, a, false) },
 		"resume": func(a []string) error { return pauseCmd(ctx, e, a, true) },
 	})

@@ -17,7 +17,9 @@ waits, when org.toml names no executor for it), today's spend against the
 budgets in org.toml, whether impsup and impexec are running (their locks
 in runs/ are held) and whether impgw answers at org.toml's gateway listen
 address, and the most recent failed tasks and gates with their reason.
-It only reads; nothing in the yard is created or changed.
+An authority file that every daemon refuses for its owner or mode
+(org.toml, policies/gateway.json, an imp.toml; impyard-security(7)) is
+named among the warnings. It only reads; nothing in the yard is created or changed.
 
 With --json, one JSON object with the parts paused (and pause, the
 pause file, while anything is paused), daemons, tasks, gates, spend,

@@ -54,6 +54,12 @@ func Setup(env *testscript.Env) error {
 	if err != nil {
 		return err
 	}
+	// The yard root is made as 'impsup init' makes it, whatever the
+	// umask: writable by its owner alone, or no authority file in it is
+	// taken.
+	if err := os.Chmod(env.WorkDir, 0o755); err != nil {
+		return err
+	}
 	_, err = y.Mark()
 	return err
 }
@@ -121,6 +127,18 @@ func Cmds(more map[string]func(ts *testscript.TestScript, neg bool, args []strin
 			}
 			if got != want {
 				ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+			}
+		},
+		// chown UID FILE... gives the files to another account, as a
+		// writer of the yard would leave them (scripts run as root).
+		"chown": func(ts *testscript.TestScript, neg bool, args []string) {
+			if neg || len(args) < 2 {
+				ts.Fatalf("usage: chown UID FILE...")
+			}
+			uid, err := strconv.Atoi(args[0])
+			ts.Check(err)
+			for _, f := range args[1:] {
+				ts.Check(os.Lchown(ts.MkAbs(f), uid, -1))
 			}
 		},
 		"release": func(ts *testscript.TestScript, neg bool, args []string) {

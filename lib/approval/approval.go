@@ -253,7 +253,7 @@ func Ensure(home, name string, notice io.Writer, prog string) (*Key, error) {
 		return nil, err
 	}
 	k, err := Load(home, name)
-	if !errors.Is(err, os.ErrNotExist) {
+	if err == nil && exists(PubPath(home, name)) || err != nil && !errors.Is(err, os.ErrNotExist) {
 		return k, err
 	}
 	unlock, err := lockKeys(home)
@@ -262,14 +262,29 @@ func Ensure(home, name string, notice io.Writer, prog string) (*Key, error) {
 	}
 	defer unlock()
 	// Another process may have created it while we waited for the lock.
+	// One that died between the private key and its public half left a
+	// key nothing would verify: its approvals would never execute, so the
+	// public half is written now.
 	if k, err := Load(home, name); !errors.Is(err, os.ErrNotExist) {
-		return k, err
+		if err == nil && !exists(PubPath(home, name)) {
+			err = writePublic(home, k)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return k, nil
 	}
 	if k, err = create(home, name); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(notice, "%s: created %s signing key %s\n", prog, name, k.Path)
 	return k, nil
+}
+
+// exists reports whether p names anything, not following a symlink.
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }
 
 // lockKeys makes keys/ in h private and takes its lock, so a key and its

@@ -20,7 +20,6 @@ import (
 
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/intent"
-	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -159,7 +158,45 @@ type Budget struct {
 	// TokensDaily caps the model tokens, input plus output, its proactive
 	// work uses per day; 0 means no cap.
 	TokensDaily int64 `toml:"tokens_daily"`
+	// ReserveTokens is the output a proactive model call is reserved
+	// for when its request names no max_tokens (or max_output_tokens,
+	// max_completion_tokens); 0 reserves its input alone.
+	ReserveTokens int64 `toml:"reserve_tokens"`
+	// Inflight caps the proactive model calls of the imp forwarded at
+	// once; 0 means DefaultInflight.
+	Inflight int `toml:"inflight"`
+	// GatesPerRun and GateBytesPerRun cap the gates one run files and
+	// their payload bytes, owner and proactive runs alike; 0 means
+	// DefaultGatesPerRun and DefaultGateBytesPerRun.
+	GatesPerRun     int   `toml:"gates_per_run"`
+	GateBytesPerRun int64 `toml:"gate_bytes_per_run"`
 }
+
+// Defaults of [budget.<imp>]'s bounds, which hold for every imp, with a
+// budget section or not.
+const (
+	DefaultInflight        = 4
+	DefaultGatesPerRun     = 20
+	DefaultGateBytesPerRun = 4 << 20
+)
+
+// Bounds is the imp's [budget.<imp>] with its defaults filled in.
+func (o *Org) Bounds(imp string) Budget {
+	b := o.Budget[imp]
+	if b.Inflight == 0 {
+		b.Inflight = DefaultInflight
+	}
+	if b.GatesPerRun == 0 {
+		b.GatesPerRun = DefaultGatesPerRun
+	}
+	if b.GateBytesPerRun == 0 {
+		b.GateBytesPerRun = DefaultGateBytesPerRun
+	}
+	return b
+}
+
+// Capped says whether b caps a day's spend at all.
+func (b Budget) Capped() bool { return b.Daily > 0 || b.Bytes > 0 || b.TokensDaily > 0 }
 
 // Price is [prices."<model>"]: what a million tokens of the model cost,
 // in the unit of the budgets' daily.
@@ -236,11 +273,17 @@ func Default() *Org {
 	return o
 }
 
-// LoadOrg reads org.toml. A missing file is an empty configuration.
+// ErrUnsafe is yard.ErrUnsafe: a configuration file, or a directory above
+// it, that a writer of the yard could have written (see
+// yard.ReadAuthority). LoadOrg and LoadImp refuse such a file by name.
+var ErrUnsafe = yard.ErrUnsafe
+
+// LoadOrg reads org.toml, under strict modes (see yard.ReadAuthority). A
+// missing file is an empty configuration.
 func LoadOrg(y *yard.Yard) (*Org, error) {
-	p := y.Path("org.toml")
+	p := OrgPath(y)
 	o := &Org{path: p}
-	b, err := store.ReadFile(p)
+	b, err := y.ReadAuthority(p)
 	if errors.Is(err, os.ErrNotExist) {
 		o.defaults()
 		return o, nil
@@ -248,6 +291,13 @@ func LoadOrg(y *yard.Yard) (*Org, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseOrg(p, b)
+}
+
+// ParseOrg reads org.toml from b as LoadOrg does; p names it in errors.
+// A writer checks what it is about to write with it.
+func ParseOrg(p string, b []byte) (*Org, error) {
+	o := &Org{path: p}
 	if err := decode(p, b, o); err != nil {
 		return nil, err
 	}
@@ -346,14 +396,15 @@ func (o *Org) CheckIntents(rules []string, builtin ...string) error {
 // exist, as opposed to one that does not load.
 var ErrNoImpConfig = errors.New("has no configuration")
 
-// LoadImp reads imps/<name>/imp.toml. A missing file is an error wrapping
+// LoadImp reads imps/<name>/imp.toml, under strict modes (see
+// yard.ReadAuthority). A missing file is an error wrapping
 // ErrNoImpConfig: an imp without configuration cannot run.
 func LoadImp(y *yard.Yard, name string) (*Imp, error) {
 	if err := id.CheckName(name); err != nil {
 		return nil, err
 	}
 	p := ImpPath(y, name)
-	b, err := store.ReadFile(p)
+	b, err := y.ReadAuthority(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("imp %s %w: %s does not exist", name, ErrNoImpConfig, p)
 	}
@@ -441,6 +492,15 @@ func (o *Org) check(b []byte) error {
 		}
 		if bu.TokensDaily < 0 {
 			return bad(p, b, "tokens_daily", "budget of %s must not be negative", name)
+		}
+		if bu.ReserveTokens < 0 {
+			return bad(p, b, "reserve_tokens", "budget of %s must not be negative", name)
+		}
+		if bu.Inflight < 0 {
+			return bad(p, b, "inflight", "budget of %s must be positive", name)
+		}
+		if bu.GatesPerRun < 0 || bu.GateBytesPerRun < 0 {
+			return bad(p, b, "gates_per_run", "per-run gate caps of %s must be positive", name)
 		}
 	}
 	for model, pr := range o.Prices {

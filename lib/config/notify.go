@@ -17,20 +17,24 @@ import (
 // Notify is [notify]: which events the owner hears of and how. impexec
 // runs Command with the notification as JSON on standard input and POSTs
 // it to Webhook through impgw as org, rendered in Format; a receiver that
-// fails is tried again after Backoff, doubling.
+// fails is tried again after Backoff, doubling. The gates one imp files
+// are told at most once per Coalesce: those filed within it of the last
+// message go together in the next.
 type Notify struct {
-	On      []string `toml:"on"`
-	Command []string `toml:"command"`
-	Webhook string   `toml:"webhook"`
-	Format  string   `toml:"format"`
-	Backoff Duration `toml:"backoff"`
-	Timeout Duration `toml:"timeout"`
+	On       []string `toml:"on"`
+	Command  []string `toml:"command"`
+	Webhook  string   `toml:"webhook"`
+	Format   string   `toml:"format"`
+	Backoff  Duration `toml:"backoff"`
+	Timeout  Duration `toml:"timeout"`
+	Coalesce Duration `toml:"coalesce"`
 }
 
 // Defaults of [notify].
 const (
 	DefaultNotifyBackoff = 5 * time.Second
 	DefaultNotifyTimeout = 10 * time.Second
+	DefaultCoalesce      = time.Minute
 )
 
 // Wants reports whether the owner asked to hear of event and named a
@@ -52,6 +56,9 @@ func (n *Notify) defaults() {
 	if n.Timeout.Duration == 0 {
 		n.Timeout.Duration = DefaultNotifyTimeout
 	}
+	if n.Coalesce.Duration == 0 {
+		n.Coalesce.Duration = DefaultCoalesce
+	}
 }
 
 func (n *Notify) check(p string, b []byte) error {
@@ -59,6 +66,9 @@ func (n *Notify) check(p string, b []byte) error {
 		if !slices.Contains(notify.Events, e) {
 			return bad(p, b, "on", "[notify]: unknown event %q (want %s)", e, strings.Join(notify.Events, ", "))
 		}
+	}
+	if n.Coalesce.Duration < 0 {
+		return bad(p, b, "coalesce", "[notify]: coalesce must be positive")
 	}
 	if n.Command != nil && (len(n.Command) == 0 || n.Command[0] == "") {
 		return bad(p, b, "command", "[notify]: command names no program")

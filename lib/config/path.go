@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 
 	"github.com/impyard/impyard/lib/id"
@@ -46,4 +47,27 @@ func ImpNames(y *yard.Yard) ([]string, error) {
 		}
 	}
 	return names, err
+}
+
+// Unsafe checks every authority file of the yard as the daemons read
+// them (yard.ReadAuthority): org.toml, policies/gateway.json and each
+// imps/<imp>/imp.toml. It returns the refusal of each that a daemon would
+// refuse for its ownership or modes (each wrapping ErrUnsafe, naming the
+// file); a missing or malformed file is not its concern.
+func Unsafe(y *yard.Yard) []error {
+	paths := []string{OrgPath(y), y.PolicyPath()}
+	names, err := ImpNames(y)
+	if err != nil {
+		return []error{err}
+	}
+	for _, n := range names {
+		paths = append(paths, ImpPath(y, n))
+	}
+	var unsafe []error
+	for _, p := range paths {
+		if err := y.CheckAuthority(p); errors.Is(err, ErrUnsafe) {
+			unsafe = append(unsafe, err)
+		}
+	}
+	return unsafe
 }

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/approval"
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/http1"
@@ -76,6 +77,9 @@ type API struct {
 	// Signer is the gateway's key, which signs trust auto-approvals;
 	// without it an auto-approval is refused.
 	Signer *approval.Key
+	// Org reads org.toml for proposals (see proposal.Proposal.Org); nil
+	// is config.LoadOrg.
+	Org func() (*config.Org, error)
 
 	notes   noteQuota
 	decider proposal.Decider
@@ -314,7 +318,7 @@ type actionResult struct {
 
 func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
 	d, err := a.decider.Decide(a.Yard, proposal.Proposal{Imp: sub.Imp(), Run: sub.Run, Task: sub.Task,
-		Body: r.Body, Rules: a.ruleNames(r.Context()), Signer: a.Signer})
+		Body: r.Body, Rules: a.ruleNames(r.Context()), Signer: a.Signer, Org: a.Org})
 	if err != nil {
 		return nil, fmt.Errorf("recording the proposal: %w", err)
 	}
@@ -349,6 +353,7 @@ var refusalStatus = map[proposal.Refusal]int{
 	proposal.NotFiled:       http.StatusBadRequest,
 	proposal.Failed:         http.StatusInternalServerError,
 	proposal.NoExecutor:     http.StatusBadRequest,
+	proposal.GateCap:        http.StatusTooManyRequests,
 	proposal.Paused:         http.StatusForbidden,
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"path/filepath"
 	"reflect"
@@ -223,6 +224,12 @@ func edit(y *yard.Yard, imp string, change func(p string, old []byte, im *config
 		return "", err
 	}
 	p := config.ImpPath(y, imp)
+	// An imp.toml the daemons refuse as unsafe is not rewritten: the
+	// new file would be the owner's, and take in whatever a writer of
+	// the yard had put there.
+	if err := y.CheckAuthority(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
 	detail := ""
 	err = d.Update(func(tx *store.Tx) error {
 		old, err := tx.Read("imp.toml")

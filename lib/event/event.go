@@ -47,10 +47,12 @@ type Event struct {
 	Intent string    `json:"intent,omitempty"`
 }
 
-// Record appends e to the audit log and then to the imp's journal. Callers
-// hold the lock of the store that changed, so events of one entity are
-// appended in the order its transitions happened. The order matters to
-// Ensure: an event in the journal is in the audit log too.
+// Record appends e to the audit log and then to the imp's journal, each
+// line synced before the next step (store.AppendLineIn). Callers hold the
+// lock of the store that changed, so events of one entity are appended in
+// the order its transitions happened. The order matters to Ensure: an
+// event in the journal is in the audit log too, after a power cut as
+// after a crash.
 func Record(y *yard.Yard, e Event) error {
 	line, err := prepare(&e)
 	if err != nil {
@@ -114,10 +116,16 @@ func fit(e *Event) ([]byte, error) {
 
 // marker names the file a store keeps to say a transition is between its
 // state write and its records: if it names an entity when the store's lock
-// is next taken, the process that wrote it died in between, and the
-// transition it names must be checked with Ensure. It is not fsynced: it
-// guards against a process dying, not a power loss, like the logs
-// themselves.
+// is next taken, the process that wrote it died in between (or the power
+// went), and the transition it names must be checked with Ensure.
+//
+// It survives a power cut because of the order of syncs: BeginTx
+// fdatasyncs the mark before the state file is written (itself synced,
+// renamed, its directory synced), and every record Record appends is
+// fdatasynced before EndTx clears the mark. So whenever a transition's
+// state file is durable, either its mark is too or its records are; a
+// mark that outlives its records (EndTx is not synced, and need not be)
+// only has Ensure find them there and add nothing.
 //
 // The file stays once made, markerWidth bytes long, and is rewritten in
 // place: the entity's id padded with spaces while marked, spaces when
@@ -149,13 +157,13 @@ func Begin(dir, id string) error {
 }
 
 // BeginTx is Begin in the store directory of tx, through the marker the
-// transaction holds open.
+// transaction holds open, and durable when it returns: a state file
+// written after it cannot outlive it in a power cut.
 func BeginTx(tx *store.Tx, id string) error {
-	f, err := tx.Scratch(marker, true)
-	if err != nil {
-		return err
+	if len(id) > markerWidth {
+		return fmt.Errorf("mark %s: id %q is over %d bytes", tx.Path(""), id, markerWidth)
 	}
-	return mark(f, id)
+	return tx.Overwrite(marker, append([]byte(id), blank[len(id):]...), true)
 }
 
 func mark(f *os.File, id string) error {
@@ -193,13 +201,14 @@ func End(dir string) error {
 	return pwriteAll(f, blank)
 }
 
-// EndTx is End in the store directory of tx.
+// EndTx is End in the store directory of tx. It is not synced: the
+// records it follows are (see marker).
 func EndTx(tx *store.Tx) error {
 	f, err := tx.Scratch(marker, false)
 	if err != nil || f == nil {
 		return err
 	}
-	return pwriteAll(f, blank)
+	return tx.Overwrite(marker, blank, false)
 }
 
 func pwriteAll(f *os.File, b []byte) error {

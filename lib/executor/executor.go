@@ -86,7 +86,15 @@ type Runner struct {
 	// gates: from then on it watches them and has taken up every gate
 	// waiting at start.
 	Ready func()
+
+	orgs config.Keeper
 }
+
+// Org is org.toml as this runner acts on it: re-read each time, and when
+// a writer of the yard could have written it (config.ErrUnsafe), the last
+// good one it read, the refusal logged once per change. With no good one
+// yet, the refusal is the error: impexec run starts on nothing else.
+func (r *Runner) Org() (*config.Org, error) { return r.orgs.Load(r.Yard, r.logf) }
 
 // Result is what an executor reports back; it is kept in the gate.
 type Result struct {
@@ -149,7 +157,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 	if g, err = gate.Get(r.Yard, gateID); err != nil {
 		return nil, err
 	}
-	org, err := config.LoadOrg(r.Yard)
+	org, err := r.Org()
 	if err != nil {
 		// Fail closed without deciding anything: the gate waits, approved,
 		// until the owner fixes the configuration.

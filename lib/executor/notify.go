@@ -22,6 +22,7 @@ import (
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/token"
+	"github.com/impyard/impyard/lib/yard"
 )
 
 // The receivers of a notification, as an outbox entry's Done names them.
@@ -53,8 +54,15 @@ func (r *Runner) Notify(ctx context.Context, poll time.Duration) {
 // delivered to each receiver [notify] names that does not have it yet,
 // dropped when the owner did not ask for its event, or given its next
 // attempt after backoff. Without a readable org.toml nothing moves.
+//
+// The gates one imp files are told together: a gate-filed entry waits
+// until [notify] coalesce has passed since the imp's last gate-filed
+// notification was delivered, and then every gate-filed entry of the imp
+// that is due goes out in one message (notify.Fold). So a box filing a
+// gate a second is told once a minute, not sixty times, and a lone gate
+// after a quiet spell is told at once.
 func (r *Runner) NotifyOnce(ctx context.Context, now time.Time) error {
-	org, err := config.LoadOrg(r.Yard)
+	org, err := r.Org()
 	if err != nil {
 		return fmt.Errorf("notifications wait: %w", err)
 	}
@@ -62,6 +70,8 @@ func (r *Runner) NotifyOnce(ctx context.Context, now time.Time) error {
 	for _, err := range bad {
 		r.logf("notify: %v", err)
 	}
+	var told map[string]time.Time
+	seen := map[string]bool{}
 	for _, en := range entries {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -69,80 +79,161 @@ func (r *Runner) NotifyOnce(ctx context.Context, now time.Time) error {
 		if en.Next.After(now) {
 			continue
 		}
-		if err := r.claimed(ctx, org, en.ID, now); err != nil {
-			r.logf("notification %s: %v", en.ID, err)
+		if en.Event != notify.GateFiled {
+			if err := r.claimed(ctx, org, []string{en.ID}, now); err != nil {
+				r.logf("notification %s: %v", en.ID, err)
+			}
+			continue
+		}
+		if seen[en.Imp] {
+			continue
+		}
+		seen[en.Imp] = true
+		if told == nil {
+			told = lastGateNotices(r.Yard)
+		}
+		if last, ok := told[en.Imp]; ok && last.Add(org.Notify.Coalesce.Duration).After(now) {
+			continue
+		}
+		var ids []string
+		for _, o := range entries {
+			if o.Event == notify.GateFiled && o.Imp == en.Imp && !o.Next.After(now) {
+				ids = append(ids, o.ID)
+			}
+		}
+		if err := r.claimed(ctx, org, ids, now); err != nil {
+			r.logf("notification %s: %v", strings.Join(ids, ", "), err)
 		}
 	}
 	return nil
 }
 
-// claimed delivers the entry eid if no other deliverer holds it and it
-// is still pending and due once this one does.
-func (r *Runner) claimed(ctx context.Context, org *config.Org, eid string, now time.Time) error {
-	release, ok, err := notify.Claim(r.Yard, eid)
-	if err != nil || !ok {
-		return err
+// lastGateNotices is when each imp's last gate-filed notification was
+// delivered, read from the outbox's sent/ (which keeps a week of them).
+func lastGateNotices(y *yard.Yard) map[string]time.Time {
+	sent, _ := notify.Sent(y)
+	last := map[string]time.Time{}
+	for _, en := range sent {
+		if en.Event == notify.GateFiled && en.Sent.After(last[en.Imp]) {
+			last[en.Imp] = en.Sent
+		}
 	}
-	defer release()
-	en, err := notify.Get(r.Yard, eid)
-	if errors.Is(err, notify.ErrGone) {
-		return nil
-	}
-	if err != nil || en.Next.After(now) {
-		return err
-	}
-	return r.notifyOne(ctx, org, en, now)
+	return last
 }
 
-func (r *Runner) notifyOne(ctx context.Context, org *config.Org, en *notify.Entry, now time.Time) error {
+// claimed delivers, in one message, the entries of ids that no other
+// deliverer holds and that are still pending and due once this one
+// holds them.
+func (r *Runner) claimed(ctx context.Context, org *config.Org, ids []string, now time.Time) error {
+	var ens []*notify.Entry
+	for _, eid := range ids {
+		release, ok, err := notify.Claim(r.Yard, eid)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		defer release()
+		en, err := notify.Get(r.Yard, eid)
+		if errors.Is(err, notify.ErrGone) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !en.Next.After(now) {
+			ens = append(ens, en)
+		}
+	}
+	if len(ens) == 0 {
+		return nil
+	}
+	return r.notifyEntries(ctx, org, ens, now)
+}
+
+// notifyEntries tells of ens in one message: each receiver that some of
+// them have not reached yet is sent it, and each entry is then delivered
+// or given its next attempt. An entry whose message cannot be made is
+// given its next attempt alone.
+func (r *Runner) notifyEntries(ctx context.Context, org *config.Org, ens []*notify.Entry, now time.Time) error {
 	n := &org.Notify
-	if !n.Wants(en.Event) {
-		return notify.Drop(r.Yard, en.ID)
+	var errs []error
+	fail := func(en *notify.Entry, done []string, cause error) {
+		en, err := notify.Failed(r.Yard, en.ID, done, cause, now, n.Backoff.Duration)
+		if err != nil {
+			errs = append(errs, errors.Join(cause, err))
+			return
+		}
+		r.logf("notification %s: attempt %d failed (%v); next at %s", en.ID, en.Attempts, cause, en.Next.Format(time.RFC3339))
 	}
 	secrets, err := r.secrets(org)
 	if err != nil {
 		err = fmt.Errorf("not sent, its secrets could not all be read to keep them out: %w", err)
 	}
-	var m *notify.Message
-	if err == nil {
-		m, err = r.message(en, secrets)
-	}
-	if errors.Is(err, errNoDecision) {
-		return notify.Drop(r.Yard, en.ID)
-	}
-	var done []string
-	if err == nil {
-		done, err = r.send(ctx, org, en, m)
-	}
-	if err != nil {
-		en, ferr := notify.Failed(r.Yard, en.ID, done, err, now, n.Backoff.Duration)
-		if ferr != nil {
-			return errors.Join(err, ferr)
+	var kept []*notify.Entry
+	var ms []*notify.Message
+	for _, en := range ens {
+		if !n.Wants(en.Event) {
+			errs = append(errs, notify.Drop(r.Yard, en.ID))
+			continue
 		}
-		r.logf("notification %s: attempt %d failed (%v); next at %s", en.ID, en.Attempts, err, en.Next.Format(time.RFC3339))
-		return nil
+		if err != nil {
+			fail(en, nil, err)
+			continue
+		}
+		m, merr := r.message(en, secrets)
+		if errors.Is(merr, errNoDecision) {
+			errs = append(errs, notify.Drop(r.Yard, en.ID))
+			continue
+		}
+		if merr != nil {
+			fail(en, nil, merr)
+			continue
+		}
+		kept, ms = append(kept, en), append(ms, m)
 	}
-	if _, err := notify.Delivered(r.Yard, en.ID, done, now); err != nil {
-		return err
+	if len(kept) == 0 {
+		return errors.Join(errs...)
 	}
-	r.logf("notification %s: %s %s delivered (%s)", en.ID, en.Event, en.Subject, strings.Join(done, ", "))
-	return nil
+	m := notify.Fold(ms)
+	done, err := r.send(ctx, org, kept, m)
+	for _, en := range kept {
+		if err != nil {
+			fail(en, done, err)
+			continue
+		}
+		if _, derr := notify.Delivered(r.Yard, en.ID, done, now); derr != nil {
+			errs = append(errs, derr)
+			continue
+		}
+		r.logf("notification %s: %s %s delivered (%s)", en.ID, en.Event, en.Subject, strings.Join(done, ", "))
+	}
+	return errors.Join(errs...)
 }
 
-// send gives m to each receiver that does not have it yet and returns
-// those that took it, with the others' errors.
-func (r *Runner) send(ctx context.Context, org *config.Org, en *notify.Entry, m *notify.Message) (done []string, err error) {
+// send gives m to each receiver that one of ens does not have yet and
+// returns those that took it, with the others' errors.
+func (r *Runner) send(ctx context.Context, org *config.Org, ens []*notify.Entry, m *notify.Message) (done []string, err error) {
 	n := &org.Notify
 	crash.Point("before-notify")
+	has := func(receiver string) bool {
+		for _, en := range ens {
+			if !slices.Contains(en.Done, receiver) {
+				return false
+			}
+		}
+		return true
+	}
 	var errs []error
-	if len(n.Command) > 0 && !slices.Contains(en.Done, ByCommand) {
+	if len(n.Command) > 0 && !has(ByCommand) {
 		if err := r.notifyCommand(ctx, n, m); err != nil {
 			errs = append(errs, err)
 		} else {
 			done = append(done, ByCommand)
 		}
 	}
-	if n.Webhook != "" && !slices.Contains(en.Done, ByWebhook) {
+	if n.Webhook != "" && !has(ByWebhook) {
 		if err := r.notifyWebhook(ctx, org, m); err != nil {
 			errs = append(errs, err)
 		} else {

@@ -421,3 +421,57 @@ func TestNotifyPause(t *testing.T) {
 		t.Fatalf("message %+v", m)
 	}
 }
+
+// The gates one imp files are told at most once per [notify] coalesce
+// (default 1m): those pending at a pass go out in one message naming how
+// many and which; those filed within the window of the last wait for its
+// end and go together; another imp's gates are not held by it; a lone
+// gate after a quiet spell is told at once, as itself.
+func TestNotifyCoalescesGates(t *testing.T) {
+	r, received, _, _ := notifyRunner(t, "[notify]\ncommand = [\"RECEIVE\"]\n")
+	now := time.Now()
+	pass := func(at time.Duration) {
+		t.Helper()
+		if err := r.NotifyOnce(context.Background(), now.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := func(n int) (ids []string) {
+		for i := range n {
+			ids = append(ids, fileGate(t, r, fmt.Sprintf(`{"to":["x@elsewhere.com"],"subject":"s%d"}`, i)).ID)
+		}
+		return ids
+	}
+	first := file(3)
+	pass(0)
+	got := receivedMessages(t, received)
+	if len(got) != 1 || got[0].Count != 3 || strings.Join(got[0].Gates, " ") != strings.Join(first, " ") || got[0].ID != first[0]+".1+2" ||
+		!strings.HasPrefix(got[0].Text, "yuko filed 3 gates that wait: "+strings.Join(first, ", ")) || !strings.Contains(got[0].Summary, first[2]+" email-send (subject=s2; to=x@elsewhere.com)") {
+		t.Fatalf("three gates at once: %+v", got)
+	}
+	second := file(2)
+	rex, err := gate.File(r.Yard, gate.FileOptions{Imp: "rex", Intent: "email-send", Payload: []byte(`{"to":["x@elsewhere.com"]}`), By: "rex", Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass(10 * time.Second)
+	if got = receivedMessages(t, received); len(got) != 2 || got[1].Gate != rex.ID {
+		t.Fatalf("10s later: %+v, want rex's gate told and yuko's held", got)
+	}
+	pass(61 * time.Second)
+	if got = receivedMessages(t, received); len(got) != 3 || got[2].Count != 2 || strings.Join(got[2].Gates, " ") != strings.Join(second, " ") {
+		t.Fatalf("after the window: %+v", got)
+	}
+	lone := file(1)
+	pass(62 * time.Second)
+	if got = receivedMessages(t, received); len(got) != 3 {
+		t.Fatalf("a gate within the window was told at once: %+v", got)
+	}
+	pass(125 * time.Second)
+	if got = receivedMessages(t, received); len(got) != 4 || got[3].Gate != lone[0] || got[3].Count != 0 || got[3].ID != lone[0]+".1" {
+		t.Fatalf("a lone gate: %+v", got)
+	}
+	if p, _ := notify.Pending(r.Yard); len(p) != 0 {
+		t.Errorf("still pending: %+v", p)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/impyard/impyard/lib/home"
@@ -82,31 +81,12 @@ func (r *Runner) began(gateID string) (bool, error) {
 // anything is sent. A whole marker is kept as it is; one a failed write
 // left incomplete is written again.
 func (r *Runner) markStarted(gateID string) error {
-	dir := filepath.Dir(r.startedPath(gateID))
-	if err := home.Dir(r.Home).Private(dir); err != nil {
+	p := r.startedPath(gateID)
+	if err := home.Dir(r.Home).Private(filepath.Dir(p)); err != nil {
 		return err
 	}
 	if ok, err := r.began(gateID); ok || err != nil {
 		return err
 	}
-	f, err := os.OpenFile(r.startedPath(gateID), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(f, store.FormatTime(time.Now()))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return store.WriteMode(p, []byte(store.FormatTime(time.Now())+"\n"), 0o600)
 }

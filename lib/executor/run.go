@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/state"
@@ -81,7 +80,7 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 			if err := gate.Repair(r.Yard); err != nil {
 				r.logf("%v", err)
 			}
-			if org, err := config.LoadOrg(r.Yard); err == nil {
+			if org, err := r.Org(); err == nil {
 				r.earnedAll(org)
 			}
 			r.recordSigners()

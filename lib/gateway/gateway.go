@@ -58,6 +58,7 @@ import (
 	"github.com/impyard/impyard/lib/http1"
 	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
 )
 
 // Limits bound what one client can make the gateway hold.
@@ -92,7 +93,11 @@ func DefaultLimits() Limits {
 
 // Config is what a Gateway needs.
 type Config struct {
-	PolicyPath    string
+	PolicyPath string
+	// ReadPolicy reads the policy file; nil is store.ReadFile. An error
+	// wrapping yard.ErrUnsafe leaves the last good policy in force, and
+	// at start makes New fail.
+	ReadPolicy    func(path string) ([]byte, error)
 	UpstreamCA    string // optional PEM bundle trusted in addition to the system roots
 	DecisionsPath string // the audit log records are appended to
 	Home          string // IMPYARD_HOME; secrets are read from Home/secrets/<name>
@@ -114,11 +119,14 @@ type Config struct {
 	// nothing.
 	Meter func(Spend)
 	// Admit is asked before a request a metering rule allows is
-	// forwarded, with the subject and its task; an error refuses the
-	// request with 429 Too Many Requests and is the reason given, with a
-	// Retry-After when it was made by RetryAt, or with 503 when it wraps
-	// ErrUnmetered. Nil admits every request.
-	Admit func(subject, task string) error
+	// forwarded, with the subject, its task and the request's body; an
+	// error refuses the request with 429 Too Many Requests and is the
+	// reason given, with a Retry-After when it was made by RetryAt, or
+	// with 503 when it wraps ErrUnmetered. A nil error with an end
+	// admits a call that has a reservation to settle: its Spend (whether
+	// it was forwarded or not) names it in Spend.Call, and end is called
+	// once that Spend was handed to Meter. Nil admits every request.
+	Admit func(c Call) (end func(), err error)
 	// Paused is asked for every request of an authenticated subject, and
 	// for every CONNECT, before anything is judged: a non-empty answer
 	// refuses it with 403 and is the reason given and recorded. Nil
@@ -196,8 +204,17 @@ func New(cfg Config) (*Gateway, error) {
 			Dial:                  cfg.Dial,
 		},
 		logf: g.logf,
+		read: cfg.ReadPolicy,
 	}
-	g.policy.get()
+	if g.policy.read == nil {
+		g.policy.read = store.ReadFile
+	}
+	// A gateway that starts on a policy a writer of the yard could have
+	// written has nothing to judge by: fail closed, naming it.
+	if l := g.policy.get(); errors.Is(l.broken, yard.ErrUnsafe) {
+		l.upstream.Close()
+		return nil, l.broken
+	}
 	return g, nil
 }
 
@@ -456,17 +473,29 @@ func (g *Gateway) outcome(r *Record) {
 	g.meter(r)
 }
 
+// Call is a request a metering rule allows, as Admit is asked about it.
+type Call struct {
+	Subject string
+	Task    string
+	// ID is the request's decision record id, which Spend.Call repeats.
+	ID   string
+	Body []byte
+}
+
 // Spend is what one exchange of a subject cost.
 type Spend struct {
 	Subject string
 	Task    string
 	Bytes   int64
 	Usage   *Usage // nil unless a metering rule allowed the request
+	// Call is the Call.ID of an exchange Admit admitted with an end, ""
+	// for any other: its reservation is settled by this Spend.
+	Call string
 }
 
 func (g *Gateway) meter(r *Record) {
-	if n := r.BytesIn + r.BytesOut; g.cfg.Meter != nil && r.Request.Imp != "" && (n > 0 || r.Usage != nil) {
-		g.cfg.Meter(Spend{Subject: r.Request.Imp, Task: r.task, Bytes: n, Usage: r.Usage})
+	if n := r.BytesIn + r.BytesOut; g.cfg.Meter != nil && r.Request.Imp != "" && (n > 0 || r.Usage != nil || r.call != "") {
+		g.cfg.Meter(Spend{Subject: r.Request.Imp, Task: r.task, Bytes: n, Usage: r.Usage, Call: r.call})
 	}
 }
 
@@ -489,14 +518,24 @@ func (e *retryErr) Unwrap() error { return e.err }
 // then instead of hammering the cap.
 func RetryAt(err error, at time.Time) error { return &retryErr{err, at} }
 
+// RetryTime is when a refusal RetryAt made will pass; false for any
+// other error.
+func RetryTime(err error) (time.Time, bool) {
+	var r *retryErr
+	if !errors.As(err, &r) {
+		return time.Time{}, false
+	}
+	return r.at, true
+}
+
 // retryAfter is the Retry-After value for a refusal, "" for none: whole
 // seconds until it passes, at least 1.
 func retryAfter(err error, now time.Time) string {
-	var r *retryErr
-	if !errors.As(err, &r) {
+	at, ok := RetryTime(err)
+	if !ok {
 		return ""
 	}
-	return http1.RetryAfter(r.at, now)
+	return http1.RetryAfter(at, now)
 }
 
 // unrecorded is the reason given when a decision record is not accepted.

@@ -13,6 +13,7 @@ import (
 	"github.com/impyard/impyard/lib/dial"
 	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
 )
 
 // fileKey identifies one version of a file cheaply: a stat per request
@@ -37,18 +38,27 @@ type loaded struct {
 	policy   *judge.Policy
 	upstream *dial.Upstream
 	broken   error // why policy denies everything, or nil
+	refused  error // why the file as it is now is not in force, or nil
 }
 
 // policySource re-reads the policy file whenever its stat changes. A file
 // that cannot be read or parsed, or whose upstream CA bundle cannot be
 // loaded, becomes judge.Broken: every request is denied until it is fixed.
+// A file that read refuses as unsafe (yard.ErrUnsafe: a writer of the
+// yard could have written it) leaves the last good policy in force; only
+// with none yet does it deny everything. The stat that triggers a reload
+// is the file's own: a writer who could write its directory can change
+// nothing without changing the file, and then the whole way is checked
+// again.
 type policySource struct {
 	path       string
 	flagBundle string // the --upstream-ca bundle, added to every policy's
 	opts       dial.Options
 	logf       func(format string, a ...any)
+	read       func(path string) ([]byte, error)
 
 	cur        atomic.Pointer[loaded]
+	good       *loaded    // the last policy that loaded, under mu
 	mu         sync.Mutex // serialises reloads
 	bundleHash [32]byte
 	lastBroken string
@@ -67,11 +77,25 @@ func (s *policySource) get() *loaded {
 	}
 	old := s.cur.Load()
 	next := s.load(key, old)
+	switch {
+	case errors.Is(next.broken, yard.ErrUnsafe) && s.good != nil:
+		// Only a load that succeeds changes the upstream, so the last
+		// good one's is the one in use.
+		kept := *s.good
+		kept.key, kept.refused = key, next.broken
+		next = &kept
+	case next.broken == nil:
+		s.good = next
+	}
 	s.cur.Store(next)
 	if old != nil && old.upstream != next.upstream {
 		old.upstream.Close()
 	}
 	switch {
+	case next.refused != nil && next.refused.Error() != s.lastBroken:
+		s.lastBroken = next.refused.Error()
+		s.logf("error: policy refused, the last good one stays in force: %v", next.refused)
+	case next.refused != nil:
 	case next.broken != nil && next.broken.Error() != s.lastBroken:
 		s.lastBroken = next.broken.Error()
 		s.logf("error: policy denies everything until fixed: %v", next.broken)
@@ -95,7 +119,7 @@ func (s *policySource) load(key fileKey, old *loaded) *loaded {
 		}
 		return l
 	}
-	data, err := store.ReadFile(s.path)
+	data, err := s.read(s.path)
 	if err != nil {
 		return fail(err)
 	}

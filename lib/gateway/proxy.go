@@ -68,10 +68,17 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	addr, d, status, reason := s.pickAddr(pol.policy, jr, d)
 	rec.decided(d)
 	if status == 0 && d.Meter != "" && g.cfg.Admit != nil && subject != "" {
-		if err := g.cfg.Admit(subject, rec.task); errors.Is(err, ErrUnmetered) {
+		end, err := g.cfg.Admit(Call{Subject: subject, Task: rec.task, ID: rec.ID, Body: body})
+		switch {
+		case errors.Is(err, ErrUnmetered):
 			status, reason = http.StatusServiceUnavailable, err.Error()
-		} else if err != nil {
+		case err != nil:
 			status, reason, rec.retry = http.StatusTooManyRequests, err.Error(), retryAfter(err, time.Now())
+		case end != nil:
+			// Every path from here meters the record once, through
+			// outcome or deny, before this returns.
+			rec.call = rec.ID
+			defer end()
 		}
 	}
 	if status != 0 {

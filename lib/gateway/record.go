@@ -194,6 +194,9 @@ type Record struct {
 	shown string
 	// retry, when set, is the Retry-After the client is told.
 	retry string
+	// call is the record's id once Admit admitted it with a reservation
+	// to settle, "" otherwise.
+	call string
 	// redact lists the policy's headers and parameters to redact.
 	redact []string
 }

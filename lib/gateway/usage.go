@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/impyard/impyard/lib/judge"
@@ -250,4 +251,28 @@ func (r *usageReader) usage() *Usage {
 	u := r.u
 	u.Unknown = !r.seen
 	return &u
+}
+
+// Asked is what a model call's request asks for: the model it names and
+// the most output tokens it allows (max_tokens, max_output_tokens or
+// max_completion_tokens, the largest when several are given), 0 when the
+// body names none or is not a JSON object. A limit written as a
+// fraction or an exponent counts by its value, as an upstream may read
+// it so.
+func (c Call) Asked() (model string, maxOutput int64) {
+	var req struct {
+		Model               any     `json:"model"`
+		MaxTokens           float64 `json:"max_tokens"`
+		MaxOutputTokens     float64 `json:"max_output_tokens"`
+		MaxCompletionTokens float64 `json:"max_completion_tokens"`
+	}
+	if json.Unmarshal(c.Body, &req) != nil {
+		return "", 0
+	}
+	model, _ = req.Model.(string)
+	m := max(req.MaxTokens, req.MaxOutputTokens, req.MaxCompletionTokens, 0)
+	if m >= 1<<53 {
+		m = 1 << 53
+	}
+	return model, int64(math.Ceil(m))
 }

@@ -125,14 +125,14 @@ func TestMeteredModelCalls(t *testing.T) {
 				defer mu.Unlock()
 				spent = append(spent, sp)
 			}
-			c.Admit = func(subject, task string) error {
-				if refuse[task] {
-					return fmt.Errorf("imp %s is over its proactive budget", subject)
+			c.Admit = func(call Call) (func(), error) {
+				if refuse[call.Task] {
+					return nil, fmt.Errorf("imp %s is over its proactive budget", call.Subject)
 				}
-				if task == "t-later" {
-					return RetryAt(errors.New("over until later"), time.Now().Add(90*time.Second))
+				if call.Task == "t-later" {
+					return nil, RetryAt(errors.New("over until later"), time.Now().Add(90*time.Second))
 				}
-				return nil
+				return nil, nil
 			}
 		})
 	h.resolve("api.test", "127.0.0.1")

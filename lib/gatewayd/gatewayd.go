@@ -3,7 +3,8 @@
 // listeners inside each live run's namespace (lib/boxnet) attached to it,
 // trust auto-approvals signed with the gateway's key, the bytes and model
 // tokens each subject spends metered into the ledger, model calls of
-// proactive work over its budget refused, and the inbound relay
+// proactive work refused when their reservation would pass its budget or
+// its imp has its inflight calls out, and the inbound relay
 // (lib/inbound) on a listener of its own.
 //
 // New builds every part from the ones before it: the control API reads
@@ -125,9 +126,15 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	meter := ledger.NewMeter(y, func(err error) { logf("error: metering: %v", err) })
-	api := &control.API{Yard: y, Home: cfg.Home, Signer: cfg.Signer, Policy: gateway.PolicyOf, RunOf: runOf}
+	// The trust ladder acts on org.toml as the gateway last took it: one
+	// refused as unsafe leaves the last good one in force, the refusal
+	// logged once per change.
+	orgs := &config.Keeper{}
+	api := &control.API{Yard: y, Home: cfg.Home, Signer: cfg.Signer, Policy: gateway.PolicyOf, RunOf: runOf,
+		Org: func() (*config.Org, error) { return orgs.Load(y, logf) }}
 	g, err := gateway.New(gateway.Config{
 		PolicyPath:    policy,
+		ReadPolicy:    y.ReadAuthority,
 		UpstreamCA:    cfg.UpstreamCA,
 		DecisionsPath: decisions,
 		Home:          cfg.Home,
@@ -137,7 +144,7 @@ func New(cfg Config) (*Server, error) {
 		Log:           log,
 		Control:       api,
 		Meter:         spend(y, meter, logf),
-		Admit:         admit(y, meter),
+		Admit:         (&admission{y: y, meter: meter, now: time.Now, imps: map[string]*inflight{}}).admit,
 		Paused:        paused(y),
 		Authenticate:  boxnet.Authenticate(cfg.Home),
 		Unsynced:      cfg.Unsynced,
@@ -174,7 +181,9 @@ func lineLogger(w io.Writer) func(format string, a ...any) {
 }
 
 // spend debits what an exchange cost: its bytes, and the tokens of a
-// metered response, priced from org.toml as it is now.
+// metered response, priced from org.toml as it is now. The entry of an
+// admitted call settles its reservation: its tokens entry, or a Settle
+// entry when it has no usage (refused after all, or failed).
 func spend(y *yard.Yard, meter *ledger.Meter, logf func(string, ...any)) func(gateway.Spend) {
 	return func(sp gateway.Spend) {
 		if sp.Bytes > 0 {
@@ -182,10 +191,13 @@ func spend(y *yard.Yard, meter *ledger.Meter, logf func(string, ...any)) func(ga
 		}
 		u := sp.Usage
 		if u == nil {
+			if sp.Call != "" {
+				meter.Add(ledger.Entry{Imp: sp.Subject, Kind: ledger.Settle, Task: sp.Task, Call: sp.Call})
+			}
 			return
 		}
 		e := ledger.Entry{Imp: sp.Subject, Kind: ledger.Tokens, Task: sp.Task, Model: u.Model,
-			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, UnknownUsage: u.Unknown}
+			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, UnknownUsage: u.Unknown, Call: sp.Call}
 		if org, err := config.LoadOrg(y); err != nil {
 			logf("error: pricing %s tokens of %s: %v", u.Model, sp.Subject, err)
 		} else {
@@ -196,36 +208,109 @@ func spend(y *yard.Yard, meter *ledger.Meter, logf func(string, ...any)) func(ga
 	}
 }
 
-// admit refuses a model call of proactive work over its imp's budget,
-// or whose usage the ledger could not take (a Call line, synced, is
-// written first: a full or failing disk refuses the call with 503
-// rather than let it spend unrecorded); owner work always passes. The
-// metered entries before it are written first, so a call never passes
-// on spend not yet on disk.
-func admit(y *yard.Yard, meter *ledger.Meter) func(subject, task string) error {
-	return func(subject, task string) error {
-		if meter.Class(task) != ledger.Proactive {
-			return nil
-		}
-		org, err := config.LoadOrg(y)
-		if err != nil {
-			return fmt.Errorf("proactive work is not admitted while org.toml does not load: %w", err)
-		}
-		meter.Sync()
-		now := time.Now()
-		err = ledger.Check(y, org, subject, true, now)
-		if errors.Is(err, ledger.ErrOverBudget) {
-			_, next := ledger.Day(now)
-			return gateway.RetryAt(err, next)
-		}
-		if err != nil {
-			return err
-		}
-		if err := meter.Open(subject, task); err != nil {
-			return fmt.Errorf("%w: a model call of proactive work goes out only once the ledger takes a line: %w", gateway.ErrUnmetered, err)
-		}
-		return nil
+// ErrInflight is the refusal of a proactive model call while the imp has
+// its [budget.<imp>] inflight calls forwarded already.
+var ErrInflight = errors.New("too many model calls in flight")
+
+// soon is the Retry-After of a refusal that a call in flight ending can
+// lift: the in-flight cap, or a reservation that would pass a cap only
+// with the reservations of calls in flight counted.
+const soon = 5 * time.Second
+
+// bytesPerToken is what a request's input is estimated at: a token per
+// four bytes of its body, the usual rule for English text and JSON. A
+// call that uses more than it reserved is counted at what it used; at
+// most inflight such calls can be out at once.
+const bytesPerToken = 4
+
+// admission admits proactive model calls: under their imp's budget with
+// their reservation counted, and no more than its inflight at once. The
+// reservation itself is the call's synced Call entry in the ledger, so a
+// restarted gateway still counts the calls a crash cut off; the count of
+// calls in flight lives here, and starts at zero with the process.
+type admission struct {
+	y     *yard.Yard
+	meter *ledger.Meter
+	now   func() time.Time
+
+	mu   sync.Mutex
+	imps map[string]*inflight
+}
+
+// inflight is one imp's calls in flight; its lock makes reading the
+// ledger, checking the caps and writing the reservation one step, so two
+// calls can never both pass on the same room.
+type inflight struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (a *admission) of(imp string) *inflight {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f := a.imps[imp]
+	if f == nil {
+		f = &inflight{}
+		a.imps[imp] = f
 	}
+	return f
+}
+
+// admit refuses a model call of proactive work over its imp's budget
+// with its reservation counted, past its inflight cap, or whose usage
+// the ledger could not take (the Call entry, synced, is written first:
+// a full or failing disk refuses the call with 503 rather than let it
+// spend unrecorded); owner work always passes. The metered entries
+// before it are written first, so a call never passes on spend not yet
+// on disk.
+func (a *admission) admit(c gateway.Call) (func(), error) {
+	if a.meter.Class(c.Task) != ledger.Proactive {
+		return nil, nil
+	}
+	org, err := config.LoadOrg(a.y)
+	if err != nil {
+		return nil, fmt.Errorf("proactive work is not admitted while org.toml does not load: %w", err)
+	}
+	b := org.Bounds(c.Subject)
+	f := a.of(c.Subject)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := a.now()
+	if f.n >= b.Inflight {
+		return nil, gateway.RetryAt(fmt.Errorf("%w: imp %s has %d proactive model calls out, its inflight cap", ErrInflight, c.Subject, f.n), now.Add(soon))
+	}
+	model, out := c.Asked()
+	if out == 0 {
+		out = b.ReserveTokens
+	}
+	in := (int64(len(c.Body)) + bytesPerToken - 1) / bytesPerToken
+	r := ledger.Entry{Imp: c.Subject, Task: c.Task, Call: c.ID, Model: model,
+		InputTokens: in, OutputTokens: out, Bytes: int64(len(c.Body)), Cost: org.Cost(model, in, out)}
+	if b.Capped() {
+		a.meter.Sync()
+		spent, err := ledger.Spent(a.y, c.Subject, now)
+		if err != nil {
+			return nil, err
+		}
+		if why := ledger.Passes(b, spent[ledger.Proactive], r); why != "" {
+			// Calls in flight may settle for less than they reserved;
+			// else the caps start afresh at midnight.
+			_, at := ledger.Day(now)
+			if f.n > 0 {
+				at = now.Add(soon)
+			}
+			return nil, gateway.RetryAt(fmt.Errorf("%w: imp %s %s", ledger.ErrOverBudget, c.Subject, why), at)
+		}
+	}
+	if err := a.meter.Open(r); err != nil {
+		return nil, fmt.Errorf("%w: a model call of proactive work goes out only once the ledger takes a line: %w", gateway.ErrUnmetered, err)
+	}
+	f.n++
+	return func() {
+		f.mu.Lock()
+		f.n--
+		f.mu.Unlock()
+	}, nil
 }
 
 // paused refuses the requests of a paused imp's runs, reading the pause

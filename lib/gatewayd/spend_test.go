@@ -11,6 +11,7 @@ import (
 	"github.com/impyard/impyard/lib/gateway"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
@@ -37,7 +38,7 @@ func TestSpendAndAdmit(t *testing.T) {
 	var logged []string
 	m := ledger.NewMeter(y, func(err error) { t.Error(err) })
 	meter := spend(y, m, func(f string, a ...any) { logged = append(logged, f) })
-	ok := admit(y, m)
+	ok := admitter(y, m)
 	if err := ok("yuko", pro); err != nil {
 		t.Fatalf("under budget: %v", err)
 	}
@@ -88,7 +89,7 @@ func TestUnknownUsageCost(t *testing.T) {
 	}
 	m := ledger.NewMeter(y, func(err error) { t.Error(err) })
 	meter := spend(y, m, func(f string, a ...any) { t.Errorf(f, a...) })
-	ok := admit(y, m)
+	ok := admitter(y, m)
 	meter(gateway.Spend{Subject: "yuko", Task: pro, Usage: &gateway.Usage{Model: "local", Unknown: true}})
 	if err := ok("yuko", pro); err != nil {
 		t.Fatalf("after an unpriced call of unknown usage: %v", err)
@@ -107,6 +108,69 @@ func TestUnknownUsageCost(t *testing.T) {
 	}
 	if want := "local:true:false :true:true gpt-5:true:true"; strings.Join(got, " ") != want {
 		t.Errorf("ledger %s, want %s", strings.Join(got, " "), want)
+	}
+}
+
+// admitter asks a fresh admission about calls without a body, ending
+// each admitted one at once.
+func admitter(y *yard.Yard, m *ledger.Meter) func(imp, task string) error {
+	a := &admission{y: y, meter: m, now: time.Now, imps: map[string]*inflight{}}
+	n := 0
+	return func(imp, task string) error {
+		n++
+		end, err := a.admit(gateway.Call{Subject: imp, Task: task, ID: fmt.Sprintf("call-%d", n)})
+		if end != nil {
+			end()
+		}
+		return err
+	}
+}
+
+// Calls admitted at once under tokens_daily pass only while their
+// reservations fit; past inflight calls out, one more is refused until a
+// call ends. A refusal that calls in flight can lift retries in 5s; one
+// they cannot, at the next UTC midnight.
+func TestAdmitReserves(t *testing.T) {
+	y := yardtest.New(t)
+	pro, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "work", Proactive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(y.Path("org.toml"), []byte("[budget.yuko]\ntokens_daily = 1000\ninflight = 2\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	a := &admission{y: y, meter: ledger.NewMeter(y, func(err error) { t.Error(err) }), now: func() time.Time { return now }, imps: map[string]*inflight{}}
+	call := func(id string, max int) (func(), error) {
+		return a.admit(gateway.Call{Subject: "yuko", Task: pro, ID: id, Body: []byte(fmt.Sprintf(`{"max_tokens":%d}`, max))})
+	}
+	retry := func(err error) time.Duration {
+		t.Helper()
+		at, ok := gateway.RetryTime(err)
+		if !ok {
+			t.Fatalf("no Retry-After: %v", err)
+		}
+		return at.Sub(now)
+	}
+	end1, err := call("c1", 400) // 400 + 5 for its 18 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call("c2", 600); !errors.Is(err, ledger.ErrOverBudget) || retry(err) != 5*time.Second {
+		t.Fatalf("405 + 605 of 1000 with a call in flight: %v", err)
+	}
+	end2, err := call("c3", 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call("c4", 1); !errors.Is(err, ErrInflight) || retry(err) != 5*time.Second {
+		t.Fatalf("a third call with inflight 2: %v", err)
+	}
+	end1()
+	end2()
+	// Never settled (a crash cut them off): 910 stays counted.
+	if _, err := call("c5", 100); !errors.Is(err, ledger.ErrOverBudget) || retry(err) != 14*time.Hour {
+		t.Fatalf("910 + 105 of 1000 with nothing in flight: %v", err)
 	}
 }
 

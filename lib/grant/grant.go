@@ -43,6 +43,12 @@ func Apply(y *yard.Yard, imp string, payload []byte) (string, error) {
 	if err := json.Unmarshal(payload, &rule); err != nil {
 		return "", err
 	}
+	// A policy the gateway refuses as unsafe is not rewritten: the new
+	// file would be the owner's, and take in whatever a writer of the
+	// yard had put there.
+	if err := y.CheckAuthority(y.PolicyPath()); err != nil {
+		return "", err
+	}
 	dir, err := y.Dir("policies")
 	if err != nil {
 		return "", err

@@ -6,7 +6,6 @@
 package home
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,11 +36,13 @@ func (h Dir) join(rel ...string) string {
 // Private creates IMPYARD_HOME (0700 if new) and dir, one of its
 // directories (CA, Keys), and makes sure dir is a real directory only its
 // owner can enter: a symlink there is refused, a looser mode tightened.
+// Each directory it makes is synced into its parent, so what is written
+// durably inside survives a power cut.
 func (h Dir) Private(dir string) error {
-	if err := os.MkdirAll(string(h), 0o700); err != nil {
+	if err := h.make(); err != nil {
 		return err
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	if _, err := store.Mkdir(dir, 0o700); err != nil {
 		return err
 	}
 	fi, err := os.Lstat(dir)
@@ -55,6 +56,16 @@ func (h Dir) Private(dir string) error {
 		return os.Chmod(dir, 0o700)
 	}
 	return nil
+}
+
+// make creates IMPYARD_HOME (0700) if it is missing, synced into its
+// parent.
+func (h Dir) make() error {
+	if err := os.MkdirAll(filepath.Dir(string(h)), 0o700); err != nil {
+		return err
+	}
+	_, err := store.Mkdir(string(h), 0o700)
+	return err
 }
 
 // CA is ca/, the gateway's certificate authority (mode 0700).
@@ -79,7 +90,7 @@ func (h Dir) Pub(name string) string { return h.join("keys", name+".pub") }
 // Tokens opens tokens/, the bearer tokens by sha256 and org.token,
 // creating IMPYARD_HOME private (0700) if needed.
 func (h Dir) Tokens() (*store.Dir, error) {
-	if err := os.MkdirAll(string(h), 0o700); err != nil {
+	if err := h.make(); err != nil {
 		return nil, err
 	}
 	return store.OpenDir(string(h), "tokens")

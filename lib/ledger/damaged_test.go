@@ -64,7 +64,7 @@ func TestDamagedLineHoldsCaps(t *testing.T) {
 func TestOpenWritesACallLine(t *testing.T) {
 	y := yardtest.New(t)
 	m := NewMeter(y, func(err error) { t.Error(err) })
-	if err := m.Open("yuko", ""); err != nil {
+	if err := m.Open(Entry{Imp: "yuko"}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(y.Path("ledger", "yuko.jsonl"))
@@ -86,7 +86,7 @@ func TestOpenWritesACallLine(t *testing.T) {
 	if n != 0 {
 		t.Errorf("Read passed %d call line(s), which cost nothing", n)
 	}
-	if err := m.Open("../x", ""); err == nil {
+	if err := m.Open(Entry{Imp: "../x"}); err == nil {
 		t.Error("a call opened for a bad imp name")
 	}
 }

@@ -29,8 +29,16 @@ const (
 	Tokens = "tokens"
 	// Call is written, and synced, before a model call of proactive work
 	// is forwarded: it costs nothing, and a ledger that cannot take it
-	// cannot take the call's usage either, so the call is refused.
+	// cannot take the call's usage either, so the call is refused. It
+	// holds the call's reservation (its likely tokens, cost and bytes),
+	// counted as spent until an entry with the same Entry.Call settles
+	// it: the call's Tokens entry, or a Settle entry when it had no
+	// usage. A call cut off by a crash is never settled and stays counted
+	// at its reservation for its day.
 	Call = "call"
+	// Settle closes a Call entry's reservation that no Tokens entry
+	// settles (a refused or failed call); it costs nothing.
+	Settle = "settle"
 )
 
 // Classes of spend: work done for a proactive task, and everything else.
@@ -63,6 +71,9 @@ type Entry struct {
 	OutputTokens int64  `json:"output_tokens,omitempty"`
 	UnknownUsage bool   `json:"unknown_usage,omitempty"`
 	UnknownCost  bool   `json:"unknown_cost,omitempty"`
+	// Call names the model call a Call entry reserved for and the entry
+	// that settles it: the gateway's decision record id.
+	Call string `json:"call,omitempty"`
 }
 
 // Totals sums entries.
@@ -80,10 +91,16 @@ type Totals struct {
 	// on every day, as neither their day nor their cost can be read.
 	Damaged   int64  `json:"damaged,omitempty"`
 	DamagedAt string `json:"damaged_at,omitempty"`
+	// Open counts model calls counted at their reservation: in flight,
+	// or cut off by a crash before they were settled.
+	Open int64 `json:"open_calls,omitempty"`
 }
 
 // Add counts e.
 func (t *Totals) Add(e Entry) {
+	if e.Kind == Call && e.Call != "" {
+		t.Open++
+	}
 	t.Cost += e.Cost
 	t.Bytes += e.Bytes
 	t.InputTokens += e.InputTokens
@@ -104,10 +121,20 @@ func (t *Totals) Merge(o Totals) {
 	t.OutputTokens += o.OutputTokens
 	t.UnknownUsage += o.UnknownUsage
 	t.UnknownCost += o.UnknownCost
+	t.Open += o.Open
 	t.Damaged += o.Damaged
 	if t.DamagedAt == "" {
 		t.DamagedAt = o.DamagedAt
 	}
+}
+
+// sub takes back what Add counted of a Call entry, when it is settled.
+func (t *Totals) sub(e Entry) {
+	t.Open--
+	t.Cost -= e.Cost
+	t.Bytes -= e.Bytes
+	t.InputTokens -= e.InputTokens
+	t.OutputTokens -= e.OutputTokens
 }
 
 // Tokens is input plus output tokens, what tokens_daily caps.
@@ -160,8 +187,9 @@ func Debit(y *yard.Yard, e Entry) error {
 // Read calls f with each of the imp's entries from since until before
 // until. An action is read once per gate: an executor that resumes after
 // a crash may debit the same gate again. An entry without a class is
-// given Proactive. Call entries, which cost nothing, and damaged lines
-// are not passed (Spent counts the damaged ones).
+// given Proactive. Call and Settle entries, which are not spend, and
+// damaged lines are not passed (Spent counts the damaged ones and the
+// reservations).
 func Read(y *yard.Yard, imp string, since, until time.Time, f func(Entry)) error {
 	if err := id.CheckName(imp); err != nil {
 		return err
@@ -169,7 +197,7 @@ func Read(y *yard.Yard, imp string, since, until time.Time, f func(Entry)) error
 	gates := map[string]bool{}
 	_, err := store.ReadJSONL(file(y, imp), func(line []byte) error {
 		e, err := decode(line)
-		if err != nil || e.Kind == Call {
+		if err != nil || e.Kind == Call || e.Kind == Settle {
 			return nil
 		}
 		if e, ok := keep(e, since, until, gates); ok {
@@ -223,6 +251,11 @@ func Day(at time.Time) (since, until time.Time) {
 // day and cost cannot be read, and counting it as nothing could let
 // proactive work past its caps (see Over).
 //
+// The reservation of a model call (a Call entry with an Entry.Call) is
+// counted as spent until the entry that settles it, which takes it back
+// and counts what the call used instead: so calls in flight, and calls a
+// crash cut off, count against the caps.
+//
 // A process keeps, per ledger, the day it last asked for and where it
 // stopped reading, and reads only what was appended since: impgw asks
 // before every proactive model call and impsup at every pass, and a
@@ -248,9 +281,7 @@ func Spent(y *yard.Yard, imp string, at time.Time) (map[string]Totals, error) {
 			return
 		}
 		if e, ok := keep(e, since, until, d.gates); ok {
-			t := d.totals[e.Class]
-			t.Add(e)
-			d.totals[e.Class] = t
+			d.count(e)
 		}
 	})
 	for _, b := range bad {
@@ -275,11 +306,34 @@ type day struct {
 	tail   store.Tail
 	totals map[string]Totals
 	gates  map[string]bool
-	first  int // the line number of the first damaged line, 0 for none
+	open   map[string]Entry // reservations not yet settled, by call
+	first  int              // the line number of the first damaged line, 0 for none
 }
 
 // clear forgets what was read: the ledger is read again from its start.
-func (d *day) clear() { d.totals, d.gates, d.first = map[string]Totals{}, map[string]bool{}, 0 }
+func (d *day) clear() {
+	d.totals, d.gates, d.open, d.first = map[string]Totals{}, map[string]bool{}, map[string]Entry{}, 0
+}
+
+// count adds e to the day's totals. A reservation is remembered until
+// the entry settling it comes, which takes it back; a settling entry
+// whose reservation is not of this day (the call crossed midnight)
+// counts alone.
+func (d *day) count(e Entry) {
+	if e.Call != "" {
+		if e.Kind == Call {
+			d.open[e.Call] = e
+		} else if r, ok := d.open[e.Call]; ok {
+			delete(d.open, e.Call)
+			t := d.totals[r.Class]
+			t.sub(r)
+			d.totals[r.Class] = t
+		}
+	}
+	t := d.totals[e.Class]
+	t.Add(e)
+	d.totals[e.Class] = t
+}
 
 // damage counts a damaged line as proactive spend of unknown size.
 func (d *day) damage(b store.BadLine) {
@@ -304,15 +358,43 @@ func Over(b config.Budget, proactive Totals) string {
 	case proactive.Damaged > 0 && (b.Daily > 0 || b.Bytes > 0 || b.TokensDaily > 0):
 		return fmt.Sprintf("has %d damaged line(s) in its ledger, the first at %s, whose day and spend cannot be read, so its daily caps cannot be held until they are repaired or removed", proactive.Damaged, proactive.DamagedAt)
 	case b.Daily > 0 && proactive.Cost >= b.Daily:
-		return fmt.Sprintf("spent %.4g of its daily %.4g on proactive work", proactive.Cost, b.Daily)
+		return fmt.Sprintf("spent %.4g of its daily %.4g on proactive work%s", proactive.Cost, b.Daily, reserved(proactive))
 	case b.Bytes > 0 && proactive.Bytes >= b.Bytes:
-		return fmt.Sprintf("moved %d of its daily %d bytes on proactive work", proactive.Bytes, b.Bytes)
+		return fmt.Sprintf("moved %d of its daily %d bytes on proactive work%s", proactive.Bytes, b.Bytes, reserved(proactive))
 	case b.TokensDaily > 0 && proactive.Tokens() >= b.TokensDaily:
-		return fmt.Sprintf("used %d of its daily %d model tokens on proactive work", proactive.Tokens(), b.TokensDaily)
+		return fmt.Sprintf("used %d of its daily %d model tokens on proactive work%s", proactive.Tokens(), b.TokensDaily, reserved(proactive))
 	case b.TokensDaily > 0 && proactive.UnknownUsage > 0:
 		return fmt.Sprintf("made %d model call(s) on proactive work whose usage could not be read, so its daily %d model tokens cannot be held", proactive.UnknownUsage, b.TokensDaily)
 	case b.Daily > 0 && proactive.UnknownCost > 0:
 		return fmt.Sprintf("made %d priced model call(s) on proactive work whose usage could not be read, so its daily %.4g cannot be held", proactive.UnknownCost, b.Daily)
+	}
+	return ""
+}
+
+// reserved says how many calls proactive counts at their reservation,
+// for a refusal's reason; "" for none.
+func reserved(proactive Totals) string {
+	if proactive.Open == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d call(s) in flight or cut off counted at what they reserved)", proactive.Open)
+}
+
+// Passes says which cap of b proactive spend would pass with the
+// reservation r (a Call entry) counted too, "" when none would; a cap
+// already reached is Over's.
+func Passes(b config.Budget, proactive Totals, r Entry) string {
+	if why := Over(b, proactive); why != "" {
+		return why
+	}
+	open := reserved(proactive)
+	switch {
+	case b.Daily > 0 && proactive.Cost+r.Cost > b.Daily:
+		return fmt.Sprintf("spent %.4g of its daily %.4g on proactive work%s, and this call reserves %.4g more", proactive.Cost, b.Daily, open, r.Cost)
+	case b.Bytes > 0 && proactive.Bytes+r.Bytes > b.Bytes:
+		return fmt.Sprintf("moved %d of its daily %d bytes on proactive work%s, and this call reserves %d more", proactive.Bytes, b.Bytes, open, r.Bytes)
+	case b.TokensDaily > 0 && proactive.Tokens()+r.InputTokens+r.OutputTokens > b.TokensDaily:
+		return fmt.Sprintf("used %d of its daily %d model tokens on proactive work%s, and this call reserves %d more", proactive.Tokens(), b.TokensDaily, open, r.InputTokens+r.OutputTokens)
 	}
 	return ""
 }
@@ -323,8 +405,8 @@ func Check(y *yard.Yard, org *config.Org, imp string, proactive bool, at time.Ti
 	if !proactive || org == nil {
 		return nil
 	}
-	b, ok := org.Budget[imp]
-	if !ok || b == (config.Budget{}) {
+	b := org.Budget[imp]
+	if !b.Capped() {
 		return nil
 	}
 	spent, err := Spent(y, imp, at)
@@ -384,14 +466,16 @@ func (m *Meter) Add(e Entry) {
 	}
 }
 
-// Open writes a Call entry for a model call of imp's task and returns
-// once it is synced, with the error if it was not: then the ledger
-// cannot take the call's usage either, and the call must not go out.
-func (m *Meter) Open(imp, task string) error {
-	if err := id.CheckName(imp); err != nil {
+// Open writes r, the reservation of a model call of r.Imp's r.Task
+// named r.Call, as a Call entry and returns once it is synced, with the
+// error if it was not: then the ledger cannot take the call's usage
+// either, and the call must not go out.
+func (m *Meter) Open(r Entry) error {
+	if err := id.CheckName(r.Imp); err != nil {
 		return err
 	}
-	return m.append(Entry{Imp: imp, Kind: Call, Class: m.Class(task), Task: task}, true)
+	r.Kind, r.Class = Call, m.Class(r.Task)
+	return m.append(r, true)
 }
 
 // append stamps e and appends it to its imp's ledger, through one

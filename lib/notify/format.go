@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/impyard/impyard/lib/cli"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -45,6 +46,10 @@ type Message struct {
 	Reason string `json:"reason,omitempty"`
 	// Approve is the exact command that approves the gate's payload.
 	Approve string `json:"approve,omitempty"`
+	// Gates, in a message Fold made, are the gates it tells of, oldest
+	// first; Count is how many.
+	Gates []string `json:"gates,omitempty"`
+	Count int      `json:"count,omitempty"`
 	// Text says it all in a few lines, for chat.
 	Text string `json:"text"`
 }
@@ -209,6 +214,9 @@ func Render(format string, m *Message) (body []byte, headers map[string]string, 
 func title(m *Message) string {
 	switch m.Event {
 	case GateFiled:
+		if m.Count > 1 {
+			return fmt.Sprintf("%s filed %d gates that wait: %s", m.Imp, m.Count, strings.Join(m.Gates, ", "))
+		}
 		return fmt.Sprintf("%s wants %s: gate %s waits", m.Imp, m.Intent, m.Gate)
 	case TaskFailed:
 		return fmt.Sprintf("task %s of %s failed", m.Task, m.Imp)
@@ -231,7 +239,10 @@ func title(m *Message) string {
 func (m *Message) Compose() {
 	lines := []string{title(m)}
 	what := "payload"
-	if m.Gate == "" {
+	switch {
+	case m.Count > 1:
+		what = "gates"
+	case m.Gate == "":
 		what = "task"
 	}
 	for _, f := range [][2]string{{"why", m.Rationale}, {"reason", m.Reason}, {what, m.Summary}, {"sha256", m.SHA256}, {"approve with", m.Approve}} {
@@ -241,4 +252,25 @@ func (m *Message) Compose() {
 	}
 	lines = append(lines, "id: "+m.ID)
 	m.Text = strings.Join(lines, "\n")
+}
+
+// Fold is one message telling of the gate-filed messages ms of one imp,
+// oldest first: its title names how many and which, its summary each
+// gate's intent and payload in turn, and its id is the first's with the
+// number of the others ("<id>+<n>"), the same on every attempt with the
+// same gates. One message is itself.
+func Fold(ms []*Message) *Message {
+	if len(ms) == 1 {
+		return ms[0]
+	}
+	f := &Message{Schema: ms[0].Schema, ID: ms[0].ID + "+" + strconv.Itoa(len(ms)-1), Event: GateFiled,
+		At: ms[0].At, Imp: ms[0].Imp, Count: len(ms)}
+	var each []string
+	for _, m := range ms {
+		f.Gates = append(f.Gates, m.Gate)
+		each = append(each, fmt.Sprintf("%s %s (%s)", m.Gate, m.Intent, m.Summary))
+	}
+	f.Summary = cut(strings.Join(each, "; "), TextMax)
+	f.Compose()
+	return f
 }

@@ -78,6 +78,7 @@ const (
 	NotFiled                      // the gate could not be filed
 	Failed                        // the decision could not be made (the yard could not be read)
 	NoExecutor                    // the intent has no executor configured, so a gate could never be executed
+	GateCap                       // the run has filed its gates_per_run gates or gate_bytes_per_run payload bytes
 	Paused                        // the imp or the yard is paused (lib/pause): nothing is filed, no trust applies
 )
 
@@ -94,6 +95,7 @@ var refusalNames = [...]string{
 	NotFiled:       "not-filed",
 	Failed:         "failed",
 	NoExecutor:     "no-executor",
+	GateCap:        "gate-cap",
 	Paused:         "paused",
 }
 
@@ -139,6 +141,10 @@ type Proposal struct {
 	// filed.
 	Signer *approval.Key
 	Now    time.Time
+	// Org reads org.toml; nil is config.LoadOrg. A daemon passes its
+	// config.Keeper, so an org.toml refused as unsafe leaves the last
+	// good one in force.
+	Org func() (*config.Org, error)
 }
 
 func refuse(kind Refusal, format string, a ...any) Decision {
@@ -146,9 +152,20 @@ func refuse(kind Refusal, format string, a ...any) Decision {
 }
 
 // Decide decides p and files its gate when the verdict is not a refusal;
-// env is the envelope as far as it was read. It records nothing: a
-// Decider records.
+// env is the envelope as far as it was read. It records nothing and
+// counts nothing: a Decider records, and holds each run to its gate caps.
 func Decide(y *yard.Yard, p Proposal) (d Decision, env Envelope) {
+	return decide(y, p, nil)
+}
+
+// takeGate takes a gate of size payload bytes from the run's caps b
+// before it is filed, or says why not; undo gives it back when the gate
+// was not filed after all.
+type takeGate func(p Proposal, b config.Budget, size int) (undo func(), why string)
+
+// decide is Decide, with take, when set, asked for each gate before it
+// is filed.
+func decide(y *yard.Yard, p Proposal, take takeGate) (d Decision, env Envelope) {
 	body, err := io.ReadAll(io.LimitReader(p.Body, MaxEnvelope+1))
 	if err != nil {
 		return refuse(BadEnvelope, "reading the body: %v", err), env
@@ -174,7 +191,11 @@ func Decide(y *yard.Yard, p Proposal) (d Decision, env Envelope) {
 	if ps, _ := pause.Load(y); ps.Of(p.Imp) != nil {
 		return refuse(Paused, "%s", ps.Why(p.Imp)), env
 	}
-	org, err := config.LoadOrg(y)
+	loadOrg := p.Org
+	if loadOrg == nil {
+		loadOrg = func() (*config.Org, error) { return config.LoadOrg(y) }
+	}
+	org, err := loadOrg()
 	if err == nil {
 		err = org.CheckIntents(p.Rules, intent.EgressGrant)
 	}
@@ -227,6 +248,15 @@ func Decide(y *yard.Yard, p Proposal) (d Decision, env Envelope) {
 		d.Entry = t.Entry
 		return d, env
 	}
+	undo := func() {}
+	if take != nil {
+		var why string
+		if undo, why = take(p, org.Bounds(p.Imp), len(payload)); why != "" {
+			d = refuse(GateCap, "%s; the owner may raise gates_per_run or gate_bytes_per_run in [budget.%s]", why, p.Imp)
+			d.Entry = t.Entry
+			return d, env
+		}
+	}
 	fo := gate.FileOptions{Imp: p.Imp, Intent: env.Intent, Payload: payload, Rationale: env.Rationale,
 		Task: p.Task, Run: p.Run, By: p.Imp, Actor: "impgw",
 		Trust: &gate.Trust{Level: config.Gate, Entry: t.Entry, Why: t.Why, Rule: t.Rule}}
@@ -238,6 +268,7 @@ func Decide(y *yard.Yard, p Proposal) (d Decision, env Envelope) {
 	}
 	g, err := gate.File(y, fo)
 	if err != nil {
+		undo()
 		d = refuse(NotFiled, "%v", err)
 		d.Entry = t.Entry
 		return d, env

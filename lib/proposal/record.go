@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
@@ -121,16 +122,26 @@ func (r *Record) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// Decider decides proposals and records each; its zero value is ready. The counts
-// behind its cap on refusal records live in its memory: a restarted
-// gateway counts afresh.
+// Decider decides proposals and records each; its zero value is ready.
+// It holds each run to its imp's gates_per_run and gate_bytes_per_run
+// ([budget.<imp>]): the gate past either is refused (GateCap) before
+// anything is filed. The counts behind those caps and its cap on refusal
+// records live in its memory: a restarted gateway counts afresh.
 type Decider struct {
 	// RefusalsPerRun caps the refusals of one run that are recorded; 0
 	// means DefaultRefusalsPerRun.
 	RefusalsPerRun int
 
-	mu   sync.Mutex
-	runs map[string]*refusals
+	mu    sync.Mutex
+	runs  map[string]*refusals
+	gates map[string]*filed
+}
+
+// filed is what one run has filed: gates and their payload bytes,
+// counting those being filed.
+type filed struct {
+	gates int
+	bytes int64
 }
 
 type refusals struct {
@@ -150,7 +161,7 @@ func (dc *Decider) Decide(y *yard.Yard, p Proposal) (Decision, error) {
 	if p.Now.IsZero() {
 		p.Now = time.Now()
 	}
-	d, env := Decide(y, p)
+	d, env := decide(y, p, dc.takeGate)
 	if d.Verdict != Refused {
 		return d, writeRecord(y, NewRecord(p, env, d), false)
 	}
@@ -170,6 +181,37 @@ func (dc *Decider) Decide(y *yard.Yard, p Proposal) (Decision, error) {
 		}
 	}
 	return d, nil
+}
+
+// takeGate counts a gate of size payload bytes against the run's caps,
+// or says which it would pass. Every gate counts, auto-approved or not:
+// each is a file of its payload in gates/.
+func (dc *Decider) takeGate(p Proposal, b config.Budget, size int) (undo func(), why string) {
+	dc.mu.Lock()
+	defer dc.mu.Unlock()
+	if dc.gates == nil {
+		dc.gates = map[string]*filed{}
+	}
+	key := quotaKey(p)
+	f := dc.gates[key]
+	if f == nil {
+		f = &filed{}
+		dc.gates[key] = f
+	}
+	switch {
+	case f.gates+1 > b.GatesPerRun:
+		return nil, fmt.Sprintf("run %s has filed %d gates, its gates_per_run cap", key, f.gates)
+	case f.bytes+int64(size) > b.GateBytesPerRun:
+		return nil, fmt.Sprintf("run %s has filed %d payload bytes, and %d more would pass its gate_bytes_per_run cap of %d", key, f.bytes, size, b.GateBytesPerRun)
+	}
+	f.gates++
+	f.bytes += int64(size)
+	return func() {
+		dc.mu.Lock()
+		f.gates--
+		f.bytes -= int64(size)
+		dc.mu.Unlock()
+	}, ""
 }
 
 func (dc *Decider) cap() int {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -188,5 +189,48 @@ func TestDeciderQuotaEventFails(t *testing.T) {
 	}
 	if got := lines(t, ap, QuotaEvent); len(got) != 1 {
 		t.Errorf("%d quota events, want the one written after the failure", len(got))
+	}
+}
+
+// Fifty proposals of one run at once file exactly gates_per_run gates
+// (default 20); the rest are refused GateCap with nothing filed, and
+// refusals and failures take no slot.
+func TestDeciderGateCap(t *testing.T) {
+	y := newYard(t)
+	var dc Decider
+	propose := func(runID, body string) Decision {
+		d, err := dc.Decide(y, Proposal{Imp: "yuko", Run: runID, Body: strings.NewReader(body), Rules: rules})
+		if err != nil {
+			t.Error(err)
+		}
+		return d
+	}
+	gated := `{"intent":"email-send","payload":{"to":["x@elsewhere.com"]}}`
+	for range 5 {
+		propose(run, `{"intent":"launch-missiles","payload":{}}`)
+	}
+	var mu sync.Mutex
+	kinds := map[string]int{}
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := propose(run, gated)
+			mu.Lock()
+			kinds[d.Verdict.String()+"/"+d.Refusal.String()]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if kinds["gated/unexplained"] != 20 || kinds["refused/gate-cap"] != 30 {
+		t.Errorf("verdicts %v, want 20 gated and 30 gate-cap", kinds)
+	}
+	files, _ := filepath.Glob(y.Path("gates", "pending", "*.json"))
+	if len(files) != 20 {
+		t.Errorf("%d gates in gates/pending, want 20", len(files))
+	}
+	if d := propose("r-0000000000000002", gated); d.Verdict != Gated {
+		t.Errorf("another run: %+v", d)
 	}
 }

@@ -232,6 +232,11 @@ func Signer(y *yard.Yard, home string, notice io.Writer, prog string) (*approval
 			return nil, fmt.Errorf("%s (%s): %w (%s, recorded in %s): impexec would leave the approval waiting; run impgate with the IMPYARD_HOME impexec uses",
 				k.Path, k.Fingerprint(), ErrNotTrusted, t.List(), Path(y))
 		}
+		// A process that died between the private key and its public
+		// half left a key nothing verifies: Ensure writes the half now.
+		if k, err = approval.Ensure(home, approval.Owner, notice, prog); err != nil {
+			return nil, err
+		}
 	case !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	case !joins:

@@ -159,3 +159,26 @@ func TestDamagedRecordRefuses(t *testing.T) {
 		t.Errorf("Signer over a damaged record: %v %v; want refused naming it", k, err)
 	}
 }
+
+// TestSignerMendsAMissingPublicHalf: a process that died between writing
+// the owner key and its public half left a key no approval made with it
+// would verify by. Signer writes the half, so the next approval counts.
+func TestSignerMendsAMissingPublicHalf(t *testing.T) {
+	y := yardtest.New(t)
+	home := t.TempDir()
+	k, err := approval.Create(home, approval.Owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(approval.PubPath(home, approval.Owner)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Signer(y, home, io.Discard, "impgate")
+	if err != nil || got.Fingerprint() != k.Fingerprint() {
+		t.Fatalf("Signer: %v %v, want the key made before", got, err)
+	}
+	kr := keyring(t, home)
+	if len(kr.Keys) != 1 || kr.Keys[0].Fingerprint != k.Fingerprint() {
+		t.Errorf("keyring %+v, want the owner key's public half back", kr.Keys)
+	}
+}

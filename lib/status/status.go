@@ -7,6 +7,7 @@ package status
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -153,7 +154,11 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 		o.GatewayUp = run.GatewayUp
 	}
 	org, err := config.LoadOrg(y)
-	if err != nil {
+	unsafeOrg := errors.Is(err, config.ErrUnsafe)
+	if unsafeOrg {
+		// Named among the warnings below; the rest is still worth seeing.
+		org = config.Default()
+	} else if err != nil {
 		return nil, err
 	}
 	s := &Status{Yard: y.Root, At: Time{o.Now}, Daemons: []Daemon{}, Tasks: []ImpTasks{}, Gates: []Pending{}, Spend: []Spend{}, Failures: []Failure{}, Warnings: []string{}}
@@ -168,6 +173,12 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 	}
 	if ps.Any() {
 		s.PauseFile = ps
+	}
+	for _, err := range config.Unsafe(y) {
+		warn(fmt.Errorf("%w; every daemon refuses it", err))
+	}
+	if unsafeOrg {
+		warn(errors.New("org.toml is refused: the daemons and budgets shown are at their defaults"))
 	}
 
 	for _, name := range []string{"impsup", "impexec"} {

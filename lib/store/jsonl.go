@@ -34,26 +34,62 @@ func AppendLine(path string, line []byte) error { return AppendLineAt(path, line
 // no other) with a single write(2) under the lock of the file's directory.
 // If a crashed writer left a torn last line, a newline is written first in
 // the same write, so the torn line stays one bad line and the new record is
-// intact. point names the crash point between the two halves of a record
-// in crash-enabled test builds, so a test can tear one log and not another.
+// intact. The line is durable when AppendLineAt returns: the file is
+// fdatasynced, and a file it created is synced into its directory first.
+// point names the crash point between the two halves of a record in
+// crash-enabled test builds, so a test can tear one log and not another.
 func AppendLineAt(path string, line []byte, point string) error {
 	if err := checkLine(path, line); err != nil {
 		return err
 	}
-	unlock, err := Lock(filepath.Join(filepath.Dir(path), lockName))
+	dir := filepath.Dir(path)
+	unlock, err := Lock(filepath.Join(dir, lockName))
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	fd, size, err := openAt(unix.AT_FDCWD, path, path, unix.O_RDWR|unix.O_APPEND)
-	if errors.Is(err, os.ErrNotExist) {
-		fd, size, err = openAt(unix.AT_FDCWD, path, path, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT)
+	dirfd, err := openDir(dir)
+	if err != nil {
+		return err
 	}
+	defer unix.Close(dirfd)
+	fd, size, err := openAppend(dirfd, filepath.Base(path), path)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
 	return appendFd(fd, path, size, line, point)
+}
+
+// openAppend opens name in the directory dirfd for appending, creating it
+// when missing; p is its path. A file it creates is synced into the
+// directory before it returns, so an append acknowledged after is not
+// lost with the file's entry.
+func openAppend(dirfd int, name, p string) (int, int64, error) {
+	for {
+		fd, size, err := openAt(dirfd, name, p, unix.O_RDWR|unix.O_APPEND)
+		if !errors.Is(err, os.ErrNotExist) {
+			return fd, size, err
+		}
+		fd, size, err = openAt(dirfd, name, p, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL)
+		if errors.Is(err, os.ErrExist) {
+			// Made a moment ago by a writer that does not take the lock.
+			continue
+		}
+		if err != nil {
+			return noFD, 0, err
+		}
+		trace(Op{Kind: OpCreate, Path: p})
+		if err := shareCreated(dirfd, "", fd); err != nil {
+			unix.Close(fd)
+			return noFD, 0, &os.PathError{Op: "chmod", Path: p, Err: err}
+		}
+		if err := fsyncDir(dirfd, filepath.Dir(p)); err != nil {
+			unix.Close(fd)
+			return noFD, 0, err
+		}
+		return fd, size, nil
+	}
 }
 
 // AppendLineIn is AppendLineAt for the file name in the directory rel
@@ -89,7 +125,7 @@ func AppendLineIn(root, rel, name string, line []byte, point string) error {
 	if err := checkLine(p, line); err != nil {
 		return err
 	}
-	fd, size, err := openAt(int(dir.Fd()), name, p, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT)
+	fd, size, err := openAppend(int(dir.Fd()), name, p)
 	if err != nil {
 		return err
 	}
@@ -108,7 +144,7 @@ func checkLine(path string, line []byte) error {
 }
 
 // appendFd appends line to fd, a file of size bytes opened for appending
-// under its directory's lock; path names it in errors.
+// under its directory's lock, and fdatasyncs it; path names it in errors.
 func appendFd(fd int, path string, size int64, line []byte, point string) error {
 	if size > 0 {
 		var last [1]byte
@@ -119,6 +155,7 @@ func appendFd(fd int, path string, size int64, line []byte, point string) error 
 			line = append([]byte{'\n'}, line...)
 		}
 	}
+	rest := line
 	if crash.Enabled {
 		// A crash here leaves half a record: the torn line readers must skip.
 		half := len(line) / 2
@@ -126,11 +163,20 @@ func appendFd(fd int, path string, size int64, line []byte, point string) error 
 			return fmt.Errorf("append %s: %w", path, err)
 		}
 		crash.Point(point)
-		line = line[half:]
+		rest = line[half:]
 	}
-	if err := writeAll(fd, line); err != nil {
+	if err := writeAll(fd, rest); err != nil {
 		// Leave no partial record behind: cut the file back to where it was.
-		_ = unix.Ftruncate(fd, size)
+		if unix.Ftruncate(fd, size) == nil {
+			trace(Op{Kind: OpTruncate, Path: path, Off: size})
+		}
+		return fmt.Errorf("append %s: %w", path, err)
+	}
+	trace(Op{Kind: OpAppend, Path: path, Off: size, Data: line})
+	// A record is written when it is on disk: without the sync a power
+	// cut can lose a line its writer went on as if written, or leave it
+	// torn, the transition it tells of durable and its story gone.
+	if err := syncData(fd, path); err != nil {
 		return fmt.Errorf("append %s: %w", path, err)
 	}
 	return nil

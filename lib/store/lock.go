@@ -77,14 +77,29 @@ func (d *Dir) lock(check func() error) (*os.File, func(), error) {
 
 // openLock opens the lock file name relative to dirfd without following
 // a symlink, creating it with create (O_CREAT or 0); p is its path, for
-// errors.
+// errors. It creates one 0640, or 0660 in a directory shared with its
+// group (see shareBits). One it may read but not write, such as one a
+// daemon made where the owner's authority files live, is opened for
+// reading: flock(2) needs no more.
 func openLock(dirfd int, name, p string, create int) (*os.File, error) {
+	access := unix.O_RDWR
 	for {
-		fd, err := unix.Openat(dirfd, name, create|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		fd, err := unix.Openat(dirfd, name, create|access|unix.O_NOFOLLOW|unix.O_CLOEXEC, FilePerm)
 		switch {
+		case err == nil && create != 0:
+			if err := shareCreated(dirfd, filepath.Dir(p), fd); err != nil {
+				unix.Close(fd)
+				return nil, &os.PathError{Op: "lock", Path: p, Err: err}
+			}
+			return os.NewFile(uintptr(fd), p), nil
 		case err == nil:
 			return os.NewFile(uintptr(fd), p), nil
 		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EACCES) && access == unix.O_RDWR:
+			// O_NONBLOCK: a FIFO planted there must not block the
+			// open for reading as it would not for O_RDWR.
+			access = unix.O_RDONLY | unix.O_NONBLOCK
 			continue
 		case errors.Is(err, unix.ELOOP):
 			return nil, &os.PathError{Op: "lock", Path: p, Err: errSymlink}

@@ -83,7 +83,7 @@ func NewLogWith(path string, report func(error), o LogOptions) *Log {
 	}
 	a := &Log{path: path, lockPath: filepath.Join(filepath.Dir(path), lockName), report: report, sync: o.Sync}
 	if a.sync == nil {
-		a.sync = fdatasync
+		a.sync = syncLog
 	}
 	if o.Unsynced {
 		a.sync = nil
@@ -219,16 +219,22 @@ func (a *Log) write(lines []byte) error {
 		}
 	}
 	_, err = a.f.Write(lines)
-	if err == nil && a.sync != nil {
-		err = a.sync(a.f)
+	if err == nil {
+		trace(Op{Kind: OpAppend, Path: a.path, Off: size, Data: lines})
+		if a.sync != nil {
+			err = a.sync(a.f)
+		}
 	}
 	if err != nil {
 		// Part of the batch may be on the file, whole records saying what
 		// their callers will hear did not happen: cut it all back, under
 		// the lock still held, so no other writer's line is cut. If even
 		// that fails the file is reopened and its last byte checked again.
-		if a.f.Truncate(size) == nil && a.sync != nil {
-			a.sync(a.f)
+		if a.f.Truncate(size) == nil {
+			trace(Op{Kind: OpTruncate, Path: a.path, Off: size})
+			if a.sync != nil {
+				a.sync(a.f)
+			}
 		}
 		a.drop()
 		return fmt.Errorf("append %s: %w", a.path, err)
@@ -237,16 +243,9 @@ func (a *Log) write(lines []byte) error {
 	return nil
 }
 
-// fdatasync makes what was written to f durable; the log's size is part
-// of what it syncs, its times are not.
-func fdatasync(f *os.File) error {
-	for {
-		err := unix.Fdatasync(int(f.Fd()))
-		if !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
-}
+// syncLog makes what was written to f, the log, durable: the store's
+// syncData (fdatasync), so the trace sees it.
+func syncLog(f *os.File) error { return syncData(int(f.Fd()), f.Name()) }
 
 // flock takes the directory's lock on the lock file held open, or through
 // store.Lock (which waits with a timeout) when another process holds it
@@ -254,9 +253,9 @@ func fdatasync(f *os.File) error {
 func (a *Log) flock() (func(), error) {
 	lockPath := a.lockPath
 	if a.lock == nil {
-		f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+		f, err := openLock(unix.AT_FDCWD, lockPath, lockPath, unix.O_CREAT)
 		if err != nil {
-			return nil, &os.PathError{Op: "lock", Path: lockPath, Err: err}
+			return nil, err
 		}
 		var st syscall.Stat_t
 		if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
@@ -299,6 +298,7 @@ func (a *Log) open() (int64, error) {
 		return st.Size, nil
 	}
 	a.drop()
+	created := errors.Is(err, syscall.ENOENT)
 	f, err := os.OpenFile(a.path, os.O_RDWR|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, FilePerm)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
@@ -306,7 +306,21 @@ func (a *Log) open() (int64, error) {
 		}
 		return 0, err
 	}
+	if created {
+		trace(Op{Kind: OpCreate, Path: a.path})
+		// A synced record in a file whose entry a power cut takes is
+		// lost with it: the new file is synced into its directory first.
+		if a.sync != nil {
+			if err := syncDir(filepath.Dir(a.path)); err != nil {
+				f.Close()
+				return 0, err
+			}
+		}
+	}
 	fi, err := f.Stat()
+	if err == nil && fi.Size() == 0 {
+		err = shareCreated(unix.AT_FDCWD, filepath.Dir(a.path), int(f.Fd()))
+	}
 	if err != nil {
 		f.Close()
 		return 0, err

@@ -5,10 +5,13 @@
 //   - A write replaces a file atomically: temp file in the store's .tmp
 //     directory, write, fsync, close, rename over the target, fsync the
 //     target's directory; a transaction does each step relative to the
-//     directories it holds open (openat, renameat), outside one
-//     google/renameio does them by path. A reader never needs a lock and
+//     directories it holds open (openat, renameat), WriteAtomic by path. A reader never needs a lock and
 //     never sees a torn file. This requires rename(2) to be atomic, so the
 //     yard must be on a local file system, not NFS.
+//   - A directory made on the way to a file (by MkdirAll, OpenDir, a
+//     transaction's write into a sub-directory, an append) is synced into
+//     its parent before anything goes on, so a file acknowledged inside it
+//     cannot vanish with it in a power cut.
 //   - Writes happen only inside Dir.Update, a whole read-modify-write
 //     transaction under flock(2) on <dir>/.lock, a file whose inode never
 //     changes. Because every writer holds that lock, anything left in .tmp
@@ -27,7 +30,11 @@
 //   - Every JSON file carries "schema": "impyard.<kind>/<major>"; Decode
 //     refuses an unknown major before the caller can write anything.
 //   - JSONL appends are one write(2) of one whole line under the directory's
-//     lock; readers skip and report a torn line and go on.
+//     lock, fdatasynced (a new file synced into its directory first) before
+//     the append returns; readers skip and report a torn line and go on.
+//   - Every create, write, append, truncate, rename, mkdir, unlink and
+//     sync the store performs is reported, in order, to the trace hook
+//     (SetTrace), through which tests see what was durable when.
 //   - A lock is waited for at most LockTimeout (then ErrBusy, naming it);
 //     after WaitNotice the OnWait hook is told which lock and who holds it.
 //     The store itself never prints.
@@ -47,7 +54,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/renameio/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/impyard/impyard/lib/crash"
@@ -106,7 +112,8 @@ func Existing(root, rel string) (*Dir, error) {
 func (d *Dir) Path() string { return d.path }
 
 // MkdirAll creates rel below root one component at a time, never
-// following a symlink below root (see openBelow), and returns its path.
+// following a symlink below root (see openBelow), each new directory
+// synced into its parent, and returns its path.
 func MkdirAll(root, rel string) (string, error) {
 	d, err := openBelow(root, rel, true)
 	if err != nil {
@@ -212,8 +219,12 @@ func (tx *Tx) sweep() error {
 		return fmt.Errorf("sweep %s: %w", tmp, err)
 	}
 	for _, n := range names {
-		if err := unix.Unlinkat(fd, n, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		err := unix.Unlinkat(fd, n, 0)
+		if err != nil && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("sweep orphaned temp file %s: %w", filepath.Join(tmp, n), err)
+		}
+		if err == nil {
+			trace(Op{Kind: OpUnlink, Path: filepath.Join(tmp, n)})
 		}
 	}
 	return nil
@@ -307,22 +318,27 @@ func (tx *Tx) Write(name string, data []byte) error {
 		}
 		tx.tmp = os.NewFile(uintptr(t), tmp)
 	}
-	if err := writeAt(int(tx.tmp.Fd()), fd, base, data); err != nil {
+	if err := writeAt(int(tx.tmp.Fd()), tx.tmp.Name(), fd, filepath.Dir(p), base, data, FilePerm); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	crash.Point("after-rename")
 	return fsyncDir(fd, filepath.Dir(p))
 }
 
-// writeAt writes data to a new temp file in tmpfd, fsyncs and closes it,
-// and renames it over base in dirfd; a failure removes the temp file.
-func writeAt(tmpfd, dirfd int, base string, data []byte) error {
+// writeAt writes data to a new temp file in tmpfd, at mode perm, fsyncs
+// and closes it, and renames it over base in dirfd; a failure removes the
+// temp file. tmpDir and dir are the two directories' paths, for the trace.
+func writeAt(tmpfd int, tmpDir string, dirfd int, dir, base string, data []byte, perm os.FileMode) error {
+	if perm == FilePerm {
+		// A yard file: its group's too in a shared directory.
+		perm = os.FileMode(filePermIn(dirfd))
+	}
 	var fd int
 	var tmp string
 	for {
 		tmp = "." + base + strconv.FormatUint(uint64(rand.Uint32()), 10)
 		var err error
-		fd, err = unix.Openat(tmpfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, FilePerm)
+		fd, err = unix.Openat(tmpfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, uint32(perm))
 		if err == nil {
 			break
 		}
@@ -330,20 +346,27 @@ func writeAt(tmpfd, dirfd int, base string, data []byte) error {
 			return err
 		}
 	}
+	tmpPath := filepath.Join(tmpDir, tmp)
+	trace(Op{Kind: OpCreate, Path: tmpPath})
 	// The mode is set outright: the umask of whoever writes must not
 	// narrow a yard file below what its other readers need.
-	err := unix.Fchmod(fd, FilePerm)
+	err := unix.Fchmod(fd, uint32(perm))
 	if err == nil {
-		err = writeSync(fd, data)
+		err = writeSync(fd, tmpPath, data)
 	}
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
 	if err == nil {
 		err = unix.Renameat(tmpfd, tmp, dirfd, base)
+		if err == nil {
+			trace(Op{Kind: OpRename, Path: tmpPath, To: filepath.Join(dir, base)})
+		}
 	}
 	if err != nil {
-		_ = unix.Unlinkat(tmpfd, tmp, 0)
+		if unix.Unlinkat(tmpfd, tmp, 0) == nil {
+			trace(Op{Kind: OpUnlink, Path: tmpPath})
+		}
 	}
 	return err
 }
@@ -366,28 +389,66 @@ func writeAll(fd int, data []byte) error {
 	return nil
 }
 
-// writeSync writes all of data to fd and fsyncs it.
-func writeSync(fd int, data []byte) error {
+// writeSync writes all of data to fd, the new empty file path, and
+// fsyncs it.
+func writeSync(fd int, path string, data []byte) error {
 	if err := writeAll(fd, data); err != nil {
 		return err
 	}
+	trace(Op{Kind: OpWrite, Path: path, Data: data})
 	crash.Point("after-temp-write")
+	return syncFile(fd, path)
+}
+
+// The system calls that make data durable, through which every sync of
+// the store goes: variables so that a test can see each is made, not only
+// reported to the trace.
+var (
+	sysFsync     = unix.Fsync
+	sysFdatasync = unix.Fdatasync
+)
+
+// syncFile makes the file fd, at path, durable: its data and metadata.
+func syncFile(fd int, path string) error {
 	for {
-		err := unix.Fsync(fd)
-		if !errors.Is(err, unix.EINTR) {
-			return err
+		err := sysFsync(fd)
+		if errors.Is(err, unix.EINTR) {
+			continue
 		}
+		if err != nil {
+			return &os.PathError{Op: "fsync", Path: path, Err: err}
+		}
+		trace(Op{Kind: OpFsync, Path: path})
+		return nil
+	}
+}
+
+// syncData makes the data of the file fd, at path, durable, with the
+// size a reader needs to find it, but not its times: for a file written
+// in place or appended to, the cheaper half of fsync.
+func syncData(fd int, path string) error {
+	for {
+		err := sysFdatasync(fd)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "fdatasync", Path: path, Err: err}
+		}
+		trace(Op{Kind: OpFdatasync, Path: path})
+		return nil
 	}
 }
 
 // Scratch returns name in the transaction's directory open for reading
-// and rewriting in place, created (mode 0600) when missing if create is
-// set, else nil when missing. It never follows a symlink and refuses
+// and rewriting in place, created (mode 0600; 0660 in a directory shared
+// with its group, see shareBits) when missing if create is set, else nil
+// when missing; a file it creates is synced into the
+// directory before it returns. It never follows a symlink and refuses
 // anything but a regular file with one link. The descriptor is the
 // transaction's, open until Update returns, so a file a transaction
-// reads and rewrites several times is opened once. Nothing written
-// through it is fsynced: it is for small files that guard against a
-// process dying, not a power loss.
+// reads and rewrites several times is opened once. What is written
+// through the descriptor itself is not synced; Overwrite writes durably.
 func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 	if f := tx.scratch[name]; f != nil {
 		return f, nil
@@ -399,9 +460,6 @@ func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 	// O_RDWR opens a FIFO without blocking, so no O_NONBLOCK, which would
 	// have os.NewFile try the runtime's poller.
 	flag := unix.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	if create {
-		flag |= unix.O_CREAT
-	}
 	var fd int
 	for {
 		var err error
@@ -412,6 +470,12 @@ func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 		if errors.Is(err, unix.ENOENT) && !create {
 			return nil, nil
 		}
+		if errors.Is(err, unix.ENOENT) && flag&unix.O_CREAT == 0 {
+			// Created exclusively, to know whether this transaction
+			// made it and must sync its entry.
+			flag |= unix.O_CREAT | unix.O_EXCL
+			continue
+		}
 		if errors.Is(err, unix.ELOOP) {
 			return nil, &os.PathError{Op: "open", Path: p, Err: errSymlink}
 		}
@@ -420,16 +484,66 @@ func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 		}
 		break
 	}
+	if flag&unix.O_CREAT != 0 {
+		trace(Op{Kind: OpCreate, Path: p})
+		if err := fsyncDir(int(tx.dir.Fd()), tx.d.path); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+	}
 	f := os.NewFile(uintptr(fd), p)
 	if err := checkRegular(f); err != nil {
 		f.Close()
 		return nil, err
+	}
+	if create {
+		if err := shareCreated(int(tx.dir.Fd()), "", fd); err != nil {
+			f.Close()
+			return nil, &os.PathError{Op: "chmod", Path: p, Err: err}
+		}
 	}
 	if tx.scratch == nil {
 		tx.scratch = map[string]*os.File{}
 	}
 	tx.scratch[name] = f
 	return f, nil
+}
+
+// Overwrite makes data the whole content of the scratch file name (see
+// Scratch; created when missing), written in place from its start and
+// cut or grown to len(data); with durable, it is fdatasynced before
+// Overwrite returns. Rewriting bytes of a file that keeps its size
+// touches no directory, so a durable rewrite costs one sync: it is for a
+// marker that must survive a power cut in the order of the writes around
+// it (lib/event's .recording).
+func (tx *Tx) Overwrite(name string, data []byte, durable bool) error {
+	f, err := tx.Scratch(name, true)
+	if err != nil {
+		return err
+	}
+	fd, p := int(f.Fd()), f.Name()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: p, Err: err}
+	}
+	if st.Size != int64(len(data)) {
+		if err := unix.Ftruncate(fd, int64(len(data))); err != nil {
+			return &os.PathError{Op: "truncate", Path: p, Err: err}
+		}
+		trace(Op{Kind: OpTruncate, Path: p, Off: int64(len(data))})
+	}
+	n, err := unix.Pwrite(fd, data, 0)
+	if err == nil && n < len(data) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return &os.PathError{Op: "write", Path: p, Err: err}
+	}
+	trace(Op{Kind: OpWrite, Path: p, Data: data})
+	if !durable {
+		return nil
+	}
+	return syncData(fd, p)
 }
 
 // Backup writes data, the content name had before this transaction
@@ -454,7 +568,10 @@ func (tx *Tx) Remove(name string) error {
 	if fd != int(tx.dir.Fd()) {
 		defer unix.Close(fd)
 	}
-	if err := unix.Unlinkat(fd, base, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+	switch err := unix.Unlinkat(fd, base, 0); {
+	case err == nil:
+		trace(Op{Kind: OpUnlink, Path: p})
+	case !errors.Is(err, unix.ENOENT):
 		return &os.PathError{Op: "remove", Path: p, Err: err}
 	}
 	return fsyncDir(fd, filepath.Dir(p))
@@ -480,31 +597,37 @@ func (tx *Tx) resolve(name string) (dirfd int, base, p string, err error) {
 // must be on the same file system. Callers outside a Tx must hold a lock
 // that covers tmpDir.
 func WriteAtomic(path string, data []byte, tmpDir string) error {
-	return writeAtomic(path, data, renameio.WithTempDir(tmpDir), renameio.WithPermissions(FilePerm))
+	return writeAtomic(path, data, tmpDir, FilePerm)
 }
 
 // WriteMode replaces path with data at exactly mode perm, whatever the
 // umask, through a temp file beside it: for keys and certificates, whose
 // mode is part of their meaning.
 func WriteMode(path string, data []byte, perm os.FileMode) error {
-	return writeAtomic(path, data, renameio.WithStaticPermissions(perm))
+	return writeAtomic(path, data, filepath.Dir(path), perm)
 }
 
-func writeAtomic(path string, data []byte, opts ...renameio.Option) error {
-	pf, err := renameio.NewPendingFile(path, opts...)
+// writeAtomic is Tx.Write by path: a temp file in tmpDir, written and
+// fsynced, renamed over path, and path's directory fsynced.
+func writeAtomic(path string, data []byte, tmpDir string, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	dirfd, err := openDir(dir)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	defer pf.Cleanup()
-	if _, err := pf.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	defer unix.Close(dirfd)
+	tmpfd := dirfd
+	if filepath.Clean(tmpDir) != dir {
+		if tmpfd, err = openDir(tmpDir); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		defer unix.Close(tmpfd)
 	}
-	crash.Point("after-temp-write")
-	if err := pf.CloseAtomicallyReplace(); err != nil {
+	if err := writeAt(tmpfd, filepath.Clean(tmpDir), dirfd, dir, filepath.Base(path), data, perm); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	crash.Point("after-rename")
-	return syncDir(filepath.Dir(path))
+	return fsyncDir(dirfd, dir)
 }
 
 func syncDir(dir string) error {
@@ -519,13 +642,14 @@ func syncDir(dir string) error {
 // fsyncDir fsyncs the open directory fd; dir is its path, for errors.
 func fsyncDir(fd int, dir string) error {
 	for {
-		err := unix.Fsync(fd)
+		err := sysFsync(fd)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("fsync directory %s: %w", dir, err)
 		}
+		trace(Op{Kind: OpDirSync, Path: dir})
 		return nil
 	}
 }
@@ -695,3 +819,49 @@ func IsNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
 
 // trimLine drops a trailing newline and carriage return.
 func trimLine(b []byte) []byte { return bytes.TrimRight(b, "\r\n") }
+
+// Mkdir makes the directory path at mode perm, exactly, unless something
+// is there already (created false), and syncs it into its parent before
+// it returns: for directories outside the yard's stores (IMPYARD_HOME's),
+// which no transaction walks to.
+func Mkdir(path string, perm os.FileMode) (created bool, err error) {
+	path = filepath.Clean(path)
+	if err := unix.Mkdir(path, uint32(perm)); errors.Is(err, unix.EEXIST) {
+		return false, nil
+	} else if err != nil {
+		return false, &os.PathError{Op: "mkdir", Path: path, Err: err}
+	}
+	trace(Op{Kind: OpMkdir, Path: path})
+	if err := unix.Chmod(path, uint32(perm)); err != nil {
+		return true, &os.PathError{Op: "chmod", Path: path, Err: err}
+	}
+	return true, syncDir(filepath.Dir(path))
+}
+
+// WriteNew writes path with data at mode perm unless something is there
+// already (a symlink included, not followed; created false, nothing
+// written), and makes it durable before it returns: the file written,
+// fsynced, and synced into its directory. It is for a marker whose very
+// existence is a promise (IMPYARD_HOME/executed/<gate>: this approval was
+// used), which must not be replaced once made.
+func WriteNew(path string, data []byte, perm os.FileMode) (created bool, err error) {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(perm))
+	if errors.Is(err, unix.EEXIST) {
+		return false, nil
+	}
+	if err != nil {
+		return false, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	trace(Op{Kind: OpCreate, Path: path})
+	err = writeSync(fd, path, data)
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		return true, fmt.Errorf("write %s: %w", path, err)
+	}
+	return true, nil
+}

@@ -73,18 +73,39 @@ func walk(fd int, p, rel string, create bool) (int, string, error) {
 // openDirAt opens the directory name inside dirfd without following a
 // symlink, creating it first with create; p is its path, for errors.
 func openDirAt(dirfd int, name, p string, create bool) (int, error) {
+	made := false
 	for {
 		fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		switch {
+		case err == nil && made && sharedIn(dirfd, ""):
+			// Set through the descriptor, never by name: what was
+			// made could have been swapped for a symlink since.
+			if err := unix.Fchmod(fd, sharedDirPerm); err != nil {
+				unix.Close(fd)
+				return noFD, &os.PathError{Op: "chmod", Path: p, Err: err}
+			}
+			return fd, nil
 		case err == nil:
 			return fd, nil
 		case errors.Is(err, unix.EINTR):
 			continue
 		case errors.Is(err, unix.ENOENT) && create:
-			if err := unix.Mkdirat(dirfd, name, dirPerm); err != nil && !errors.Is(err, unix.EEXIST) {
+			err := unix.Mkdirat(dirfd, name, dirPerm)
+			if err != nil && !errors.Is(err, unix.EEXIST) {
 				return noFD, &os.PathError{Op: "mkdir", Path: p, Err: err}
 			}
-			create = false
+			if err == nil {
+				trace(Op{Kind: OpMkdir, Path: p})
+			}
+			// A new directory is only an entry in its parent until the
+			// parent is synced: a file acknowledged inside it could vanish
+			// with it in a power cut. Synced also when another process
+			// made it a moment ago (EEXIST), since that one may not have
+			// synced it yet.
+			if err := fsyncDir(dirfd, filepath.Dir(p)); err != nil {
+				return noFD, err
+			}
+			made, create = err == nil, false
 			continue
 		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
 			return noFD, &os.PathError{Op: "open", Path: p, Err: whyNotDir(dirfd, name)}
@@ -306,4 +327,62 @@ func Below(root, path string) (string, error) {
 		return "", fmt.Errorf("%s: not inside %s", path, root)
 	}
 	return rel, nil
+}
+
+// ReadFileVisit reads the yard file rel below root like ReadFileIn, and
+// passes visit the fstat of every descriptor on the way, in order: root,
+// each directory below it, then the file; the file is read from the very
+// descriptor visited, so what visit accepted is what is read. An error
+// from visit stops the walk and is returned as it is. A missing file is an
+// error wrapping os.ErrNotExist after its directories were visited; a
+// missing directory stops the walk there.
+func ReadFileVisit(root, rel string, visit func(path string, st *unix.Stat_t) error) ([]byte, error) {
+	rel = filepath.Clean(rel)
+	dir, base := filepath.Split(rel)
+	if err := checkComponent(base); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(root, rel), err)
+	}
+	p := filepath.Clean(root)
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer func() { unix.Close(fd) }()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: p, Err: err}
+	}
+	if err := visit(p, &st); err != nil {
+		return nil, err
+	}
+	if dir = filepath.Clean(dir); dir != "." {
+		for _, c := range strings.Split(filepath.ToSlash(dir), "/") {
+			if err := checkComponent(c); err != nil {
+				return nil, fmt.Errorf("%s: %w", filepath.Join(p, c), err)
+			}
+			p = filepath.Join(p, c)
+			next, err := openDirAt(fd, c, p, false)
+			if err != nil {
+				return nil, err
+			}
+			unix.Close(fd)
+			fd = next
+			if err := unix.Fstat(fd, &st); err != nil {
+				return nil, &os.PathError{Op: "stat", Path: p, Err: err}
+			}
+			if err := visit(p, &st); err != nil {
+				return nil, err
+			}
+		}
+	}
+	p = filepath.Join(p, base)
+	ffd, err := openStatAt(fd, base, p, unix.O_RDONLY, &st)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(ffd)
+	if err := visit(p, &st); err != nil {
+		return nil, err
+	}
+	return readFd(ffd, p, st.Size)
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/impyard/impyard/lib/blob"
 	"github.com/impyard/impyard/lib/box"
-	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/pause"
@@ -121,7 +120,7 @@ func (s *Supervisor) collect(l *liveRun, r *run.Run) (to, why string) {
 	branch := worktree.Branch(t.Imp, t.ID)
 	repo := t.Repo
 	if repo == "" {
-		if cfg, err := config.LoadImp(s.Yard, t.Imp); err == nil {
+		if cfg, err := s.loadImp(t.Imp); err == nil {
 			repo = cfg.Repo
 		}
 	}

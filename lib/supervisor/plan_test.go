@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -212,7 +213,7 @@ func TestDispatchStartsWhatThePlanSays(t *testing.T) {
 	s, _ := newSup(t)
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer gw.Close()
-	writeImp(t, s.Yard, "yuko", "rootfs = \"/\"\ncommand = [\"x\"]\n")
+	writeImp(t, s.Yard, "yuko", fmt.Sprintf("rootfs = %q\ncommand = [\"x\"]\n", t.TempDir()))
 	ghost1, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "ghost", Text: "one", By: "alice", Actor: "test"})
 	ghost2, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "ghost", Text: "two", By: "alice", Actor: "test"})
 	norepo, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "yuko", Kind: queue.Code, Text: "code without a repository", By: "alice", Actor: "test"})
@@ -239,7 +240,7 @@ func TestDispatchStartsWhatThePlanSays(t *testing.T) {
 // while an owner task of the same imp goes on to start.
 func TestDispatchHoldsProactiveWorkOverBudget(t *testing.T) {
 	s, now := newSup(t)
-	writeImp(t, s.Yard, "yuko", "rootfs = \"/\"\ncommand = [\"x\"]\n")
+	writeImp(t, s.Yard, "yuko", fmt.Sprintf("rootfs = %q\ncommand = [\"x\"]\n", t.TempDir()))
 	pro, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "yuko", Text: "digest", Proactive: true, By: "impsup", Actor: "test"})
 	if err := ledger.Debit(s.Yard, ledger.Entry{Imp: "yuko", Kind: ledger.Tokens, Task: pro, Model: "gpt-5", InputTokens: 600, OutputTokens: 400, TS: *now}); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/box"
-	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/netns"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
@@ -120,7 +119,7 @@ func (s *Supervisor) sweepRuns(adopted map[string]bool) {
 // ceilingLeft is what remains of an adopted box's ceiling.
 func (s *Supervisor) ceilingLeft(imp string, r *run.Run) time.Duration {
 	ceiling := box.DefaultCeiling
-	if cfg, err := config.LoadImp(s.Yard, imp); err == nil && cfg.Ceiling.Duration > 0 {
+	if cfg, err := s.loadImp(imp); err == nil && cfg.Ceiling.Duration > 0 {
 		ceiling = cfg.Ceiling.Duration
 	}
 	if r.Started == nil {

@@ -30,7 +30,7 @@ func (s *Supervisor) schedules() {
 		return
 	}
 	for _, name := range names {
-		cfg, err := config.LoadImp(s.Yard, name)
+		cfg, err := s.loadImp(name)
 		if errors.Is(err, config.ErrNoImpConfig) {
 			continue
 		}

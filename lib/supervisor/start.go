@@ -44,6 +44,10 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 		s.failWaiting(t, why)
 		return false, nil
 	}
+	if why := checkHome(s.Home, cfg, t); why != "" {
+		s.failWaiting(t, why)
+		return false, nil
+	}
 	// A charter or memory the brief cannot carry whole is the owner's to
 	// trim; the task says which file and how large.
 	if _, err := memory.Load(s.Yard, t.Imp); errors.Is(err, memory.ErrTooLarge) {
@@ -187,6 +191,61 @@ func checkBox(cfg *config.Imp) string {
 	return ""
 }
 
+// checkHome refuses, naming the key, a path of the imp's configuration or
+// of the task that would show IMPYARD_HOME to the box, before anything is
+// made; prepare checks the box's spec again as it is mounted.
+func checkHome(home string, cfg *config.Imp, t *queue.Task) string {
+	for _, k := range []struct{ key, path string }{{"rootfs", cfg.Rootfs}, {"archive", cfg.Archive}, {"repo", cfg.Repo}} {
+		if k.path == "" {
+			continue
+		}
+		if _, err := box.CheckHome(home, k.key, k.path); err != nil {
+			return fmt.Sprintf("%s/imp.toml: %v", cfg.Dir, err)
+		}
+	}
+	if t.Repo != "" {
+		if _, err := box.CheckHome(home, "repo", t.Repo); err != nil {
+			return fmt.Sprintf("task %s: %v", t.ID, err)
+		}
+	}
+	return ""
+}
+
+// homeless is spec with every host path it names checked by
+// box.CheckHome and replaced by its resolved form, but the gateway's CA
+// certificate (caPath) mounted read-only: the one file of IMPYARD_HOME a
+// box may see.
+func homeless(home, caPath string, spec box.Spec) (box.Spec, error) {
+	var err error
+	for _, k := range []struct {
+		key  string
+		path *string
+	}{{"rootfs", &spec.Rootfs}, {"archive", &spec.Archive}} {
+		if *k.path != "" {
+			if *k.path, err = box.CheckHome(home, k.key, *k.path); err != nil {
+				return spec, err
+			}
+		}
+	}
+	mounts := make([]box.Mount, len(spec.Mounts))
+	for i, m := range spec.Mounts {
+		if m.Source == caPath && m.ReadOnly {
+			mounts[i] = m
+			continue
+		}
+		key := "mount " + m.Target
+		if m.Target == BoxRepo {
+			key = "repo"
+		}
+		if m.Source, err = box.CheckHome(home, key, m.Source); err != nil {
+			return spec, err
+		}
+		mounts[i] = m
+	}
+	spec.Mounts = mounts
+	return spec, nil
+}
+
 // DefaultWorkspace is the size of a box's /work unless imp.toml says.
 const DefaultWorkspace = 256 << 20
 
@@ -260,7 +319,12 @@ func (s *Supervisor) prepare(cfg *config.Imp, t *queue.Task, runID, tok, ns, caP
 	}
 	if t.Kind == queue.Code {
 		// A writable clone of its own; the repository stays read-only.
-		repo := codeRepo(cfg, t)
+		// The task was read again when it started: its repository is
+		// checked again before it is cloned.
+		repo, err := box.CheckHome(s.Home, "repo", codeRepo(cfg, t))
+		if err != nil {
+			return box.Spec{}, err
+		}
 		wt := run.Path(s.Yard, runID, "worktree")
 		base, err := worktree.Provision(repo, t.Base, worktree.Branch(t.Imp, t.ID), wt, uid, gid)
 		if err != nil {
@@ -295,7 +359,7 @@ func (s *Supervisor) prepare(cfg *config.Imp, t *queue.Task, runID, tok, ns, caP
 		args = append(args, t.Text)
 	}
 	spec.Args = args
-	return spec, nil
+	return homeless(s.Home, caPath, spec)
 }
 
 // baseFile, in runs/<run>/, holds the base sha a code task's worktree

@@ -63,6 +63,9 @@ type Supervisor struct {
 	wake chan struct{}
 	// logged is the last problem logged per file (see logOnce).
 	logged map[string]string
+	// configs is org.toml and each imp.toml as the supervisor acts on
+	// them: one refused as unsafe leaves the last good one in force.
+	configs config.Keeper
 
 	// What passes, one at a time, are done with, so the next pass stats
 	// those files instead of reading them (see transition.Known): the
@@ -92,6 +95,12 @@ func (s *Supervisor) logf(format string, a ...any) {
 	if s.Logf != nil {
 		s.Logf(format, a...)
 	}
+}
+
+// loadImp reads an imp's imp.toml, keeping the last good one when a
+// writer of the yard's edit is refused (config.Keeper).
+func (s *Supervisor) loadImp(name string) (*config.Imp, error) {
+	return s.configs.LoadImp(s.Yard, name, s.logf)
 }
 
 func (s *Supervisor) now() time.Time {
@@ -144,7 +153,7 @@ func (s *Supervisor) Pass(ctx context.Context) (int, error) {
 	// dispatches nothing has applied a pause all the same.
 	ps := s.paused()
 	s.stops(ps)
-	org, err := config.LoadOrg(s.Yard)
+	org, err := s.configs.Load(s.Yard, s.logf)
 	if err != nil {
 		s.acknowledge(ps)
 		return 0, fmt.Errorf("nothing dispatched: %w", err)
@@ -223,7 +232,7 @@ func (s *Supervisor) dispatch(ctx context.Context, org *config.Org, ps *pause.St
 		if _, seen := cfgs[t.Imp]; seen {
 			continue
 		}
-		cfg, err := config.LoadImp(s.Yard, t.Imp)
+		cfg, err := s.loadImp(t.Imp)
 		cfgs[t.Imp] = cfg
 		if err != nil {
 			lim.Broken[t.Imp] = err.Error()

@@ -16,6 +16,7 @@ import (
 // opened for their owners (QueueDir, GatesDir, JournalPath, Decisions,
 // PolicyPath).
 var owners = map[string][]string{
+	".impyard-yard":       {"lib/yard"},
 	".impyard":            {"lib/yard"},
 	"queue":               {"lib/queue", "lib/yard"},
 	"gates":               {"lib/gate", "lib/yard"},

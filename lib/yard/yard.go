@@ -5,11 +5,13 @@
 // that owns the directory (see impyard(7) FILES), and every path into
 // IMPYARD_HOME by lib/home. lib/store reads and writes them.
 //
-// A yard is a directory holding the marker .impyard, which 'impsup init'
-// writes last. Open refuses any other directory (ErrNotAYard) before
-// anything is created in it, so a program pointed at the wrong place (a
-// cron job without IMPYARD_ROOT, a typo) fails instead of building a
-// second yard there.
+// A yard is a directory holding the marker .impyard-yard, which 'impsup
+// init' writes last. Open refuses any other directory (ErrNotAYard)
+// before anything is created in it, so a program pointed at the wrong
+// place (a cron job without IMPYARD_ROOT, a typo) fails instead of
+// building a second yard there. A yard made when the marker was called
+// .impyard is still one: the first Open that may write it renames its
+// marker.
 package yard
 
 import (
@@ -32,8 +34,15 @@ type Yard struct {
 	Root string
 }
 
-// Marker is the file at the root that makes a directory a yard.
-const Marker = ".impyard"
+// Marker is the file at the root that makes a directory a yard. Its name
+// is not the default IMPYARD_HOME's (~/.impyard), so a home directory is
+// never taken for a yard, nor its secrets for a marker.
+const Marker = ".impyard-yard"
+
+// OldMarker is what Marker was called before, when a home directory
+// holding the default IMPYARD_HOME read as a yard with a broken marker.
+// Only a regular file of this name is one.
+const OldMarker = ".impyard"
 
 // The marker's schema kind and major.
 const (
@@ -49,7 +58,7 @@ var ErrNotAYard = errors.New("not a yard")
 // tests.
 var Now = time.Now
 
-// marker is the content of .impyard.
+// marker is the content of the marker file.
 type marker struct {
 	Schema  string `json:"schema"`
 	Created string `json:"created"`
@@ -91,19 +100,66 @@ func Open(flagRoot string) (*Yard, error) {
 // Marked reports whether the root holds the marker, read as every yard
 // file is read (no symlink followed, a regular file, a schema this
 // impyard reads). A missing root, or one that is not a directory, has no
-// marker.
+// marker. A regular file of the old name is the marker as well: it is
+// renamed to the new name when the yard's lock can be taken, and taken
+// as it is when not (a reader that may not write the yard).
 func (y *Yard) Marked() (bool, error) {
-	data, err := store.ReadFileIn(y.Root, Marker)
+	marked, err := y.read(Marker)
+	if marked || err != nil {
+		return marked, err
+	}
+	old, err := store.RegularIn(y.Root, OldMarker)
+	if errors.Is(err, syscall.ENOTDIR) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !old {
+		// Another program may have renamed the old marker between the
+		// two looks: rename(2) leaves one of the names at every instant.
+		return y.read(Marker)
+	}
+	marked, err = y.read(OldMarker)
+	if err != nil {
+		return false, err
+	}
+	if !marked {
+		// Renamed since the look.
+		return y.read(Marker)
+	}
+	y.rename()
+	return true, nil
+}
+
+// read reports whether name at the root is a marker; missing, it is not.
+func (y *Yard) read(name string) (bool, error) {
+	data, err := store.ReadFileIn(y.Root, name)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	if err := store.CheckSchema(y.Path(Marker), data, markerKind, markerMajor); err != nil {
+	if err := store.CheckSchema(y.Path(name), data, markerKind, markerMajor); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// rename gives the old marker the new name, under the root's lock, so
+// that of several programs opening the yard at once one renames it. A
+// yard whose marker cannot be renamed (no right to its lock, a read-only
+// file system) keeps the old marker, which every Open still reads, so
+// its error changes nothing and is dropped.
+func (y *Yard) rename() {
+	d, err := y.Dir()
+	if err != nil {
+		return
+	}
+	_ = d.Update(func(tx *store.Tx) error {
+		return tx.Rename(OldMarker, Marker)
+	})
 }
 
 // Prepare makes root, a directory, for 'impsup init' to fill, creating it
@@ -118,7 +174,12 @@ func Prepare(root string) (y *Yard, made bool, err error) {
 	fi, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(abs, 0o750); err != nil {
+		// The root is synced into its parent, as every directory of the
+		// yard is, so what init writes in it survives a power cut.
+		if err := os.MkdirAll(filepath.Dir(abs), 0o750); err != nil {
+			return nil, false, err
+		}
+		if _, err := store.Mkdir(abs, 0o750); err != nil {
 			return nil, false, err
 		}
 		made = true

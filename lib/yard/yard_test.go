@@ -171,3 +171,118 @@ func TestSkeletonRefusesSymlink(t *testing.T) {
 		t.Errorf("CreatePolicy wrote through a symlink: %v", err)
 	}
 }
+
+// TestOpenRefusesHome: a directory whose .impyard is the default
+// IMPYARD_HOME (a directory, or a symlink to one) is not a yard, in the
+// words every program prints, not an error about the marker; a home
+// directory run in without IMPYARD_ROOT says what the manual says.
+func TestOpenRefusesHome(t *testing.T) {
+	for name, plant := range map[string]func(p string) error{
+		"dir": func(p string) error { return os.MkdirAll(filepath.Join(p, "ca"), 0o700) },
+		"symlink": func(p string) error {
+			home := filepath.Join(filepath.Dir(filepath.Dir(p)), "elsewhere")
+			if err := os.MkdirAll(home, 0o700); err != nil {
+				return err
+			}
+			return os.Symlink(home, p)
+		},
+	} {
+		dir := t.TempDir()
+		root := filepath.Join(dir, "home")
+		os.Mkdir(root, 0o750)
+		if err := plant(filepath.Join(root, ".impyard")); err != nil {
+			t.Fatal(err)
+		}
+		before := yardtest.Tree(t, dir)
+		_, err := yard.Open(root)
+		want := "not a yard: " + root + " (set IMPYARD_ROOT or run 'impsup init " + root + "')"
+		if !errors.Is(err, yard.ErrNotAYard) || err.Error() != want {
+			t.Errorf("%s: Open = %v; want %q", name, err, want)
+		}
+		yardtest.Unchanged(t, dir, before, name+": Open")
+	}
+}
+
+// oldMarker is a marker as 'impsup init' wrote it before the marker's
+// name was changed.
+const oldMarker = `{"schema":"impyard.yard/1","created":"2026-11-01T08:00:00Z"}` + "\n"
+
+// TestOldMarkerRenamed: a yard made with the marker's old name .impyard
+// is a yard, and the first Open renames its marker to the new name, bytes
+// unchanged; later Opens find it there.
+func TestOldMarkerRenamed(t *testing.T) {
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, ".impyard"), []byte(oldMarker), 0o640)
+	for i := 1; i <= 2; i++ {
+		if _, err := yard.Open(root); err != nil {
+			t.Fatalf("Open #%d of a yard with the old marker: %v", i, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(root, yard.Marker)); err != nil || string(b) != oldMarker {
+			t.Errorf("after Open #%d, %s is %q, %v; want the old marker's bytes", i, yard.Marker, b, err)
+		}
+		if _, err := os.Lstat(filepath.Join(root, ".impyard")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("after Open #%d the old marker is still there: %v", i, err)
+		}
+	}
+}
+
+// TestOldMarkerKept: an old marker is still a yard's where it cannot be
+// renamed (the yard's lock cannot be taken), and left where it is beside
+// a marker of the new name, which is the one read.
+func TestOldMarkerKept(t *testing.T) {
+	stuck := t.TempDir()
+	os.WriteFile(filepath.Join(stuck, ".impyard"), []byte(oldMarker), 0o640)
+	os.Mkdir(filepath.Join(stuck, ".lock"), 0o750)
+	if _, err := yard.Open(stuck); err != nil {
+		t.Errorf("Open of an old yard whose marker cannot be renamed: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(stuck, ".impyard")); string(b) != oldMarker {
+		t.Errorf("the old marker that could not be renamed is now %q", b)
+	}
+	both := yardtest.New(t)
+	os.WriteFile(both.Path(".impyard"), []byte("not a marker"), 0o640)
+	if _, err := yard.Open(both.Root); err != nil {
+		t.Errorf("Open of a yard with both markers: %v", err)
+	}
+	if b, _ := os.ReadFile(both.Path(".impyard")); string(b) != "not a marker" {
+		t.Errorf("the old name beside a new marker is now %q", b)
+	}
+}
+
+// TestOldMarkerChecked: a regular file of the old name is read as a
+// marker and refused, naming it, when it is not one.
+func TestOldMarkerChecked(t *testing.T) {
+	for name, data := range map[string]string{"future": `{"schema":"impyard.yard/2"}`, "garbage": "yes"} {
+		root := t.TempDir()
+		os.WriteFile(filepath.Join(root, ".impyard"), []byte(data), 0o640)
+		_, err := yard.Open(root)
+		if err == nil || errors.Is(err, yard.ErrNotAYard) || !strings.Contains(err.Error(), filepath.Join(root, ".impyard")) {
+			t.Errorf("%s: Open = %v; want an error naming the old marker", name, err)
+		}
+		if _, err := os.Lstat(filepath.Join(root, yard.Marker)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: a marker was made from it: %v", name, err)
+		}
+	}
+}
+
+// TestOldMarkerRace: programs opening an old yard at once all take it
+// for a yard, whichever of them renames the marker while the others
+// look for it.
+func TestOldMarkerRace(t *testing.T) {
+	for round := 0; round < 50; round++ {
+		root := t.TempDir()
+		os.WriteFile(filepath.Join(root, ".impyard"), []byte(oldMarker), 0o640)
+		errs := make(chan error, 8)
+		for range 8 {
+			go func() {
+				_, err := yard.Open(root)
+				errs <- err
+			}()
+		}
+		for range 8 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: Open while another renames the marker: %v", round, err)
+			}
+		}
+	}
+}
