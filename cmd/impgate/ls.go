@@ -1,17 +1,21 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/yard"
 )
 
 const lsUsage = `usage: impgate ls [--all] [--imp NAME] [--json] [--color WHEN]
 
-List pending gates, oldest first; with --all, decided gates too. Files
+List pending gates, oldest first; with --all, decided gates too. A
+pause in force (impsup pause) is shown first, one line each, on standard
+error with --json; while it holds, its imps' approved gates wait. Files
 that cannot be read are reported on standard error by name and the rest
 are still listed.
 
@@ -42,6 +46,20 @@ func ls(e *cli.Env, args []string) error {
 	y, err := yard.Open(*root)
 	if err != nil {
 		return err
+	}
+	// A pause comes first: it holds every approved gate of what it
+	// pauses, and refuses new proposals.
+	ps, perr := pause.Load(y)
+	if perr != nil {
+		e.Warn(perr)
+	}
+	for _, l := range ps.Lines() {
+		l += "; its approved gates are held, not executed, until 'impsup resume'"
+		if *asJSON {
+			e.Warn(errors.New(l))
+		} else {
+			fmt.Fprintln(e.Stdout, cli.Printable(l))
+		}
 	}
 	// Every cell of the STATE column, the header's too, is painted, so the
 	// codes add the same width to each and the table stays aligned.

@@ -31,6 +31,8 @@ Commands:
   doctor   check every prerequisite, one line each
   status   what needs the owner: tasks, pending gates, spend, daemons, failures
   config   edit an authority file as visudo does (config edit FILE)
+  pause    stop dispatch, schedules and the gateway for imps or the yard
+  resume   lift a pause
 
 Run 'impsup COMMAND --help' or 'impsup help COMMAND' for a command's flags.
 
@@ -38,6 +40,7 @@ Examples:
   impsup init /srv/yard
   impsup doctor
   impsup status
+  impsup pause --reason 'away until Monday'
   impsup run
   */5 * * * * IMPYARD_ROOT=/srv/yard /usr/local/bin/impsup once   # crontab
 `
@@ -57,6 +60,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"doctor": func(a []string) error { return doctor(ctx, e, a) },
 		"status": func(a []string) error { return statusCmd(e, a) },
 		"config": func(a []string) error { return configCmd(e, a) },
+		"pause":  func(a []string) error { return pauseCmd(ctx, e, a, false) },
+		"resume": func(a []string) error { return pauseCmd(ctx, e, a, true) },
 	})
 }
 

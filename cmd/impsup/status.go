@@ -10,7 +10,8 @@ import (
 
 const statusUsage = `usage: impsup status [--json] [--failures N] [--color WHEN] [--root DIR]
 
-One screen of what needs the owner: tasks by state per imp, the gates
+One screen of what needs the owner: first the pause in force, if any
+(impsup pause), then tasks by state per imp, the gates
 still pending and how long they have waited (and why an approved one
 waits, when org.toml names no executor for it), today's spend against the
 budgets in org.toml, whether impsup and impexec are running (their locks
@@ -20,8 +21,9 @@ An authority file that every daemon refuses for its owner or mode
 (org.toml, policies/gateway.json, an imp.toml; impyard-security(7)) is
 named among the warnings. It only reads; nothing in the yard is created or changed.
 
-With --json, one JSON object with the parts daemons, tasks, gates,
-spend, failures and warnings; times are RFC 3339, UTC, whole seconds.
+With --json, one JSON object with the parts paused (and pause, the
+pause file, while anything is paused), daemons, tasks, gates, spend,
+failures and warnings; times are RFC 3339, UTC, whole seconds.
 
 Examples:
   impsup status

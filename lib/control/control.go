@@ -357,6 +357,7 @@ var refusalStatus = map[proposal.Refusal]int{
 	proposal.Failed:         http.StatusInternalServerError,
 	proposal.NoExecutor:     http.StatusBadRequest,
 	proposal.GateCap:        http.StatusTooManyRequests,
+	proposal.Paused:         http.StatusForbidden,
 }
 
 // await waits a bounded time for an auto-approved gate's execution; the

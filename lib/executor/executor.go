@@ -50,6 +50,7 @@ import (
 	"github.com/impyard/impyard/lib/crash"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/signers"
 	"github.com/impyard/impyard/lib/state"
@@ -68,6 +69,10 @@ var ErrBusy = temporary.New("another executor is working on this gate")
 // ErrGatewayDown means impgw does not answer, so an HTTP action is not
 // begun: the gate stays as it was, to be executed once impgw is back.
 var ErrGatewayDown = run.ErrGatewayDown
+
+// ErrPaused means the gate's imp (or the yard) is paused: the gate is held,
+// approved, nothing sent, until 'impsup resume'.
+var ErrPaused = temporary.New("held by a pause")
 
 // Runner executes gates of one yard.
 type Runner struct {
@@ -180,6 +185,11 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 	}
 	switch {
 	case g.State == state.Approved:
+		// The owner who pressed stop expects nothing more to go out: the
+		// gate keeps its approval and is executed after resume.
+		if ps, _ := pause.Load(r.Yard); ps.Of(g.Imp) != nil {
+			return g, fmt.Errorf("gate %s not executed, nothing sent: %s: %w", gateID, ps.Why(g.Imp), ErrPaused)
+		}
 		if err := gatewayUp(org, exe); err != nil {
 			return g, fmt.Errorf("gate %s not executed: %w", gateID, err)
 		}

@@ -277,6 +277,8 @@ func (r *Runner) message(en *notify.Entry, secrets []string) (*notify.Message, e
 		m.Reason = fmt.Sprintf("the owner denied %s, which earned trust would have approved: the earned [[trust]] entries of %s for %s are removed from imps/%s/imp.toml, so its gates wait for the owner again",
 			g.ID, g.Imp, g.Intent, g.Imp)
 		m.Summary = notify.Summarize(g.Payload, 200, secrets)
+	case notify.Pause, notify.Resume:
+		m.Reason = notify.Excerpt(en.Why, notify.TextMax, secrets)
 	default:
 		t, err := queue.Get(r.Yard, en.Subject)
 		if err != nil {

@@ -399,6 +399,29 @@ func TestNotifyBoxTextStaysOnItsLine(t *testing.T) {
 	}
 }
 
+// TestNotifyPause: a pause is told to every receiver, whatever on names,
+// with its reason (secrets replaced) and the imp, and without a gate or a
+// task to read.
+func TestNotifyPause(t *testing.T) {
+	r, received, _, _ := notifyRunner(t, "[notify]\non = [\"task-failed\"]\ncommand = [\"RECEIVE\"]\n")
+	e := event.Event{Event: notify.Pause, Imp: "yuko", ID: notify.PauseSubject, Seq: 4, Why: "leaked " + notifySecret, TS: time.Now()}
+	if err := notify.Enqueue(r.Yard, e, config.Notifies); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.NotifyOnce(context.Background(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got := receivedMessages(t, received)
+	if len(got) != 1 {
+		t.Fatalf("got %d notifications, want the pause: %+v", len(got), got)
+	}
+	m := got[0]
+	if m.Event != notify.Pause || m.ID != "pause.4" || m.Imp != "yuko" || !strings.HasPrefix(m.Text, "pause: yuko") ||
+		!strings.Contains(m.Reason, "leaked") || strings.Contains(m.Reason, notifySecret) {
+		t.Fatalf("message %+v", m)
+	}
+}
+
 // The gates one imp files are told at most once per [notify] coalesce
 // (default 1m): those pending at a pass go out in one message naming how
 // many and which; those filed within the window of the last wait for its

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/state"
 )
 
@@ -48,6 +49,26 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 		}()
 	}
 	r.recordSigners()
+	// A resume releases the gates a pause held: take up every approved
+	// gate again at once rather than at the next rescan.
+	go func() {
+		seen := -1
+		err := pause.Watch(ctx, r.Yard, rescan, func(ps *pause.State, _ error) {
+			if ps.Seq == seen {
+				return
+			}
+			seen = ps.Seq
+			gates, _ := gate.List(r.Yard, gate.Filter{All: true})
+			for _, g := range gates {
+				if g.State == state.Approved && ps.Of(g.Imp) == nil {
+					start(g.ID)
+				}
+			}
+		}, func(err error) { r.logf("watch: %v", err) })
+		if err != nil {
+			r.logf("watch: %v", err)
+		}
+	}()
 	var ready sync.Once
 	return gate.Watch(ctx, r.Yard, rescan, gate.Handler{
 		Gate: func(g *gate.Gate) {

@@ -46,6 +46,9 @@ func (s *session) connect(rec *Record, req *http1.Request) bool {
 	if !ok {
 		return !req.Close
 	}
+	if why := s.g.paused(subject); why != "" {
+		return s.refuse(rec, req, http.StatusForbidden, why)
+	}
 	pol := s.g.policy.get()
 	d := pol.policy.JudgeConnect(host, port, subject)
 	rec.decided(d)

@@ -127,6 +127,11 @@ type Config struct {
 	// it was forwarded or not) names it in Spend.Call, and end is called
 	// once that Spend was handed to Meter. Nil admits every request.
 	Admit func(c Call) (end func(), err error)
+	// Paused is asked for every request of an authenticated subject, and
+	// for every CONNECT, before anything is judged: a non-empty answer
+	// refuses it with 403 and is the reason given and recorded. Nil
+	// pauses nothing.
+	Paused func(subject string) string
 	// Log receives diagnostics, one "impgw: ..." line each.
 	Log io.Writer
 	// Lookup resolves host names; nil means the system resolver.

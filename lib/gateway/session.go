@@ -181,7 +181,19 @@ func (s *session) handle(start time.Time, req *http1.Request) bool {
 	if !ok {
 		return !req.Close && req.ContentLength == 0
 	}
+	if why := s.g.paused(subject); why != "" {
+		return s.refuse(rec, req, http.StatusForbidden, why)
+	}
 	return s.proxy(rec, req, &t, subject, pol)
+}
+
+// paused is why subject's requests are refused now, "" when they are
+// not (see Config.Paused).
+func (g *Gateway) paused(subject string) string {
+	if g.cfg.Paused == nil {
+		return ""
+	}
+	return g.cfg.Paused(subject)
 }
 
 // authenticate names the request's subject, and sets the record's task:

@@ -35,6 +35,9 @@ import (
 	"github.com/impyard/impyard/lib/gateway"
 	"github.com/impyard/impyard/lib/inbound"
 	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/pause"
+	"github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/token"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -75,6 +78,7 @@ type Config struct {
 
 // Server is a gateway with its control API and box listeners.
 type Server struct {
+	yard      *yard.Yard
 	gw        *gateway.Gateway
 	boxes     *boxnet.Server
 	meter     *ledger.Meter
@@ -141,6 +145,7 @@ func New(cfg Config) (*Server, error) {
 		Control:       api,
 		Meter:         spend(y, meter, logf),
 		Admit:         (&admission{y: y, meter: meter, now: ledger.Now, imps: map[string]*inflight{}}).admit,
+		Paused:        paused(y),
 		Authenticate:  boxnet.Authenticate(cfg.Home),
 		Unsynced:      cfg.Unsynced,
 	})
@@ -154,6 +159,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	return &Server{
+		yard:      y,
 		gw:        g,
 		boxes:     &boxnet.Server{Yard: y, Gateway: g, Logf: logf},
 		meter:     meter,
@@ -307,6 +313,41 @@ func (a *admission) admit(c gateway.Call) (func(), error) {
 	}, nil
 }
 
+// paused refuses the requests of a paused imp's runs, reading the pause
+// file for each (one small read, so a pause applies from the moment it
+// is written, whatever the watcher's delay). The org subject (executors)
+// is not an imp's run: impexec holds a paused imp's gates itself.
+func paused(y *yard.Yard) func(subject string) string {
+	return func(subject string) string {
+		if subject == "" || subject == token.Org {
+			return ""
+		}
+		ps, _ := pause.Load(y)
+		return ps.Why(subject)
+	}
+}
+
+// acknowledge tells impsup pause, for each change of the pause file, that
+// this gateway applies it (paused reads the file on each request, so it
+// does once the file is written).
+func (s *Server) acknowledge(ctx context.Context) {
+	acked := -1
+	err := pause.Watch(ctx, s.yard, 10*time.Second, func(ps *pause.State, _ error) {
+		if ps.Seq == acked || ps.Seq == 0 {
+			// Seq 0 is a yard never paused: nothing to acknowledge.
+			return
+		}
+		if err := pause.Acknowledge(s.yard, "impgw", ps.Seq, time.Now()); err != nil {
+			fmt.Fprintf(s.log, "impgw: error: acknowledging pause %d: %v\n", ps.Seq, err)
+			return
+		}
+		acked = ps.Seq
+	}, func(err error) { fmt.Fprintf(s.log, "impgw: watching the pause file: %v\n", err) })
+	if err != nil {
+		fmt.Fprintf(s.log, "impgw: error: watching the pause file: %v\n", err)
+	}
+}
+
 // runOf names the run of the box a control request came from.
 func runOf(r *http.Request) (string, bool) {
 	runID, _, ok := boxnet.Identity(gateway.Conn(r.Context()))
@@ -335,6 +376,14 @@ func Listen(addrs []string) ([]net.Listener, error) {
 // to grace to finish and writes out the metered bytes.
 func (s *Server) Serve(ctx context.Context, lns []net.Listener, grace time.Duration) error {
 	defer s.meter.Sync()
+	// Holding runs/.impgw.lock shared, from before the first listener
+	// serves, tells impsup pause that a gateway runs and must
+	// acknowledge.
+	release, err := run.Present(s.yard, "impgw")
+	if err != nil {
+		return err
+	}
+	defer release()
 	// One listener failing stops them all: a gateway half up is a box
 	// half cut off, which is harder to notice than one that is down.
 	sctx, stop := context.WithCancel(ctx)
@@ -362,6 +411,11 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, grace time.Durat
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.acknowledge(sctx)
+	}()
 	// Boxes are served inside their own namespaces, each listener
 	// attached as its run starts and closed as it ends.
 	wg.Add(1)

@@ -224,6 +224,12 @@ func title(m *Message) string {
 		return fmt.Sprintf("task %s of %s needs review", m.Task, m.Imp)
 	case TrustEarnedRemoved:
 		return fmt.Sprintf("earned trust of %s for %s taken back", m.Imp, m.Intent)
+	case Pause, Resume:
+		what := "the yard"
+		if m.Imp != "" {
+			what = m.Imp
+		}
+		return fmt.Sprintf("%s: %s", m.Event, what)
 	}
 	return m.Event + " " + m.Imp
 }

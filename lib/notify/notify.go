@@ -48,14 +48,23 @@ const (
 	// TrustEarnedRemoved is a deny taking back earned trust (lib/earn):
 	// its subject is the denied gate, its seq the deny's transition.
 	TrustEarnedRemoved = "trust-earned-removed"
+	// Pause and Resume are the owner's stop and its lifting (lib/pause):
+	// their subject is PauseSubject, their seq the pause file's.
+	Pause  = "pause"
+	Resume = "resume"
 )
 
+// PauseSubject is the record id of pause and resume events.
+const PauseSubject = "pause"
+
 // Events are the events [notify] on may name.
-var Events = []string{GateFiled, TaskFailed, TaskNeedsReview, TrustEarnedRemoved}
+var Events = []string{GateFiled, TaskFailed, TaskNeedsReview, TrustEarnedRemoved, Pause, Resume}
 
 // Always are the events told to every receiver whatever on says: trust
 // taken back changes what runs without asking, so the owner hears of it.
-var Always = []string{TrustEarnedRemoved}
+// A pause or its lifting is told to all as well: it stops or starts
+// everything an imp does.
+var Always = []string{TrustEarnedRemoved, Pause, Resume}
 
 const (
 	dir     = "outbox"
@@ -68,12 +77,15 @@ type Entry struct {
 	Schema string `json:"schema"`
 	// ID is the event's id, <record id>.<seq>: the same for every attempt
 	// and every receiver, so a receiver can drop a repeat.
-	ID      string    `json:"id"`
-	Event   string    `json:"event"`
-	Imp     string    `json:"imp"`
-	Subject string    `json:"subject"` // the gate or task id
-	Seq     int       `json:"seq"`
-	At      time.Time `json:"at"` // when the event happened
+	ID      string `json:"id"`
+	Event   string `json:"event"`
+	Imp     string `json:"imp"`
+	Subject string `json:"subject"` // the gate or task id, or PauseSubject
+	Seq     int    `json:"seq"`
+	// Why is a pause's reason, kept here as the pause file keeps only
+	// the pause in force.
+	Why string    `json:"why,omitempty"`
+	At  time.Time `json:"at"` // when the event happened
 	// Attempts counts the failed deliveries; Next is when the next may
 	// begin and LastError what the last one said.
 	Attempts  int       `json:"attempts,omitempty"`
@@ -93,8 +105,8 @@ func EventID(rec string, seq int) string { return rec + "." + strconv.Itoa(seq) 
 func checkEventID(s string) error {
 	rec, seq, ok := strings.Cut(s, ".")
 	n, err := strconv.Atoi(seq)
-	if !ok || err != nil || n < 1 || strconv.Itoa(n) != seq || (id.Check(id.Gate, rec) != nil && id.Check(id.Task, rec) != nil) {
-		return fmt.Errorf("invalid notification id %q: want a gate or task id, '.', and a transition number", s)
+	if !ok || err != nil || n < 1 || strconv.Itoa(n) != seq || (rec != PauseSubject && id.Check(id.Gate, rec) != nil && id.Check(id.Task, rec) != nil) {
+		return fmt.Errorf("invalid notification id %q: want a gate or task id or %q, '.', and a transition number", s, PauseSubject)
 	}
 	return nil
 }
@@ -122,6 +134,9 @@ func Enqueue(y *yard.Yard, e event.Event, notifies func(y *yard.Yard, event stri
 		return err
 	}
 	en := Entry{Schema: store.Schema(Kind, Major), ID: eid, Event: e.Event, Imp: e.Imp, Subject: e.ID, Seq: e.Seq, At: e.TS}
+	if e.ID == PauseSubject {
+		en.Why = e.Why
+	}
 	return d.Update(func(tx *store.Tx) error {
 		if err := tx.Check(name(pending, eid), name(sent, eid)); err != nil {
 			return err

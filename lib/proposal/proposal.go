@@ -32,6 +32,7 @@ import (
 	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/memory"
+	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/strictjson"
 	"github.com/impyard/impyard/lib/trust"
@@ -78,6 +79,7 @@ const (
 	Failed                        // the decision could not be made (the yard could not be read)
 	NoExecutor                    // the intent has no executor configured, so a gate could never be executed
 	GateCap                       // the run has filed its gates_per_run gates or gate_bytes_per_run payload bytes
+	Paused                        // the imp or the yard is paused (lib/pause): nothing is filed, no trust applies
 )
 
 var refusalNames = [...]string{
@@ -94,6 +96,7 @@ var refusalNames = [...]string{
 	Failed:         "failed",
 	NoExecutor:     "no-executor",
 	GateCap:        "gate-cap",
+	Paused:         "paused",
 }
 
 func (r Refusal) String() string {
@@ -182,6 +185,11 @@ func decide(y *yard.Yard, p Proposal, take takeGate) (d Decision, env Envelope) 
 		return refuse(NotOwn, "run_id %q is not this token's run", env.RunID), env
 	case env.TaskID != "" && env.TaskID != p.Task:
 		return refuse(NotOwn, "task_id %q is not this token's task", env.TaskID), env
+	}
+	// Before anything else is read: a pause refuses every proposal, so
+	// no trust entry approves one and no gate waits to surprise the owner.
+	if ps, _ := pause.Load(y); ps.Of(p.Imp) != nil {
+		return refuse(Paused, "%s", ps.Why(p.Imp)), env
 	}
 	loadOrg := p.Org
 	if loadOrg == nil {

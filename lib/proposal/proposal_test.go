@@ -71,7 +71,7 @@ func TestZeroDecisionRefuses(t *testing.T) {
 	if d.Verdict != Refused || d.Verdict.String() != "refused" || d.Refusal.String() != "unexplained" || d.Gate != nil {
 		t.Fatalf("zero decision: %+v", d)
 	}
-	for _, r := range []Refusal{-1, GateCap + 1} {
+	for _, r := range []Refusal{-1, Paused + 1} {
 		if r.String() != "unexplained" {
 			t.Errorf("Refusal(%d) is %q", r, r.String())
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/notify"
+	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
@@ -38,13 +39,17 @@ func (t Time) String() string { return t.UTC().Truncate(time.Second).Format(time
 
 // Status is the overview. Its JSON form is impsup status --json.
 type Status struct {
-	Yard     string     `json:"yard"`
-	At       Time       `json:"at"`
-	Daemons  []Daemon   `json:"daemons"`
-	Tasks    []ImpTasks `json:"tasks"`
-	Gates    []Pending  `json:"gates"`
-	Spend    []Spend    `json:"spend"`
-	Failures []Failure  `json:"failures"`
+	Yard string `json:"yard"`
+	At   Time   `json:"at"`
+	// Paused is the pause in force, one line each, the yard first;
+	// PauseFile is the pause file itself when anything is paused.
+	Paused    []string     `json:"paused"`
+	PauseFile *pause.State `json:"pause,omitempty"`
+	Daemons   []Daemon     `json:"daemons"`
+	Tasks     []ImpTasks   `json:"tasks"`
+	Gates     []Pending    `json:"gates"`
+	Spend     []Spend      `json:"spend"`
+	Failures  []Failure    `json:"failures"`
 	// Notifications are those the outbox still owes the owner.
 	Notifications Notifications `json:"notifications"`
 	// Warnings are the parts that could not be read (a damaged task or
@@ -81,7 +86,7 @@ type Pending struct {
 	Created    Time   `json:"created"`
 	AgeSeconds int64  `json:"age_seconds"`
 	// Waiting says why impexec leaves an approved or executing gate as it
-	// is: no executor in org.toml for its intent.
+	// is: no executor in org.toml for its intent, or a pause of its imp.
 	Waiting string `json:"waiting,omitempty"`
 }
 
@@ -158,6 +163,17 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 	}
 	s := &Status{Yard: y.Root, At: Time{o.Now}, Daemons: []Daemon{}, Tasks: []ImpTasks{}, Gates: []Pending{}, Spend: []Spend{}, Failures: []Failure{}, Warnings: []string{}}
 	warn := func(err error) { s.Warnings = append(s.Warnings, err.Error()) }
+	ps, err := pause.Load(y)
+	if err != nil {
+		warn(err)
+	}
+	s.Paused = ps.Lines()
+	if s.Paused == nil {
+		s.Paused = []string{}
+	}
+	if ps.Any() {
+		s.PauseFile = ps
+	}
 	for _, err := range config.Unsafe(y) {
 		warn(fmt.Errorf("%w; every daemon refuses it", err))
 	}
@@ -222,6 +238,12 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 			if g.State != state.Filed && g.Intent != config.TrustPromote {
 				if _, err := org.Executor(g.Intent); err != nil {
 					p.Waiting = err.Error()
+				}
+			}
+			if g.State == state.Approved && p.Waiting == "" {
+				// impexec holds it, approved, until resume.
+				if why := ps.Why(g.Imp); why != "" {
+					p.Waiting = "held: " + why
 				}
 			}
 			s.Gates = append(s.Gates, p)
@@ -318,6 +340,9 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 	ew := &errWriter{w: w}
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "yard %s at %s\n", s.Yard, s.At)
+	for _, l := range s.Paused {
+		fmt.Fprintln(tw, p.Paint(cli.Red, cli.Printable(l)))
+	}
 
 	fmt.Fprintln(tw, "\nDAEMONS")
 	for _, d := range s.Daemons {

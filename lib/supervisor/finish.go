@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/impyard/impyard/lib/box"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/intent"
+	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
@@ -56,7 +58,13 @@ func (s *Supervisor) finish(l *liveRun, r *run.Run, exit box.Exit, waitErr error
 		s.logf("run %s: revoking its token: %v", r.ID, err)
 	}
 	to, why := state.Done, "box exited 0"
+	s.mu.Lock()
+	stopped := l.stopped
+	s.mu.Unlock()
 	switch {
+	case stopped != "":
+		// The owner stopped it: what it did so far is the owner's to judge.
+		to, why = state.NeedsReview, stopped+"; "+reason(exit)
 	case waitErr != nil:
 		to, why = state.Failed, "box error: "+waitErr.Error()
 	case exit.Ceiling:
@@ -72,7 +80,16 @@ func (s *Supervisor) finish(l *liveRun, r *run.Run, exit box.Exit, waitErr error
 	}
 	t, err := queue.Get(s.Yard, l.task)
 	if err == nil && t.State == state.Running {
-		_, err = queue.Move(s.Yard, l.task, queue.Change{To: to, By: Actor, Actor: Actor, Why: why})
+		c := queue.Change{To: to, By: Actor, Actor: Actor, Why: why}
+		if stopped != "" {
+			c.Edit = func(t *queue.Task) error {
+				if !slices.Contains(t.Labels, LabelStopped) {
+					t.Labels = append(t.Labels, LabelStopped)
+				}
+				return nil
+			}
+		}
+		_, err = queue.Move(s.Yard, l.task, c)
 	}
 	if err != nil {
 		s.logf("task %s: %v", l.task, err)
@@ -220,7 +237,7 @@ func (s *Supervisor) reviews() {
 	for _, err := range append(bad, more...) {
 		s.logf("%v", err)
 	}
-	s.settle(review, gates)
+	s.settle(review, gates, s.paused())
 	s.continuations(continued, gates)
 }
 
@@ -232,8 +249,10 @@ func final(t *queue.Task) bool {
 
 // settle moves needs-review tasks on once all their gates are finished:
 // failed if one failed, done otherwise (a denied gate is a decision, and
-// the task's continuation, if it asked for one, carries it).
-func (s *Supervisor) settle(tasks []*queue.Task, gates []*gate.Gate) {
+// the task's continuation, if it asked for one, carries it). A task whose
+// box a pause stopped (LabelStopped) stays while its imp is paused, and
+// then fails, as it did not finish.
+func (s *Supervisor) settle(tasks []*queue.Task, gates []*gate.Gate, ps *pause.State) {
 	for _, t := range tasks {
 		open, failed, outcomes := false, "", []string{}
 		for _, g := range gates {
@@ -252,9 +271,19 @@ func (s *Supervisor) settle(tasks []*queue.Task, gates []*gate.Gate) {
 		if open {
 			continue
 		}
+		stopped := slices.Contains(t.Labels, LabelStopped)
+		if stopped && ps.Of(t.Imp) != nil {
+			// The owner stopped it: it stays in review, its reason shown,
+			// while the pause holds.
+			continue
+		}
 		to, why := state.Done, "gates finished: "+strings.Join(outcomes, ", ")
-		if failed != "" {
+		switch {
+		case failed != "":
 			to, why = state.Failed, failed
+		case stopped:
+			// Cut short, it is not done: failed, so impq retry runs it again.
+			to, why = state.Failed, "stopped by a pause before it finished; 'impq retry "+t.ID+"' runs it again"
 		}
 		if _, err := queue.Move(s.Yard, t.ID, queue.Change{To: to, By: Actor, Actor: Actor, Why: why}); err != nil {
 			s.logf("task %s: %v", t.ID, err)

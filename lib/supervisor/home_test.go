@@ -13,6 +13,7 @@ import (
 	"github.com/impyard/impyard/lib/box"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/state"
 )
@@ -55,7 +56,7 @@ func TestDispatchRefusesHome(t *testing.T) {
 			org := &config.Org{}
 			org.Supervisor.Concurrency = 1
 			org.Gateway.Listen = strings.TrimPrefix(gw.URL, "http://")
-			if n, err := s.dispatch(context.Background(), org); n != 0 || err != nil {
+			if n, err := s.dispatch(context.Background(), org, &pause.State{}); n != 0 || err != nil {
 				t.Fatalf("dispatch: %d started, %v; want the task failed, nothing started", n, err)
 			}
 			task, _ := queue.Get(s.Yard, taskID)
@@ -120,7 +121,7 @@ func TestDispatchKeepsLastGoodImp(t *testing.T) {
 	org.Supervisor.Concurrency = 1
 	org.Gateway.Listen = strings.TrimPrefix(gw.URL, "http://")
 	caMissing := filepath.Join(s.Home, "ca", "ca.crt")
-	if _, err := s.dispatch(context.Background(), org); err == nil || !strings.Contains(err.Error(), caMissing) {
+	if _, err := s.dispatch(context.Background(), org, &pause.State{}); err == nil || !strings.Contains(err.Error(), caMissing) {
 		t.Fatalf("first pass: %v; want the missing CA", err)
 	}
 	p := config.ImpPath(s.Yard, "yuko")
@@ -129,7 +130,7 @@ func TestDispatchKeepsLastGoodImp(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := s.dispatch(context.Background(), org); err == nil || !strings.Contains(err.Error(), caMissing) {
+		if _, err := s.dispatch(context.Background(), org, &pause.State{}); err == nil || !strings.Contains(err.Error(), caMissing) {
 			t.Fatalf("after the writer's edit: %v; want the missing CA, as the last good imp.toml goes", err)
 		}
 	}

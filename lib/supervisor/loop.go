@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/state"
 )
@@ -48,6 +49,12 @@ func (s *Supervisor) Run(ctx context.Context, rescan time.Duration) error {
 	}()
 	warn := func(err error) { s.logf("watch: %v", err) }
 	go queue.Watch(ctx, s.Yard, "", rescan, func(queue.Event) { kick() }, warn)
+	// A pause or resume brings a pass, which applies it and acknowledges.
+	go func() {
+		if err := pause.Watch(ctx, s.Yard, rescan, func(*pause.State, error) { kick() }, warn); err != nil {
+			warn(err)
+		}
+	}()
 	go gate.Watch(ctx, s.Yard, rescan, gate.Handler{
 		Gate: func(g *gate.Gate) {
 			if g.State != state.Filed {

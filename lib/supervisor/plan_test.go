@@ -12,6 +12,7 @@ import (
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/state"
 )
@@ -220,7 +221,7 @@ func TestDispatchStartsWhatThePlanSays(t *testing.T) {
 	org := &config.Org{}
 	org.Supervisor.Concurrency = 1
 	org.Gateway.Listen = strings.TrimPrefix(gw.URL, "http://")
-	n, err := s.dispatch(context.Background(), org)
+	n, err := s.dispatch(context.Background(), org, &pause.State{})
 	if n != 0 || err == nil || !strings.Contains(err.Error(), filepath.Join(s.Home, "ca", "ca.crt")) {
 		t.Fatalf("dispatch: %d started, %v; want the missing CA", n, err)
 	}
@@ -250,7 +251,7 @@ func TestDispatchHoldsProactiveWorkOverBudget(t *testing.T) {
 	org.Supervisor.Concurrency = 2
 	org.Gateway.Listen = strings.TrimPrefix(gw.URL, "http://")
 	for range 2 {
-		if _, err := s.dispatch(context.Background(), org); err != nil {
+		if _, err := s.dispatch(context.Background(), org, &pause.State{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -270,7 +271,7 @@ func TestDispatchHoldsProactiveWorkOverBudget(t *testing.T) {
 	// Owner work of the same imp is not held: it goes on to start, and
 	// meets the missing gateway CA.
 	owner, _, _ := queue.Add(s.Yard, queue.AddOptions{Imp: "yuko", Text: "asked", By: "alice", Actor: "test"})
-	if _, err := s.dispatch(context.Background(), org); err == nil || !strings.Contains(err.Error(), "ca.crt") {
+	if _, err := s.dispatch(context.Background(), org, &pause.State{}); err == nil || !strings.Contains(err.Error(), "ca.crt") {
 		t.Fatalf("owner task: %v, want the missing CA", err)
 	}
 	if task, _ := queue.Get(s.Yard, owner); strings.HasPrefix(task.Reason, heldPrefix) {
@@ -279,7 +280,7 @@ func TestDispatchHoldsProactiveWorkOverBudget(t *testing.T) {
 	// The next UTC day the proactive task goes on to start too.
 	*now = now.Add(24 * time.Hour)
 	queue.Move(s.Yard, owner, queue.Change{To: state.Cancelled, By: "alice", Actor: "test"})
-	if _, err := s.dispatch(context.Background(), org); err == nil || !strings.Contains(err.Error(), "ca.crt") {
+	if _, err := s.dispatch(context.Background(), org, &pause.State{}); err == nil || !strings.Contains(err.Error(), "ca.crt") {
 		t.Fatalf("the next day: %v, want the start to meet the missing CA", err)
 	}
 }

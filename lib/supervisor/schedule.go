@@ -16,7 +16,7 @@ func ParseSchedule(spec string) (cron.Schedule, error) {
 }
 
 // schedules files a task for every [[schedule]] entry of every imp that
-// came due since it last fired. An entry never stacks a task on one of its
+// came due since it last fired; a paused imp's are skipped (see fire). An entry never stacks a task on one of its
 // own still waiting or running, and after downtime it fires once, not
 // once per missed time. When each entry last fired is kept in its marker
 // in queue/<imp>/ (see scheduleMarkOf); a marker that cannot be read is
@@ -24,6 +24,7 @@ func ParseSchedule(spec string) (cron.Schedule, error) {
 // from firing again. An imp.toml that does not load is logged once,
 // naming the file, line and entry, and fires nothing until it is fixed.
 func (s *Supervisor) schedules() {
+	ps := s.paused()
 	names, err := config.ImpNames(s.Yard)
 	if err != nil {
 		return
@@ -38,7 +39,7 @@ func (s *Supervisor) schedules() {
 			continue
 		}
 		for _, e := range cfg.Schedule.List {
-			s.fire(cfg, e)
+			s.fire(cfg, e, ps.Why(name))
 		}
 	}
 }
@@ -53,8 +54,10 @@ func scheduleMarkOf(e config.Schedule) string {
 	return scheduleMark + "-" + e.Key
 }
 
-// fire files e's task if it came due.
-func (s *Supervisor) fire(cfg *config.Imp, e config.Schedule) {
+// fire files e's task if it came due, unless the imp is paused (paused
+// says why): then the times it came due are recorded as skipped and its
+// marker moves on, so they are not made up after resume.
+func (s *Supervisor) fire(cfg *config.Imp, e config.Schedule, paused string) {
 	sched, err := ParseSchedule(e.Cron)
 	if err != nil {
 		s.logf("imp %s: %s %q: %v", cfg.Name, e.Label(), e.Cron, err)
@@ -75,6 +78,18 @@ func (s *Supervisor) fire(cfg *config.Imp, e config.Schedule) {
 		return
 	}
 	if sched.Next(last).After(now) {
+		return
+	}
+	if paused != "" {
+		if err := s.skip(cfg, e, sched, last, now, paused); err != nil {
+			// Unrecorded, the times are not skipped: the next pass tries
+			// again rather than lose them silently.
+			s.logf("imp %s: %s: %v", cfg.Name, e.Label(), err)
+			return
+		}
+		if err := s.writeMark(cfg.Name, mk, now); err != nil {
+			s.logf("imp %s: %s: %v", cfg.Name, e.Label(), err)
+		}
 		return
 	}
 	text := e.Task

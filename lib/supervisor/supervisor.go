@@ -30,6 +30,7 @@ import (
 	"github.com/impyard/impyard/lib/box"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
@@ -76,6 +77,9 @@ type Supervisor struct {
 	// final holds the tasks done or cancelled that asked for no
 	// continuation: nothing ever moves them again.
 	final map[string]bool
+	// acked is the pause Seq last acknowledged, once ackedOnce.
+	acked     int
+	ackedOnce bool
 }
 
 type liveRun struct {
@@ -83,6 +87,8 @@ type liveRun struct {
 	task  string
 	imp   string
 	box   *box.Box
+	// stopped is the pause that stopped the box, "" while none did.
+	stopped string
 }
 
 func (s *Supervisor) logf(format string, a ...any) {
@@ -138,18 +144,26 @@ func (s *Supervisor) poke() {
 }
 
 // Pass does one round: schedules, settled reviews, continuations,
-// cancellations, and dispatch of what may start now. It returns how many
-// boxes it started.
+// cancellations, stops asked by a pause, and dispatch of what may start
+// now, nothing of a paused imp; then it acknowledges the pause it
+// applied. It returns how many boxes it started.
 func (s *Supervisor) Pass(ctx context.Context) (int, error) {
 	s.init()
+	// Stops first: they need no configuration, and a pass that
+	// dispatches nothing has applied a pause all the same.
+	ps := s.paused()
+	s.stops(ps)
 	org, err := s.configs.Load(s.Yard, s.logf)
 	if err != nil {
+		s.acknowledge(ps)
 		return 0, fmt.Errorf("nothing dispatched: %w", err)
 	}
 	s.schedules()
 	s.reviews()
 	s.cancellations(ctx)
-	return s.dispatch(ctx, org)
+	n, err := s.dispatch(ctx, org, ps)
+	s.acknowledge(ps)
+	return n, err
 }
 
 // Wait blocks until every box this supervisor watches has ended and been
@@ -188,8 +202,15 @@ func (s *Supervisor) startable() (waiting, running []*queue.Task) {
 // dispatch starts what Plan says may start now. A task that does not
 // start for a reason of its own frees its slot, so the plan is made again
 // over what is left until it has nothing more to start.
-func (s *Supervisor) dispatch(ctx context.Context, org *config.Org) (int, error) {
-	waiting, running := s.startable()
+func (s *Supervisor) dispatch(ctx context.Context, org *config.Org, ps *pause.State) (int, error) {
+	all, running := s.startable()
+	// A paused imp's tasks stay waiting, untouched, until it resumes.
+	var waiting []*queue.Task
+	for _, t := range all {
+		if ps.Of(t.Imp) == nil {
+			waiting = append(waiting, t)
+		}
+	}
 	// Each imp's configuration is read once a pass.
 	cfgs := map[string]*config.Imp{}
 	lim := Limits{Global: org.Supervisor.Concurrency, PerImp: map[string]int{}, Broken: map[string]string{}, OverBudget: map[string]string{}}

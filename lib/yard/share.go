@@ -15,7 +15,7 @@ import (
 var WorkDirs = [][]string{
 	{"queue"}, {"gates"}, {"gates", "pending"}, {"gates", "resolved"},
 	{"journal"}, {"mailbox"}, {"runs"}, {"blobs"}, {"ledger"},
-	{"outbox"}, {"inbound"}, {"signers"},
+	{"outbox"}, {"inbound"}, {"signers"}, {"pause"},
 }
 
 // authority are the paths below the root, besides the root itself, that
