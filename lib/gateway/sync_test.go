@@ -159,6 +159,16 @@ func TestForwardedOnlyAfterItsRecordIsSynced(t *testing.T) {
 		if got := <-answer; got != want {
 			t.Fatalf("after the sync: %q", got)
 		}
+		// The upstream counts its connection when it accepts it, which may
+		// come after the gateway's dial returned: a round trip through the
+		// tunnel's echo waits for that.
+		echo := make([]byte, 4)
+		if _, err := io.WriteString(c, "ping"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, echo); err != nil || string(echo) != "ping" {
+			t.Fatalf("through the tunnel: %q %v", echo, err)
+		}
 		if dialed.Load() != 1 {
 			t.Fatalf("tunnel dialed %d times", dialed.Load())
 		}
