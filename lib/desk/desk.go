@@ -15,6 +15,7 @@ import (
 	"github.com/impyard/impyard/lib/executor"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/intent"
+	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -73,6 +74,14 @@ func Inspect(y *yard.Yard, home string, g *gate.Gate) *Report {
 		r.DestinationError = err.Error()
 		if (g.State == state.Approved || g.State == state.Executing) && (!loaded || errors.Is(err, config.ErrNoExecutor)) {
 			r.Waiting = "impexec leaves it " + g.State + ", nothing sent: " + err.Error()
+		}
+	}
+	if g.State == state.Approved && r.Waiting == "" {
+		// A pause file that does not read holds the whole yard, as it
+		// does for impexec: Load says why in the state it returns.
+		ps, _ := pause.Load(y)
+		if why := ps.Why(g.Imp); why != "" {
+			r.Waiting = "impexec holds it, approved, nothing sent: " + why
 		}
 	}
 	r.verify(home)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/impyard/impyard/internal/approvaltest"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/lib/yard/yardtest"
@@ -163,5 +164,30 @@ func TestInspectPromotion(t *testing.T) {
 	}
 	if Inspect(y, t.TempDir(), rest).Promotion != nil {
 		t.Errorf("an email gate shows a promotion")
+	}
+}
+
+// An approved gate of a paused imp is held by impexec until resume: the
+// desk says so, naming the pause, as impsup status does. A gate of an
+// imp not paused is not marked.
+func TestInspectHeldByPause(t *testing.T) {
+	y := newYard(t)
+	home := t.TempDir()
+	g := approvaltest.Approve(t, y, home, file(t, y, "email-send", nil).ID)
+	if r := Inspect(y, home, g); r.Waiting != "" {
+		t.Fatalf("not paused, yet waiting: %q", r.Waiting)
+	}
+	if _, err := pause.Pause(y, pause.Change{Imps: []string{"nova"}, By: "alice", At: time.Now(), Reason: "another imp"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := Inspect(y, home, g); r.Waiting != "" {
+		t.Fatalf("another imp paused, yet waiting: %q", r.Waiting)
+	}
+	if _, err := pause.Pause(y, pause.Change{Imps: []string{"yuko"}, By: "alice", At: time.Now(), Reason: "travelling"}); err != nil {
+		t.Fatal(err)
+	}
+	r := Inspect(y, home, g)
+	if !strings.HasPrefix(r.Waiting, "impexec holds it, approved, nothing sent: imp yuko is paused") || !strings.Contains(r.Waiting, "travelling") {
+		t.Errorf("waiting %q, want held by yuko's pause", r.Waiting)
 	}
 }
