@@ -282,3 +282,25 @@ func TestGatesPerRun(t *testing.T) {
 		t.Fatalf("%d gates filed, want 23", n)
 	}
 }
+
+// TestUnsafeOrgKeepsTheBudget: org.toml rewritten by another account of
+// the yard (a writable file) with a budget of its own is refused, and the
+// gateway's metering keeps the last good one in force: proactive calls
+// still pass within it and are held to its cap, not the writer's.
+func TestUnsafeOrgKeepsTheBudget(t *testing.T) {
+	m := newMeterYardOn(t, "[budget.yuko]\ntokens_daily = 5000\n", modelAPI(t))
+	proactive := m.client(t, m.task(t, "--proactive", "digest"))
+	m.callBody(t, proactive, `{"model":"gpt-5","max_tokens":100,"messages":[]}`, http.StatusOK)
+	org := m.y.Path("org.toml")
+	if err := os.WriteFile(org, []byte("[budget.yuko]\ntokens_daily = 1000000\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(org, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	m.callBody(t, proactive, `{"model":"gpt-5","max_tokens":100,"messages":[]}`, http.StatusOK)
+	body, _ := m.callBody(t, proactive, `{"model":"gpt-5","max_tokens":6000,"messages":[]}`, http.StatusTooManyRequests)
+	if !strings.Contains(body, "of its daily 5000 model tokens") {
+		t.Errorf("refusal %q, want the last good cap of 5000", body)
+	}
+}

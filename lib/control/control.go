@@ -85,6 +85,15 @@ type API struct {
 	decider proposal.Decider
 }
 
+// org reads org.toml through Org, as proposals do, so that every quota
+// of the control API acts on the configuration the gateway keeps.
+func (a *API) org() (*config.Org, error) {
+	if a.Org != nil {
+		return a.Org()
+	}
+	return config.LoadOrg(a.Yard)
+}
+
 // Envelope is what a box proposes.
 type Envelope = proposal.Envelope
 

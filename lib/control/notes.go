@@ -40,7 +40,7 @@ func quotaKey(sub *token.Subject) string {
 // refused notes cannot flood the logs either. undo gives the note back
 // when it could not be written after all.
 func (a *API) admitNote(sub *token.Subject, size int) (undo func(), err error) {
-	org, err := config.LoadOrg(a.Yard)
+	org, err := a.org()
 	if err != nil {
 		// A quota still holds while org.toml does not load.
 		org = config.Default()

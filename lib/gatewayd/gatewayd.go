@@ -130,8 +130,8 @@ func New(cfg Config) (*Server, error) {
 	// refused as unsafe leaves the last good one in force, the refusal
 	// logged once per change.
 	orgs := &config.Keeper{}
-	api := &control.API{Yard: y, Home: cfg.Home, Signer: cfg.Signer, Policy: gateway.PolicyOf, RunOf: runOf,
-		Org: func() (*config.Org, error) { return orgs.Load(y, logf) }}
+	org := func() (*config.Org, error) { return orgs.Load(y, logf) }
+	api := &control.API{Yard: y, Home: cfg.Home, Signer: cfg.Signer, Policy: gateway.PolicyOf, RunOf: runOf, Org: org}
 	g, err := gateway.New(gateway.Config{
 		PolicyPath:    policy,
 		ReadPolicy:    y.ReadAuthority,
@@ -143,8 +143,8 @@ func New(cfg Config) (*Server, error) {
 		Limits:        cfg.Limits,
 		Log:           log,
 		Control:       api,
-		Meter:         spend(y, meter, logf),
-		Admit:         (&admission{y: y, meter: meter, now: ledger.Now, imps: map[string]*inflight{}}).admit,
+		Meter:         spend(org, meter, logf),
+		Admit:         (&admission{y: y, org: org, meter: meter, now: ledger.Now, imps: map[string]*inflight{}}).admit,
 		Paused:        paused(y),
 		Authenticate:  boxnet.Authenticate(cfg.Home),
 		Unsynced:      cfg.Unsynced,
@@ -184,7 +184,7 @@ func lineLogger(w io.Writer) func(format string, a ...any) {
 // metered response, priced from org.toml as it is now. The entry of an
 // admitted call settles its reservation: its tokens entry, or a Settle
 // entry when it has no usage (refused after all, or failed).
-func spend(y *yard.Yard, meter *ledger.Meter, logf func(string, ...any)) func(gateway.Spend) {
+func spend(org func() (*config.Org, error), meter *ledger.Meter, logf func(string, ...any)) func(gateway.Spend) {
 	return func(sp gateway.Spend) {
 		if sp.Bytes > 0 {
 			meter.Add(ledger.Entry{Imp: sp.Subject, Kind: ledger.Bytes, Task: sp.Task, Bytes: sp.Bytes})
@@ -198,7 +198,7 @@ func spend(y *yard.Yard, meter *ledger.Meter, logf func(string, ...any)) func(ga
 		}
 		e := ledger.Entry{Imp: sp.Subject, Kind: ledger.Tokens, Task: sp.Task, Model: u.Model,
 			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, UnknownUsage: u.Unknown, Call: sp.Call}
-		if org, err := config.LoadOrg(y); err != nil {
+		if org, err := org(); err != nil {
 			logf("error: pricing %s tokens of %s: %v", u.Model, sp.Subject, err)
 		} else {
 			e.Cost = org.Cost(u.Model, u.InputTokens, u.OutputTokens)
@@ -230,6 +230,7 @@ const bytesPerToken = 4
 // calls in flight lives here, and starts at zero with the process.
 type admission struct {
 	y     *yard.Yard
+	org   func() (*config.Org, error)
 	meter *ledger.Meter
 	now   func() time.Time
 
@@ -267,7 +268,7 @@ func (a *admission) admit(c gateway.Call) (func(), error) {
 	if a.meter.Class(c.Task) != ledger.Proactive {
 		return nil, nil
 	}
-	org, err := config.LoadOrg(a.y)
+	org, err := a.org()
 	if err != nil {
 		return nil, fmt.Errorf("proactive work is not admitted while org.toml does not load: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/internal/testclock"
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gateway"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/queue"
@@ -39,7 +40,7 @@ func TestSpendAndAdmit(t *testing.T) {
 	writeOrg("[budget.yuko]\ntokens_daily = 1000\n[prices.\"gpt-5\"]\ninput = 1.0\noutput = 2.0\n")
 	var logged []string
 	m := ledger.NewMeter(y, func(err error) { t.Error(err) })
-	meter := spend(y, m, func(f string, a ...any) { logged = append(logged, f) })
+	meter := spend(loadOrg(y), m, func(f string, a ...any) { logged = append(logged, f) })
 	ok := admitter(y, m)
 	if err := ok("yuko", pro); err != nil {
 		t.Fatalf("under budget: %v", err)
@@ -91,7 +92,7 @@ func TestUnknownUsageCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := ledger.NewMeter(y, func(err error) { t.Error(err) })
-	meter := spend(y, m, func(f string, a ...any) { t.Errorf(f, a...) })
+	meter := spend(loadOrg(y), m, func(f string, a ...any) { t.Errorf(f, a...) })
 	ok := admitter(y, m)
 	meter(gateway.Spend{Subject: "yuko", Task: pro, Usage: &gateway.Usage{Model: "local", Unknown: true}})
 	if err := ok("yuko", pro); err != nil {
@@ -117,7 +118,7 @@ func TestUnknownUsageCost(t *testing.T) {
 // admitter asks a fresh admission about calls without a body, ending
 // each admitted one at once.
 func admitter(y *yard.Yard, m *ledger.Meter) func(imp, task string) error {
-	a := &admission{y: y, meter: m, now: ledger.Now, imps: map[string]*inflight{}}
+	a := &admission{y: y, org: loadOrg(y), meter: m, now: ledger.Now, imps: map[string]*inflight{}}
 	n := 0
 	return func(imp, task string) error {
 		n++
@@ -143,7 +144,7 @@ func TestAdmitReserves(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	a := &admission{y: y, meter: ledger.NewMeter(y, func(err error) { t.Error(err) }), now: func() time.Time { return now }, imps: map[string]*inflight{}}
+	a := &admission{y: y, org: loadOrg(y), meter: ledger.NewMeter(y, func(err error) { t.Error(err) }), now: func() time.Time { return now }, imps: map[string]*inflight{}}
 	call := func(id string, max int) (func(), error) {
 		return a.admit(gateway.Call{Subject: "yuko", Task: pro, ID: id, Body: []byte(fmt.Sprintf(`{"max_tokens":%d}`, max))})
 	}
@@ -186,11 +187,17 @@ func TestPricingLogOneLine(t *testing.T) {
 	}
 	var b strings.Builder
 	m := ledger.NewMeter(y, func(err error) { t.Error(err) })
-	spend(y, m, lineLogger(&b))(gateway.Spend{Subject: "yuko", Usage: &gateway.Usage{Model: "gpt\r\x1b[2Kimpgw: policy loaded again\nimpgw: ok", InputTokens: 1}})
+	spend(loadOrg(y), m, lineLogger(&b))(gateway.Spend{Subject: "yuko", Usage: &gateway.Usage{Model: "gpt\r\x1b[2Kimpgw: policy loaded again\nimpgw: ok", InputTokens: 1}})
 	m.Sync()
 	got := b.String()
 	if strings.Count(got, "\n") != 1 || strings.ContainsAny(got, "\r\x1b") ||
 		!strings.HasPrefix(got, `impgw: error: pricing gpt\r\x1b[2Kimpgw: policy loaded again\nimpgw: ok tokens of yuko: `) {
 		t.Errorf("logged %q, want one escaped line", got)
 	}
+}
+
+// loadOrg reads y's org.toml afresh each time, as a Keeper does while the
+// file is safe.
+func loadOrg(y *yard.Yard) func() (*config.Org, error) {
+	return func() (*config.Org, error) { return config.LoadOrg(y) }
 }
