@@ -504,24 +504,10 @@ func TestLogAnswersWhoCameDuringAWrite(t *testing.T) {
 	}
 	first := make(chan error, 1)
 	go func() { first <- l.Append([]byte("{\"n\":1}\n"), true) }()
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-			l.mu.Lock()
-			ok := cond()
-			l.mu.Unlock()
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("never %s", what)
-			}
-		}
-	}
-	waitFor("writing", func() bool { return l.writing })
+	waitLog(t, l, "writing", func() bool { return l.writing })
 	second := make(chan error, 1)
 	go func() { second <- l.Sync() }()
-	waitFor("waiting", func() bool { return len(l.waiters) == 1 })
+	waitLog(t, l, "waiting", func() bool { return len(l.waiters) == 1 })
 	unlock()
 	for i, ch := range []chan error{first, second} {
 		select {
