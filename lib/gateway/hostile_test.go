@@ -12,7 +12,10 @@ import (
 	"time"
 )
 
-func TestDomainFronting(t *testing.T) {
+// frontingRig is a gateway allowing api.test and other.api.test, both
+// resolving to one TLS upstream, and what that upstream saw.
+func frontingRig(t *testing.T) (*harness, *testUpstream, *seen) {
+	t.Helper()
 	var up seen
 	ups := newTLSUpstream(t, up.handler("x"))
 	h := startGateway(t, policy(
@@ -20,6 +23,11 @@ func TestDomainFronting(t *testing.T) {
 		func(c *Config) { c.UpstreamCA = ups.bundle })
 	h.resolve("api.test", "127.0.0.1")
 	h.resolve("other.api.test", "127.0.0.1")
+	return h, ups, &up
+}
+
+func TestDomainFronting(t *testing.T) {
+	h, ups, up := frontingRig(t)
 	authority := fmt.Sprintf("api.test:%d", ups.port)
 
 	// SNI naming another host than the CONNECT: the handshake fails.

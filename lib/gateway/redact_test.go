@@ -122,13 +122,7 @@ func TestLogfOneLine(t *testing.T) {
 // with names its target, and that target's credential parameters are
 // redacted there too, in the record and in the answer.
 func TestFrontingReasonRedacted(t *testing.T) {
-	var up seen
-	ups := newTLSUpstream(t, up.handler("x"))
-	h := startGateway(t, policy(
-		`{"name": "api", "match": {"host": ["api.test", "other.api.test"], "network": "127.0.0.0/8"}, "verdict": "allow"}`),
-		func(c *Config) { c.UpstreamCA = ups.bundle })
-	h.resolve("api.test", "127.0.0.1")
-	h.resolve("other.api.test", "127.0.0.1")
+	h, ups, _ := frontingRig(t)
 	tc, br, err := h.connectTLS(fmt.Sprintf("api.test:%d", ups.port), "api.test")
 	if err != nil {
 		t.Fatal(err)
