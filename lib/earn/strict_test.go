@@ -4,20 +4,17 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 // TestAppendRefusesUnsafeImp: an earned entry is not appended to an
 // imp.toml a writer of the yard could have written: rewriting it would
 // make the writer's entries the owner's file. The file is left as it is.
 func TestAppendRefusesUnsafeImp(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give a file to another uid")
-	}
 	f := newFixture(t)
 	p := config.ImpPath(f.y, "yuko")
 	os.MkdirAll(filepath.Dir(p), 0o750)
@@ -33,18 +30,9 @@ func TestAppendRefusesUnsafeImp(t *testing.T) {
 		t.Fatal("no promotion")
 	}
 	promote = f.move(t, promote.ID, state.Approved, "alice", "impgate")
-	if err := os.Chown(p, 65534, 65534); err != nil {
-		t.Fatal(err)
-	}
+	yardtest.Foreign(t, p)
 	if _, err := Append(f.y, f.org, f.keys(t), promote, promote.Payload); !errors.Is(err, config.ErrUnsafe) {
 		t.Fatalf("Append: %v; want ErrUnsafe", err)
 	}
-	var st os.FileInfo
-	st, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(p); string(b) != planted || st.Sys().(*syscall.Stat_t).Uid != 65534 {
-		t.Fatalf("imp.toml changed: %q", b)
-	}
+	yardtest.StillForeign(t, p, planted)
 }

@@ -3,7 +3,6 @@ package grant
 import (
 	"errors"
 	"os"
-	"syscall"
 	"testing"
 
 	"github.com/impyard/impyard/lib/yard"
@@ -14,17 +13,12 @@ import (
 // policy a writer of the yard could have written: rewriting it would make
 // the writer's rules the owner's file. The file is left as it is.
 func TestApplyRefusesUnsafePolicy(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give a file to another uid")
-	}
 	y := yardtest.New(t)
 	os.MkdirAll(y.Path("policies"), 0o750)
 	if err := os.WriteFile(y.PolicyPath(), []byte(policy), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(y.PolicyPath(), 65534, 65534); err != nil {
-		t.Fatal(err)
-	}
+	yardtest.Foreign(t, y.PolicyPath())
 	rule, err := Rule("yuko", []byte(`{"name":"docs","match":{"host":"docs.python.org","method":"GET"},"verdict":"allow"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -32,13 +26,7 @@ func TestApplyRefusesUnsafePolicy(t *testing.T) {
 	if _, err := Apply(y, "yuko", rule); !errors.Is(err, yard.ErrUnsafe) {
 		t.Fatalf("Apply: %v; want ErrUnsafe", err)
 	}
-	var st os.FileInfo
-	if st, err = os.Stat(y.PolicyPath()); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(y.PolicyPath()); string(b) != policy || st.Sys().(*syscall.Stat_t).Uid != 65534 {
-		t.Fatalf("the policy changed: %s", b)
-	}
+	yardtest.StillForeign(t, y.PolicyPath(), policy)
 	if _, err := os.Stat(y.PolicyPath() + ".1"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a backup was written: %v", err)
 	}

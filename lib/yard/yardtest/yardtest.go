@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,5 +78,39 @@ func Unchanged(t testing.TB, root, before, what string) {
 	t.Helper()
 	if after := Tree(t, root); after != before {
 		t.Errorf("%s:\nbefore:\n%s\nafter:\n%s", what, before, after)
+	}
+}
+
+// foreignUID is the account a test gives a file to, as a writer of the
+// yard other than its owner would leave one: nobody's.
+const foreignUID = 65534
+
+// Foreign gives the file at p to another account, as a writer of the
+// yard would leave a file it wrote. It skips the test where it cannot
+// (not root).
+func Foreign(t testing.TB, p string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a file to another uid")
+	}
+	if err := os.Chown(p, foreignUID, foreignUID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StillForeign fails t unless the file at p still holds want and is
+// still the other account's: nothing rewrote it as the owner's.
+func StillForeign(t testing.TB, p, want string) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != want || st.Sys().(*syscall.Stat_t).Uid != foreignUID {
+		t.Fatalf("%s changed: %q, owner %d", p, b, st.Sys().(*syscall.Stat_t).Uid)
 	}
 }
