@@ -32,7 +32,14 @@ func parse(t testing.TB, data string) *Policy {
 
 func TestBrokenPolicies(t *testing.T) {
 	tests := map[string]string{
-		"bad-meter.json":                    `rules[0] "a": meter: "gemini" is not openai or anthropic`,
+		"bad-meter.json":                    `rules[0] "a": meter: "grok" is not openai, anthropic or gemini`,
+		"websocket-with-gemini-meter.json":  `rules[0] "a": websocket: the gateway reads usage from WebSocket frames only under meter openai`,
+		"websocket-on-deny.json":            `rules[0] "a": websocket: only an allow rule lets a WebSocket through`,
+		"websocket-string.json":             `rules[0] "a": websocket: cannot use JSON string as bool`,
+		"bad-timeout.json":                  `rules[0] "a": timeout: "10 minutes" is not a duration like "600s" or "10m"`,
+		"zero-timeout.json":                 `rules[0] "a": timeout: "0s" is not above 0 and at most 24h0m0s`,
+		"long-timeout.json":                 `rules[0] "a": timeout: "25h" is not above 0 and at most 24h0m0s`,
+		"tunnel-with-timeout.json":          `rules[0] "a": timeout: only an allow rule has an upstream to wait for`,
 		"tunnel-with-meter.json":            `rules[0] "a": meter: only an allow rule meters: the gateway reads no response of a deny or tunnel rule`,
 		"upgrade-with-meter.json":           `rules[0] "a": meter: a metering rule cannot allow a protocol upgrade: the gateway reads no usage after it`,
 		"bad-cidr.json":                     `rules[0] "a": match.network: "10.0.0.0/33" is not a CIDR prefix like 10.0.0.0/8`,
