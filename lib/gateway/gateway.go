@@ -478,7 +478,11 @@ type Call struct {
 	Subject string
 	Task    string
 	// ID is the request's decision record id, which Spend.Call repeats.
-	ID   string
+	ID string
+	// Path is the request's path, which names the model of some APIs.
+	Path string
+	// Body is the request body as judged: decoded, when it was sent
+	// with a Content-Encoding.
 	Body []byte
 }
 

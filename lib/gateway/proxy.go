@@ -68,7 +68,7 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	addr, d, status, reason := s.pickAddr(pol.policy, jr, d)
 	rec.decided(d)
 	if status == 0 && d.Meter != "" && g.cfg.Admit != nil && subject != "" {
-		end, err := g.cfg.Admit(Call{Subject: subject, Task: rec.task, ID: rec.ID, Body: body})
+		end, err := g.cfg.Admit(Call{Subject: subject, Task: rec.task, ID: rec.ID, Path: t.path, Body: body})
 		switch {
 		case errors.Is(err, ErrUnmetered):
 			status, reason = http.StatusServiceUnavailable, err.Error()
@@ -105,10 +105,17 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 		return s.deny(rec, req, http.StatusServiceUnavailable, unrecorded, keep)
 	}
 	sent := time.Now()
-	resp, err := pol.upstream.RoundTrip(addr, out)
+	resp, err := pol.upstream.RoundTripWithin(addr, out, d.Timeout)
 	rec.UpstreamMS = float64(time.Since(sent).Microseconds()) / 1000
 	if err != nil {
 		rec.Status, rec.Error = upstreamStatus(err), "upstream: "+err.Error()
+		if rec.Status == http.StatusGatewayTimeout {
+			wait := d.Timeout
+			if wait == 0 {
+				wait = g.lim.UpstreamTimeout
+			}
+			rec.Error = fmt.Sprintf("upstream: no response within %s: %v", wait, err)
+		}
 		g.outcome(rec)
 		s.writeError(rec, req, nil, !keep)
 		return keep

@@ -31,6 +31,10 @@ const (
 		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"hi\"}}\n\n" +
 		"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":15}}\n\n" +
 		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	geminiJSON = `{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"}}],"usageMetadata":{"promptTokenCount":31,"candidatesTokenCount":9,"totalTokenCount":52,"cachedContentTokenCount":20,"thoughtsTokenCount":12},"modelVersion":"gemini-2.5-pro"}`
+	geminiSSE  = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"he\"}]}}],\"usageMetadata\":{\"promptTokenCount\":40,\"totalTokenCount\":40},\"modelVersion\":\"gemini-2.5-flash\"}\r\n\r\n" +
+		"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"llo\"}]}}],\"usageMetadata\":{\"promptTokenCount\":40,\"candidatesTokenCount\":2,\"totalTokenCount\":42},\"modelVersion\":\"gemini-2.5-flash\"}\r\n\r\n" +
+		"data: {\"candidates\":[{\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":40,\"candidatesTokenCount\":6,\"toolUsePromptTokenCount\":3,\"totalTokenCount\":49},\"modelVersion\":\"gemini-2.5-flash\"}\r\n\r\n"
 )
 
 func TestUsageReader(t *testing.T) {
@@ -49,6 +53,12 @@ func TestUsageReader(t *testing.T) {
 		{"cache figures under the openai meter", judge.MeterOpenAI, "application/json", `{"model":"gpt-5","usage":{"prompt_tokens":3,"cache_creation_input_tokens":150000,"completion_tokens":5}}`, Usage{Model: "gpt-5", InputTokens: 3, OutputTokens: 5}},
 		{"sse without a final newline", judge.MeterOpenAI, "text/event-stream", strings.TrimRight(openAISSE[:strings.Index(openAISSE, "data: [DONE]")], "\n"), Usage{Model: "gpt-5", InputTokens: 100, OutputTokens: 200}},
 		{"crlf sse", judge.MeterAnthropic, "text/event-stream", strings.ReplaceAll(anthropicSSE, "\n", "\r\n"), Usage{Model: "claude-x", InputTokens: 25, OutputTokens: 15}},
+		{"gemini json", judge.MeterGemini, "application/json", geminiJSON, Usage{Model: "gemini-2.5-pro", InputTokens: 31, OutputTokens: 21}},
+		{"gemini sse", judge.MeterGemini, "text/event-stream", geminiSSE, Usage{Model: "gemini-2.5-flash", InputTokens: 43, OutputTokens: 6}},
+		{"gemini json array", judge.MeterGemini, "application/json", "[" + geminiJSON + ",\r\n" + `{"usageMetadata":{"promptTokenCount":31,"candidatesTokenCount":15,"thoughtsTokenCount":12}}` + "]", Usage{Model: "gemini-2.5-pro", InputTokens: 31, OutputTokens: 27}},
+		{"openai names under the gemini meter", judge.MeterGemini, "application/json", openAIJSON, Usage{Unknown: true}},
+		{"gemini names under the openai meter", judge.MeterOpenAI, "text/event-stream", geminiSSE, Usage{Unknown: true}},
+		{"gemini negative counts", judge.MeterGemini, "application/json", `{"usageMetadata":{"promptTokenCount":-1,"candidatesTokenCount":-2}}`, Usage{Unknown: true}},
 		{"no usage", judge.MeterOpenAI, "application/json", `{"model":"gpt-5","choices":[]}`, Usage{Model: "gpt-5", Unknown: true}},
 		{"malformed json", judge.MeterOpenAI, "application/json", `{"model":"gpt-5","usage":{"prompt_tokens":12,`, Usage{Unknown: true}},
 		{"usage of the wrong type", judge.MeterOpenAI, "application/json", `{"usage":{"prompt_tokens":"12"}}`, Usage{Unknown: true}},
