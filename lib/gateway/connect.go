@@ -58,6 +58,10 @@ func (s *session) connect(rec *Record, req *http1.Request) bool {
 	case judge.Allow:
 		s.terminate(rec, req, t, subject)
 	default:
+		if s.uncredentialed(req, subject, pol.policy, &judge.Request{Protocol: "https", Method: http.MethodConnect, Host: host, Port: port}) {
+			s.challenge(rec, req, reasonNoCredentials, req.Close)
+			return !req.Close
+		}
 		return s.refuse(rec, req, http.StatusForbidden, "")
 	}
 	return false

@@ -64,6 +64,10 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	}
 	d := pol.policy.Judge(jr)
 	rec.decided(d)
+	if d.Verdict != judge.Allow && s.uncredentialed(req, subject, pol.policy, jr) {
+		s.challenge(rec, req, reasonNoCredentials, !keep)
+		return keep
+	}
 	if d.Verdict != judge.Allow {
 		if a, err := netip.ParseAddr(t.host); err == nil {
 			// An IP host is its own address: the judge saw it already.
