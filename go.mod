@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/andybalholm/brotli v1.3.0
+	github.com/coder/websocket v1.8.15
 	github.com/containerd/containerd v1.7.35
 	github.com/containerd/containerd/api v1.8.0
 	github.com/containerd/fifo v1.1.0

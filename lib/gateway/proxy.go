@@ -104,8 +104,10 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	}
 	if d.Meter != "" {
 		// Usage is read from the bytes relayed: a compressed response
-		// would hide it, and identity is always acceptable.
+		// would hide it, and identity is always acceptable; so is a
+		// WebSocket without permessage-deflate.
 		delete(out.Header, "Accept-Encoding")
+		delete(out.Header, "Sec-Websocket-Extensions")
 	}
 	if d.Inject != nil {
 		rec.Request.Headers = RecordHeaders(req.Header, append([]string{d.Inject.Header}, pol.policy.Redact()...)...)
@@ -141,7 +143,7 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 			s.writeError(rec, req, nil, true)
 			return false
 		}
-		s.switchProtocols(rec, req, resp)
+		s.switchProtocols(rec, req, resp, d.WebSocket && d.Meter != "")
 		return false
 	}
 	var ur *usageReader

@@ -276,7 +276,8 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 		}
 		if rl.m.upgrade {
 			// After the switch of protocols the gateway reads no
-			// response, so a metered rule would let usage pass unseen.
+			// response, so a metered rule would let usage pass unseen;
+			// a WebSocket's frames it does read (the websocket key).
 			return rule{}, errors.New("meter: a metering rule cannot allow a protocol upgrade: the gateway reads no usage after it")
 		}
 	}
