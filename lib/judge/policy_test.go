@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/impyard/impyard/lib/mcp"
 )
@@ -258,11 +259,17 @@ func TestShippedPolicy(t *testing.T) {
 		want Decision
 	}{
 		{"model call", &Request{Subject: "yuko", Protocol: "https", Method: "POST", Host: "chatgpt.com", Port: 443, Path: "/backend-api/codex/responses", BodySize: 6500, Addr: public},
-			Decision{Verdict: Allow, Rule: "model-api", Reason: `rule "model-api" allows it`}},
+			Decision{Verdict: Allow, Rule: "model-api", Reason: `rule "model-api" allows it`, Timeout: 600 * time.Second}},
 		{"model GET", &Request{Subject: "yuko", Protocol: "https", Method: "GET", Host: "chatgpt.com", Port: 443, Path: "/backend-api/codex/responses", Addr: public},
 			Decision{Reason: "no rule matched"}},
 		{"model call before DNS", &Request{Protocol: "https", Method: "POST", Host: "api.anthropic.com", Port: 443, Path: "/v1/messages"},
-			Decision{Verdict: Allow, Rule: "model-api", Reason: `rule "model-api" allows it`, NeedsAddr: true}},
+			Decision{Verdict: Allow, Rule: "model-api", Reason: `rule "model-api" allows it`, Timeout: 600 * time.Second, NeedsAddr: true}},
+		{"codex websocket", &Request{Subject: "yuko", Protocol: "https", Method: "GET", Host: "chatgpt.com", Port: 443, Path: "/backend-api/codex/responses", Addr: public,
+			Header: http.Header{"Upgrade": {"websocket"}, "Connection": {"Upgrade"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}},
+			Decision{Verdict: Allow, Rule: "model-api-websocket", Reason: `rule "model-api-websocket" allows it`, WebSocket: true, Timeout: 600 * time.Second}},
+		{"another upgrade to the model", &Request{Subject: "yuko", Protocol: "https", Method: "GET", Host: "api.openai.com", Port: 443, Path: "/v1/responses", Addr: public,
+			Header: http.Header{"Upgrade": {"h2c"}, "Connection": {"Upgrade"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}},
+			Decision{Rule: "model-api-websocket", Reason: `request asks for a protocol upgrade and rule "model-api-websocket" does not allow it`}},
 		{"model host on loopback", &Request{Protocol: "https", Method: "POST", Host: "api.openai.com", Port: 443, Path: "/v1/responses", Addr: mustAddr("127.0.0.1")},
 			Decision{Rule: "model-api", Reason: `destination 127.0.0.1 is loopback and rule "model-api" does not allow that network`}},
 		{"mcp initialize", call("initialize", ""),
