@@ -72,18 +72,32 @@ func TestUsageReader(t *testing.T) {
 		{"broken event among good ones", judge.MeterAnthropic, "text/event-stream", "data: {\"usage\":{\n\n" + anthropicSSE, Usage{Model: "claude-x", InputTokens: 25, OutputTokens: 15}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// One byte at a time: every line and object split everywhere.
-			for _, body := range []io.Reader{strings.NewReader(tc.body), iotest.OneByteReader(strings.NewReader(tc.body))} {
-				r := newUsageReader(io.NopCloser(body), tc.meter, tc.ctype)
-				got, err := io.ReadAll(r)
-				if err != nil || string(got) != tc.body {
-					t.Fatalf("relayed %d bytes of %d, %v", len(got), len(tc.body), err)
-				}
-				if u := r.usage(); *u != tc.want {
-					t.Errorf("usage %+v, want %+v", *u, tc.want)
-				}
-			}
+			relaySplit(t, tc.body, tc.want, func(r io.Reader) metered { return newUsageReader(io.NopCloser(r), tc.meter, tc.ctype) })
 		})
+	}
+}
+
+// metered relays a body and reads its usage: a usageReader, a
+// frameMeter.
+type metered interface {
+	io.Reader
+	usage() *Usage
+}
+
+// relaySplit reads body through wrap whole and one byte at a time
+// (every line, object and frame split everywhere), and checks that it
+// is relayed unchanged and its usage is want.
+func relaySplit(t *testing.T, body string, want Usage, wrap func(io.Reader) metered) {
+	t.Helper()
+	for _, r := range []io.Reader{strings.NewReader(body), iotest.OneByteReader(strings.NewReader(body))} {
+		m := wrap(r)
+		got, err := io.ReadAll(m)
+		if err != nil || string(got) != body {
+			t.Fatalf("relayed %d bytes of %d, %v", len(got), len(body), err)
+		}
+		if u := m.usage(); *u != want {
+			t.Errorf("usage %+v, want %+v", *u, want)
+		}
 	}
 }
 

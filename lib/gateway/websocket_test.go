@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/iotest"
 	"time"
 
 	"github.com/coder/websocket"
@@ -72,20 +71,13 @@ func TestFrameMeter(t *testing.T) {
 		{"oversized ping", cat(wsFrame(9, true, false, strings.Repeat("p", 126)), wsFrame(1, true, false, done)), Usage{Unknown: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, r := range []io.Reader{strings.NewReader(tc.stream), iotest.OneByteReader(strings.NewReader(tc.stream))} {
-				m := newFrameMeter(struct {
+			relaySplit(t, tc.stream, tc.want, func(r io.Reader) metered {
+				return newFrameMeter(struct {
 					io.Reader
 					io.Writer
 					io.Closer
 				}{r, io.Discard, io.NopCloser(nil)})
-				got, err := io.ReadAll(m)
-				if err != nil || string(got) != tc.stream {
-					t.Fatalf("relayed %d of %d bytes: %v", len(got), len(tc.stream), err)
-				}
-				if u := m.usage(); *u != tc.want {
-					t.Errorf("usage %+v, want %+v", *u, tc.want)
-				}
-			}
+			})
 		})
 	}
 }
