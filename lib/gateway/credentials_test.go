@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/cgi"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/impyard/impyard/internal/gittest"
 )
 
 // basicAuth is an Authenticate for tests: yuko:tok is yuko, no
@@ -27,65 +28,22 @@ func basicAuth(_ net.Conn, pa string) (string, string, error) {
 	return "", "", errors.New("unknown credentials")
 }
 
-// gitServer serves a bare repository holding one commit over git's smart
-// HTTP protocol, git http-backend run as CGI, on loopback.
-func gitServer(t *testing.T) int {
-	t.Helper()
-	git, err := exec.LookPath("git")
-	if err != nil {
-		t.Fatal("git is needed (scripts/deps installs it): ", err)
-	}
-	root := t.TempDir()
-	run := func(dir string, args ...string) {
-		t.Helper()
-		cmd := exec.Command(git, args...)
-		cmd.Dir = dir
-		cmd.Env = gitEnv(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	work := filepath.Join(root, "work")
-	os.MkdirAll(work, 0o755)
-	run(work, "init", "-q", "-b", "main")
-	os.WriteFile(filepath.Join(work, "README"), []byte("through the gateway\n"), 0o644)
-	run(work, "add", "README")
-	run(work, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "one")
-	run(root, "clone", "-q", "--bare", work, filepath.Join(root, "srv", "repo.git"))
-	backend, err := exec.Command(git, "--exec-path").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &cgi.Handler{
-		Path: filepath.Join(strings.TrimSpace(string(backend)), "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + filepath.Join(root, "srv"), "GIT_HTTP_EXPORT_ALL=1"},
-	}
-	_, port := newPlainUpstream(t, h)
-	return port
-}
-
-// gitEnv keeps git from the machine's and the user's configuration and
-// from any proxy in the environment.
-func gitEnv(t *testing.T) []string {
-	return []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "LANG=C"}
-}
-
 // git, whose proxy credentials go out only after a 407, clones through
 // the host listener as the subject its credentials name: the request it
 // sends without them is answered 407, not judged as nobody and refused.
 func TestGitSendsCredentialsAfter407(t *testing.T) {
-	port := gitServer(t)
+	port := gittest.Serve(t)
 	h := startGateway(t, policy(
 		`{"name": "yuko-git", "match": {"protocol": "http", "host": "git.test", "pathPrefix": "/repo.git/", "subject": "yuko", "network": "127.0.0.0/8"}, "verdict": "allow"}`),
 		func(c *Config) { c.Authenticate = basicAuth })
 	h.resolve("git.test", "127.0.0.1")
 	dest := filepath.Join(t.TempDir(), "clone")
 	cmd := exec.Command("git", "-c", "http.proxy=http://yuko:tok@"+h.addr, "clone", "-q", fmt.Sprintf("http://git.test:%d/repo.git", port), dest)
-	cmd.Env = gitEnv(t)
+	cmd.Env = gittest.Env(t)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("git clone through the gateway: %v\n%s", err, out)
 	}
-	if b, err := os.ReadFile(filepath.Join(dest, "README")); err != nil || string(b) != "through the gateway\n" {
+	if b, err := os.ReadFile(filepath.Join(dest, "README")); err != nil || string(b) != gittest.Content {
 		t.Fatalf("cloned README: %q %v", b, err)
 	}
 	recs := h.waitRecords(2)
@@ -107,7 +65,7 @@ func TestGitSendsCredentialsAfter407(t *testing.T) {
 	}
 	// A path no rule allows, even with credentials, is refused outright.
 	cmd = exec.Command("git", "-c", "http.proxy=http://yuko:tok@"+h.addr, "ls-remote", fmt.Sprintf("http://git.test:%d/other.git", port))
-	cmd.Env = gitEnv(t)
+	cmd.Env = gittest.Env(t)
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "403") {
 		t.Errorf("ls-remote of a repository no rule allows: %v\n%s", err, out)
 	}
