@@ -97,7 +97,9 @@ func decode(ce string, body []byte, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
 	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
 	switch {
-	case n > limit || errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded):
+	case errors.Is(err, zstd.ErrWindowSizeExceeded):
+		return nil, fmt.Errorf("%w: a zstd frame asks for a window past %d bytes", ErrBomb, zstdWindow)
+	case n > limit || errors.Is(err, zstd.ErrDecoderSizeExceeded):
 		return nil, fmt.Errorf("%w: a %s body of %d bytes decodes past %d", ErrBomb, name, len(body), limit)
 	case err != nil:
 		return nil, fmt.Errorf("%w (%s): %w", ErrUndecodable, name, err)

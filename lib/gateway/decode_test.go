@@ -69,6 +69,17 @@ func TestDecode(t *testing.T) {
 			t.Errorf("%s cut in half: %v, want ErrUndecodable", name, err)
 		}
 	}
+	// A frame that asks for a window past what the decoder holds is
+	// refused before any of it is decoded.
+	wide, err := zstd.NewWriter(nil, zstd.WithWindowSize(zstdWindow*2), zstd.WithSingleSegment(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := wide.EncodeAll(bytes.Repeat([]byte("0123456789abcdef"), zstdWindow/8), nil)
+	wide.Close()
+	if _, err := decode("zstd", big, 64<<20); !errors.Is(err, ErrBomb) || !strings.Contains(err.Error(), "window") {
+		t.Errorf("zstd frame with a %d-byte window: %v, want ErrBomb naming the window", zstdWindow*2, err)
+	}
 	for _, tc := range []struct {
 		ce   string
 		body []byte
