@@ -71,15 +71,19 @@ func TestFrameMeter(t *testing.T) {
 		{"oversized ping", cat(wsFrame(9, true, false, strings.Repeat("p", 126)), wsFrame(1, true, false, done)), Usage{Unknown: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			relaySplit(t, tc.stream, tc.want, func(r io.Reader) metered {
-				return newFrameMeter(struct {
-					io.Reader
-					io.Writer
-					io.Closer
-				}{r, io.Discard, io.NopCloser(nil)})
-			})
+			relaySplit(t, tc.stream, tc.want, func(r io.Reader) metered { return meterFrames(r) })
 		})
 	}
+}
+
+// meterFrames is a frame meter over the frames r holds, as if an
+// upstream sent them.
+func meterFrames(r io.Reader) *frameMeter {
+	return newFrameMeter(struct {
+		io.Reader
+		io.Writer
+		io.Closer
+	}{r, io.Discard, io.NopCloser(nil)})
 }
 
 // A real WebSocket client reaches an upstream through the gateway under
