@@ -8,8 +8,8 @@ import (
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/desk"
 	"github.com/impyard/impyard/lib/gate"
-	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/pause"
+	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 )
 
