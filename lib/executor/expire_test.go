@@ -179,17 +179,11 @@ func TestRunExpires(t *testing.T) {
 	}
 	began := time.Now()
 	state.Now = func() time.Time { return t0.Add(61 * time.Minute).Add(time.Since(began)) }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, time.Hour, 1) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run returned %v", err)
-		}
-	}()
-	waitState(t, r, down.ID, state.Expired)
-	waitState(t, r, soon.ID, state.Expired)
+	runUntil(t, r, time.Hour, 1, "both gates expired", func() bool {
+		a, _ := gate.Get(r.Yard, down.ID)
+		b, _ := gate.Get(r.Yard, soon.ID)
+		return a != nil && a.State == state.Expired && b != nil && b.State == state.Expired
+	})
 }
 
 // The budget warning is written once per imp and UTC day, when proactive
