@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/notify"
 	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
 const expiringTOML = `[executors.message-user]
@@ -235,4 +237,39 @@ func TestWarnOncePerDay(t *testing.T) {
 	if got := warnings(); len(got) != 2 || got[1].ID == got[0].ID {
 		t.Errorf("warnings %+v, want a second on the next day", got)
 	}
+}
+
+// BenchmarkExpireOnce is one pass of the expiry timer over 500 pending
+// gates with deadlines, none due; BenchmarkListPending, the listing it
+// rests on, is its baseline: the ratio says what the pass adds to it.
+func BenchmarkExpireOnce(b *testing.B) {
+	r, now := pendingYard(b, 500)
+	b.ResetTimer()
+	for range b.N {
+		if next := r.ExpireOnce(now); next.IsZero() {
+			b.Fatal("no deadline ahead")
+		}
+	}
+}
+
+func BenchmarkListPending(b *testing.B) {
+	r, _ := pendingYard(b, 500)
+	b.ResetTimer()
+	for range b.N {
+		if gates, _ := gate.List(r.Yard, gate.Filter{}); len(gates) != 500 {
+			b.Fatal(len(gates))
+		}
+	}
+}
+
+func pendingYard(b *testing.B, n int) (*Runner, time.Time) {
+	y := yardtest.New(b)
+	os.WriteFile(y.Path("org.toml"), []byte("[executors.message-user]\nkind = \"message-user\"\nexpires = \"48h\"\n"), 0o640)
+	r := &Runner{Yard: y, Home: b.TempDir()}
+	for i := range n {
+		if _, err := gate.File(y, gate.FileOptions{Imp: "yuko", Intent: "message-user", Payload: []byte(`{"text":"` + strconv.Itoa(i) + `"}`), By: "yuko", Actor: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return r, time.Now()
 }
