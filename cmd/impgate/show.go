@@ -53,7 +53,13 @@ and why; it is executed once org.toml is fixed.
 (and payload_error), destination (kind, method, url; repo, remote, branch;
 log; policy) or destination_error, waiting, trust_verdict, approval_verifies,
 approval_key, approval_error, promotion (a trust-promote gate's entry,
-toml and gates) and approve_command.
+toml and gates), approve_command, and its times: age_seconds, deadline
+and left_seconds (a gate with a deadline; see EXPIRY in impgate(1)) and
+old (older than its executor's confirm_after).
+
+Its age and, with a deadline, the time it has left are shown too; a
+filed gate past its deadline offers no approve line: impexec marks it
+expired, and an approval is refused.
 
 --raw prints exactly the frozen payload bytes (the bytes the sha256 is of)
 and nothing else, so 'impgate show --raw G | sha256sum' matches.
@@ -126,6 +132,13 @@ func printReport(e *cli.Env, root string, r *desk.Report, p cli.Painter) error {
 	}
 	if g.Run != "" {
 		fmt.Fprintf(w, "run        %s\n", cli.Printable(g.Run))
+	}
+	fmt.Fprintf(w, "age        %s (filed %s)\n", r.AgeText(), g.Created.UTC().Format(time.RFC3339))
+	if d := r.Times.Deadline; d != nil {
+		fmt.Fprintf(w, "expires    %s, left %s\n", d.Format(time.RFC3339), r.LeftText())
+	}
+	if r.Old {
+		fmt.Fprintf(w, "old        older than its executor's confirm_after: approving it asks again (--old from a script)\n")
 	}
 	if r.Destination != nil {
 		fmt.Fprintf(w, "goes to    %s\n", r.Destination)

@@ -147,6 +147,13 @@ type Executor struct {
 	Then string `toml:"then"`
 	// Fields types the payload: field name -> lib/payload type name.
 	Fields map[string]string `toml:"fields"`
+	// Expires is how long a gate for the intent waits for a decision
+	// before it becomes expired: a Friday's action is not sent on
+	// Monday. 0: it waits for ever.
+	Expires Duration `toml:"expires"`
+	// ConfirmAfter is the age past which approving a gate asks again
+	// (impgate approve --old); 0: never.
+	ConfirmAfter Duration `toml:"confirm_after"`
 }
 
 // Budget is [budget.<imp>]: what its proactive work may spend per UTC day.
@@ -170,6 +177,9 @@ type Budget struct {
 	// DefaultGatesPerRun and DefaultGateBytesPerRun.
 	GatesPerRun     int   `toml:"gates_per_run"`
 	GateBytesPerRun int64 `toml:"gate_bytes_per_run"`
+	// Warn is the share of a cap (daily, bytes, tokens_daily) past which
+	// the owner hears a budget-warning, once per UTC day; 0: never.
+	Warn float64 `toml:"warn"`
 }
 
 // Defaults of [budget.<imp>]'s bounds, which hold for every imp, with a
@@ -501,6 +511,9 @@ func (o *Org) check(b []byte) error {
 		}
 		if bu.GatesPerRun < 0 || bu.GateBytesPerRun < 0 {
 			return bad(p, b, "gates_per_run", "per-run gate caps of %s must be positive", name)
+		}
+		if bu.Warn < 0 || bu.Warn > 1 {
+			return bad(p, b, "warn", "budget of %s: warn is a share of its caps, from 0 to 1", name)
 		}
 	}
 	for model, pr := range o.Prices {

@@ -122,6 +122,8 @@ func TestOrgErrors(t *testing.T) {
 		{"[budget.yuko]\ndaily = -1\n", `must not be negative`},
 		{"[supervisor]\nconcurrency = 2\nruntime = \"kata\"\n", `org.toml:3: key "runtime": unknown runtime "kata" (want runc, crun, runsc)`},
 		{"[budget.yuko]\ntokens_daily = -1\n", `org.toml:2: key "tokens_daily": budget of yuko must not be negative`},
+		{"[budget.yuko]\ntokens_daily = 10\nwarn = 1.5\n", `org.toml:3: key "warn": budget of yuko: warn is a share of its caps, from 0 to 1`},
+		{"[executors.x]\nkind = \"message-user\"\nexpires = \"-2h\"\n", `org.toml:3: key "executors.x.expires": duration must not be negative`},
 		{"[prices.\"gpt-5\"]\ninput = -1.25\n", `price of gpt-5 must not be negative`},
 		{"[prices.\"gpt-5\"]\ninptu = 1.25\n", `unknown key "prices.gpt-5.inptu"`},
 		{"[[trust]]\nintent = \"a\"\nlevel = \"auto\"\nmatch = { to = \"[\" }\n", `bad glob`},

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/config"
@@ -52,8 +53,12 @@ type Report struct {
 	Promotion *Promotion `json:"promotion,omitempty"`
 
 	// Approve is the command that approves exactly this payload; only
-	// for a pending gate whose payload matches.
+	// for a pending gate whose payload matches and whose deadline is
+	// ahead.
 	Approve string `json:"approve_command,omitempty"`
+
+	// Times is its age and, with a deadline, the time it has left.
+	Times
 }
 
 // Inspect reports on g in yard y, checking an approval against the
@@ -67,6 +72,7 @@ func Inspect(y *yard.Yard, home string, g *gate.Gate) *Report {
 	}
 	org, err := config.LoadOrg(y)
 	loaded := err == nil
+	r.Times = Timing(g, org, state.Now())
 	if loaded {
 		r.Destination, err = executor.Where(y, org, g)
 	}
@@ -88,7 +94,9 @@ func Inspect(y *yard.Yard, home string, g *gate.Gate) *Report {
 	if g.Intent == intent.TrustPromote {
 		r.Promotion = promotion(y, home, g)
 	}
-	if g.State == state.Filed && r.PayloadMatches {
+	if g.State == state.Filed && r.Left != nil && *r.Left <= 0 {
+		r.Waiting = "past its deadline " + r.Times.Deadline.Format(time.RFC3339) + ", undecided: impexec marks it expired, and an approval is refused"
+	} else if g.State == state.Filed && r.PayloadMatches {
 		r.Approve = g.ApproveCommand()
 	}
 	return r

@@ -43,6 +43,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/impyard/impyard/lib/approval"
@@ -88,6 +89,10 @@ type Runner struct {
 	Ready func()
 
 	orgs config.Keeper
+
+	// warned is the UTC day each imp's budget warning was last written.
+	warnedMu sync.Mutex
+	warned   map[string]string
 }
 
 // Org is org.toml as this runner acts on it: re-read each time, and when

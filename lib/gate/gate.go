@@ -82,6 +82,11 @@ type Gate struct {
 	// Trust is why the gate was filed as it was, recorded at filing; nil
 	// on gates filed before it was recorded.
 	Trust *Trust `json:"trust,omitempty"`
+
+	// Expires, when set at filing, is the gate's deadline (see Deadline);
+	// Reminded is when the owner was told it nears (see Remind).
+	Expires  *time.Time `json:"expires,omitempty"`
+	Reminded *time.Time `json:"reminded,omitempty"`
 }
 
 // Trust is the verdict a gate was filed under: for a proposal, the trust
@@ -255,6 +260,9 @@ type FileOptions struct {
 	Signer *approval.Key
 	// Trust is recorded in the gate: the verdict it was filed under.
 	Trust *Trust
+	// Expires, when positive, is how long the gate waits for a decision
+	// before it becomes expired, whatever its executor says.
+	Expires time.Duration
 	// ID, when set, files under that id, so a filer that retries files
 	// once: the same id with the same payload returns the gate already
 	// filed; with another payload it is a conflict.
@@ -309,6 +317,10 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 		Rationale: o.Rationale, State: state.Filed, SHA256: Sum(canon), Payload: canon,
 		Created: now, Updated: now, Trust: o.Trust,
 		History: []state.Transition{first},
+	}
+	if o.Expires > 0 {
+		d := now.Add(o.Expires)
+		g.Expires = &d
 	}
 	g, _, err = transition.Create(s, func(tx *store.Tx) (*Gate, bool, error) {
 		if o.ID != "" {
@@ -482,6 +494,14 @@ type Change struct {
 	// Signer signs an approval, over the exact values written; a move to
 	// approved without one is refused.
 	Signer *approval.Key
+	// Deadline, when set, is the gate's deadline as the decider's
+	// org.toml says (Gate.Deadline): an approval at or past it is
+	// refused with ErrExpired.
+	Deadline func(g *Gate) time.Time
+
+	// why, when set, gives the transition's reason from the gate as read
+	// under the lock.
+	why func(g *Gate) string
 }
 
 // Move applies one transition under the gates lock and records it (see
@@ -591,10 +611,18 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 			if c.SHA != "" && !strings.HasPrefix(g.SHA256, strings.ToLower(c.SHA)) {
 				return fmt.Errorf("gate %s: payload sha256 is %s, which does not start with %s; not the payload that was reviewed", gateID, g.SHA256, c.SHA)
 			}
+			if c.To == state.Approved && g.State == state.Filed && c.Deadline != nil {
+				if d := c.Deadline(g); !d.IsZero() && !h.At.Before(d) {
+					return fmt.Errorf("gate %s: %w: its deadline was %s (filed %s); nothing was approved", gateID, ErrExpired, stamp(d), stamp(g.Created))
+				}
+			}
 			if c.Edit != nil {
 				if err := c.Edit(g); err != nil {
 					return err
 				}
+			}
+			if c.why != nil {
+				h.Why = c.why(g)
 			}
 			if resign(g) {
 				h.Why = "approved again with a signature (its first approval had none)"
@@ -616,6 +644,12 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 	})
 	if errors.Is(err, errRepeat) {
 		return held, true, nil
+	}
+	if c.To == state.Approved && errors.Is(err, state.ErrIllegal) {
+		if g, gerr := Get(y, gateID); gerr == nil && g.State == state.Expired {
+			h := g.History[len(g.History)-1]
+			return nil, false, fmt.Errorf("gate %s: %w at %s: %s; nothing was approved", gateID, ErrExpired, stamp(h.At), h.Why)
+		}
 	}
 	if err != nil && !errors.Is(err, transition.ErrUnrecorded) {
 		return nil, false, err
