@@ -14,6 +14,7 @@ import (
 
 	"github.com/gobwas/glob"
 
+	"github.com/impyard/impyard/lib/rate"
 	"github.com/impyard/impyard/lib/strictjson"
 )
 
@@ -41,6 +42,7 @@ type ruleFile struct {
 	Mode    *string         `json:"mode"`
 	Inject  *injectFile     `json:"inject"`
 	Meter   *string         `json:"meter"`
+	Rate    *string         `json:"rate"`
 }
 
 type matchFile struct {
@@ -274,6 +276,14 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 			// After the switch of protocols the gateway reads no
 			// response, so a metered rule would let usage pass unseen.
 			return rule{}, errors.New("meter: a metering rule cannot allow a protocol upgrade: the gateway reads no usage after it")
+		}
+	}
+	if f.Rate != nil {
+		if rl.verdict != Allow {
+			return rule{}, errors.New("rate: only an allow rule has requests to count: a deny refuses them all and a tunnel's are never seen")
+		}
+		if rl.rate, err = rate.Parse(*f.Rate); err != nil {
+			return rule{}, fmt.Errorf("rate: %w", err)
 		}
 	}
 	rl.m.eitherPath = rl.verdict == Deny
