@@ -32,6 +32,13 @@ func serve(t *testing.T, r *relay, edit func(*config.Inbound)) (*inbound.Relay, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rel, serveRelay(t, rel)
+}
+
+// serveRelay runs rel through Serve on a loopback listener until the test
+// ends, and returns its host:port.
+func serveRelay(t *testing.T, rel *inbound.Relay) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +47,7 @@ func serve(t *testing.T, r *relay, edit func(*config.Inbound)) (*inbound.Relay, 
 	done := make(chan error, 1)
 	go func() { done <- rel.Serve(ctx, ln, time.Second) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return rel, ln.Addr().String()
+	return ln.Addr().String()
 }
 
 // dialFrom connects to addr from the loopback address from, so a test
