@@ -394,7 +394,11 @@ func Submit(y *yard.Yard, o FileOptions) (g *Gate, duplicate bool, err error) {
 // auto-approved within o.Rate's period before now.
 func recent(y *yard.Yard, o FileOptions, sum string, now time.Time) (dup *Gate, approvals int, err error) {
 	since := o.Rate.Since(now)
-	_, err = Each(y, Filter{All: true, Imp: o.Imp}, func(g *Gate) error {
+	// A gate neither window reaches has not been written since both
+	// began. File times are the system clock's, as is now outside tests;
+	// the minute covers file systems' coarse times.
+	back := max(o.Dedupe, o.Rate.Period)
+	_, err = Each(y, Filter{All: true, Imp: o.Imp, WrittenSince: time.Now().Add(-back - time.Minute)}, func(g *Gate) error {
 		if o.Dedupe > 0 && dup == nil && g.Intent == o.Intent && g.SHA256 == sum {
 			if at, decided := g.Decided(); !decided || now.Sub(at) < o.Dedupe {
 				dup = g
@@ -711,6 +715,10 @@ type Filter struct {
 	// the files of gates it is done with (see transition.Source).
 	Known   *transition.Known
 	Settled func(*Gate) bool
+	// WrittenSince, when set, passes over the resolved gates whose file
+	// was last written before it, by its modification time, unread: a
+	// gate's file is rewritten at each move, so none of them moved since.
+	WrittenSince time.Time
 }
 
 // List reads the gates matching f, sorted by id. Unreadable files are
@@ -772,6 +780,12 @@ func each[R any](y *yard.Yard, f Filter, prep func(*Gate) *R, gateOf func(*R) *G
 	srcs := []transition.Source[*R]{
 		{Rel: filepath.Join("gates", resolved), Parse: parse, Known: f.Known, Settled: settled, Want: func(gid string) bool {
 			resolvedIDs[gid] = true
+			if f.All && !f.WrittenSince.IsZero() {
+				fi, err := os.Lstat(y.Path("gates", resolved, gid+".json"))
+				// One that cannot be looked at is read, and reported if
+				// it cannot be read either.
+				return err != nil || !fi.ModTime().Before(f.WrittenSince)
+			}
 			return f.All
 		}},
 		{Rel: filepath.Join("gates", pending), Parse: parse, Known: f.Known, Settled: settled, Want: func(gid string) bool { return !resolvedIDs[gid] }},
