@@ -232,6 +232,10 @@ func TestSlowSendersCannotBlockSignedDeliveries(t *testing.T) {
 			for ctx.Err() == nil {
 				c, err := d.DialContext(ctx, "tcp", addr)
 				if err != nil {
+					select {
+					case <-ctx.Done():
+					case <-time.After(100 * time.Millisecond):
+					}
 					continue
 				}
 				renew := time.Now().Add(8 * time.Second)
