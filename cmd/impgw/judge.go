@@ -95,6 +95,9 @@ func judgeCmd(e *cli.Env, args []string) (int, error) {
 	jr.Addr = addr
 	d := gateway.Decide(p, jr)
 	out = judgeOutput{Verdict: d.Verdict.String(), Rule: d.Rule, Reason: d.Reason, WouldDeny: d.WouldDeny, NeedsAddr: d.NeedsAddr}
+	for _, r := range d.Rated {
+		out.Rates = append(out.Rates, rateStep{Rule: r.Rule, Rate: r.Rate.String()})
+	}
 	if *explain {
 		for _, tr := range p.Explain(jr) {
 			out.Explain = append(out.Explain, explainStep{Rule: tr.Rule, Matched: tr.Matched, Why: tr.Why})
@@ -122,6 +125,14 @@ type judgeOutput struct {
 	WouldDeny bool          `json:"would_deny,omitempty"`
 	NeedsAddr bool          `json:"needs_addr,omitempty"`
 	Explain   []explainStep `json:"explain,omitempty"`
+	// Rates are the rates the request is counted against per subject:
+	// the one judgement cannot say whether the gateway's count is spent.
+	Rates []rateStep `json:"rates,omitempty"`
+}
+
+type rateStep struct {
+	Rule string `json:"rule"`
+	Rate string `json:"rate"`
 }
 
 func (o *judgeOutput) print(e *cli.Env, asJSON bool) error {
@@ -147,6 +158,9 @@ func (o *judgeOutput) print(e *cli.Env, asJSON bool) error {
 	fmt.Fprintf(w, "verdict  %s\nrule     %s\nreason   %s\n", o.Verdict, rule, o.Reason)
 	if o.WouldDeny {
 		fmt.Fprintln(w, "note     report mode: allowed, but an enforcing policy would deny it")
+	}
+	for _, r := range o.Rates {
+		fmt.Fprintf(w, "rate     %s per subject (rule %s); past it the gateway answers 429\n", r.Rate, r.Rule)
 	}
 	if o.NeedsAddr {
 		fmt.Fprintln(w, "note     the gateway judges the resolved address too (loopback and private ones need a rule's network); try --addr")

@@ -20,6 +20,7 @@ import (
 
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/intent"
+	"github.com/impyard/impyard/lib/rate"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -124,6 +125,11 @@ type Trust struct {
 	// deny that disagrees with one removes it (lib/earn).
 	Earned bool     `toml:"earned"`
 	Gates  []string `toml:"gates"`
+	// Rate bounds an auto entry's approvals per imp ("10/1h"): past it
+	// a proposal the entry would approve is gated for a human instead,
+	// counted from the gates it approved (lib/gate), so a restart does
+	// not reset it. The zero value bounds nothing.
+	Rate rate.Limit `toml:"rate"`
 
 	// Where names the entry for decisions and errors: file and index.
 	Where string `toml:"-"`
@@ -154,6 +160,22 @@ type Executor struct {
 	// ConfirmAfter is the age past which approving a gate asks again
 	// (impgate approve --old); 0: never.
 	ConfirmAfter Duration `toml:"confirm_after"`
+	// Dedupe is how long after a gate of this intent is decided an
+	// identical proposal of the same imp is answered with it rather than
+	// filed again; nil is DefaultDedupe, "0" turns it off (see
+	// DedupeWindow).
+	Dedupe *Duration `toml:"dedupe"`
+}
+
+// DefaultDedupe is an executor's dedupe when org.toml sets none.
+const DefaultDedupe = time.Hour
+
+// DedupeWindow is e's dedupe: DefaultDedupe unless set, 0 when off.
+func (e *Executor) DedupeWindow() time.Duration {
+	if e == nil || e.Dedupe == nil {
+		return DefaultDedupe
+	}
+	return e.Dedupe.Duration
 }
 
 // Budget is [budget.<imp>]: what its proactive work may spend per UTC day.
@@ -597,6 +619,9 @@ func checkTrust(p string, b []byte, ts []Trust) error {
 			if _, err := compileGlob(g); err != nil {
 				return bad(p, b, field, "[[trust]] #%d: bad glob %q: %v", i+1, g, err)
 			}
+		}
+		if !t.Rate.IsZero() && t.Level != Auto {
+			return bad(p, b, "rate", "[[trust]] #%d: rate bounds auto-approvals; a %s entry approves nothing", i+1, t.Level)
 		}
 		if t.Earned && t.Level != Auto {
 			return bad(p, b, "earned", "[[trust]] #%d: an earned entry is level auto, not %q", i+1, t.Level)

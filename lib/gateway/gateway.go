@@ -52,6 +52,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -62,6 +63,7 @@ import (
 	"github.com/impyard/impyard/lib/dial"
 	"github.com/impyard/impyard/lib/http1"
 	"github.com/impyard/impyard/lib/judge"
+	"github.com/impyard/impyard/lib/rate"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -164,6 +166,11 @@ type Gateway struct {
 	mu        sync.Mutex
 	listeners []netip.AddrPort
 	conns     map[net.Conn]*connState
+
+	// rates counts the requests of each subject that rules with a rate
+	// allowed; it lives as long as the gateway, as a rule's rate is a
+	// bound on a loop, not a budget (budgets are in the ledger).
+	rates rate.Window
 
 	audit     *store.Log
 	auditDown atomic.Bool // the last append failed
@@ -545,6 +552,24 @@ func retryAfter(err error, now time.Time) string {
 		return ""
 	}
 	return http1.RetryAfter(at, now)
+}
+
+// takeRates counts a request of subject against each rule that allowed
+// it at a rate, or says which it would pass and the Retry-After until it
+// would not. Counts are taken rule by rule: a request refused by its
+// second rule has spent a request of its first, as a loop's retries
+// should.
+func (g *Gateway) takeRates(subject string, rated []judge.Rated, now time.Time) (why, retry string) {
+	for _, r := range rated {
+		if ok, wait := g.rates.Take(subject+"\x00"+r.Rule, r.Rate, now); !ok {
+			who := "subject " + strconv.Quote(subject)
+			if subject == "" {
+				who = "the anonymous subject"
+			}
+			return fmt.Sprintf("rule %q allows %s per subject and %s has reached it", r.Rule, r.Rate, who), http1.RetryAfter(now.Add(wait), now)
+		}
+	}
+	return "", ""
 }
 
 // unrecorded is the reason given when a decision record is not accepted.

@@ -77,6 +77,11 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	}
 	addr, d, status, reason := s.pickAddr(pol.policy, jr, d)
 	rec.decided(d)
+	if status == 0 && len(d.Rated) > 0 {
+		if why, retry := g.takeRates(subject, d.Rated, time.Now()); why != "" {
+			status, reason, rec.retry = http.StatusTooManyRequests, why, retry
+		}
+	}
 	if status == 0 && d.Meter != "" && g.cfg.Admit != nil && subject != "" {
 		end, err := g.cfg.Admit(Call{Subject: subject, Task: rec.task, ID: rec.ID, Path: t.path, Body: plain})
 		switch {

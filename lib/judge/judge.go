@@ -33,11 +33,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/impyard/impyard/lib/mcp"
+	"github.com/impyard/impyard/lib/rate"
 )
 
 // Verdict is what the gateway does with a request. The zero value is
@@ -97,6 +99,16 @@ type Decision struct {
 	// deciding rule's websocket key allows.
 	WebSocket bool
 	Timeout   time.Duration // the deciding rule's upstream timeout; 0 for the gateway's default
+	// Rated are the rules with a rate that allowed the request (each
+	// call of a batch), each once: the gateway counts the request
+	// against each per subject and refuses it past any (429).
+	Rated []Rated
+}
+
+// Rated is a rule that allowed a request and the rate it allows it at.
+type Rated struct {
+	Rule string
+	Rate rate.Limit
 }
 
 // Meters: the model APIs whose token usage the gateway reads from a
@@ -147,6 +159,7 @@ type rule struct {
 	meter       string
 	websocket   bool // the rule may allow a WebSocket upgrade
 	timeout     time.Duration
+	rate        rate.Limit // zero: no rate
 	allowReason string
 	denyReason  string
 	maybeReason string
@@ -306,7 +319,7 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 				if rl.verdict == Deny {
 					continue
 				}
-				return Decision{Verdict: Allow, Rule: rl.name, Reason: rl.maybeReason, NeedsAddr: true, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter, Timeout: rl.timeout}, true
+				return Decision{Verdict: Allow, Rule: rl.name, Reason: rl.maybeReason, NeedsAddr: true, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter, Timeout: rl.timeout, Rated: rl.rated()}, true
 			}
 			if !containsAddr(rl.m.networks, in.addr) {
 				continue
@@ -315,13 +328,21 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 		if rl.verdict == Deny {
 			return soften(deny(rl.name, rl.denyReason), rl.report, in), false
 		}
-		return admit(Decision{Verdict: Allow, Rule: rl.name, Reason: rl.allowReason, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter, Timeout: rl.timeout}, rl, in), false
+		return admit(Decision{Verdict: Allow, Rule: rl.name, Reason: rl.allowReason, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter, Timeout: rl.timeout, Rated: rl.rated()}, rl, in), false
 	}
 	reason := reasonNoMatch
 	if traversed {
 		reason = reasonTraversal
 	}
 	return soften(deny("", reason), p.report, in), false
+}
+
+// rated is the rule's rate as a Decision carries it, nil without one.
+func (rl *rule) rated() []Rated {
+	if rl.rate.IsZero() {
+		return nil
+	}
+	return []Rated{{rl.name, rl.rate}}
 }
 
 // soften applies report mode to a deny: it becomes an allow that keeps
@@ -399,6 +420,11 @@ func (p *Policy) judgeBatch(in *input, calls []mcp.Call) Decision {
 			return deny(d.Rule, callLabel(i, in.call)+": allowed by a rule with another credential than the calls before it")
 		}
 		out.NeedsAddr = out.NeedsAddr || d.NeedsAddr
+		for _, r := range d.Rated {
+			if !slices.ContainsFunc(out.Rated, func(o Rated) bool { return o.Rule == r.Rule }) {
+				out.Rated = append(out.Rated, r)
+			}
+		}
 		switch {
 		case d.WouldDeny && !out.WouldDeny:
 			out.WouldDeny, out.Rule, out.Reason = true, d.Rule, d.Reason
@@ -569,7 +595,11 @@ func (p *Policy) explain(in *input, prefix string) []Trace {
 				continue
 			}
 		}
-		return append(out, Trace{Rule: rl.name, Matched: true, Why: prefix + "matches: " + rl.verdict.String()})
+		why := prefix + "matches: " + rl.verdict.String()
+		if !rl.rate.IsZero() {
+			why += fmt.Sprintf(", at most %s per subject (past it 429 with Retry-After)", rl.rate)
+		}
+		return append(out, Trace{Rule: rl.name, Matched: true, Why: why})
 	}
 	return out
 }

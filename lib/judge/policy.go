@@ -15,6 +15,7 @@ import (
 
 	"github.com/gobwas/glob"
 
+	"github.com/impyard/impyard/lib/rate"
 	"github.com/impyard/impyard/lib/strictjson"
 )
 
@@ -45,6 +46,7 @@ type ruleFile struct {
 	// WebSocket and Timeout: see parseRule.
 	WebSocket *bool   `json:"websocket"`
 	Timeout   *string `json:"timeout"`
+	Rate      *string `json:"rate"`
 }
 
 type matchFile struct {
@@ -294,6 +296,14 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 	if f.Timeout != nil {
 		if rl.timeout, err = parseTimeout(*f.Timeout, rl.verdict); err != nil {
 			return rule{}, fmt.Errorf("timeout: %w", err)
+		}
+	}
+	if f.Rate != nil {
+		if rl.verdict != Allow {
+			return rule{}, errors.New("rate: only an allow rule has requests to count: a deny refuses them all and a tunnel's are never seen")
+		}
+		if rl.rate, err = rate.Parse(*f.Rate); err != nil {
+			return rule{}, fmt.Errorf("rate: %w", err)
 		}
 	}
 	rl.m.eitherPath = rl.verdict == Deny
