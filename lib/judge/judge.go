@@ -33,6 +33,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/impyard/impyard/lib/mcp"
 )
@@ -68,7 +69,7 @@ type Request struct {
 	Host     string      // canonical, from CanonicalHost
 	Port     int         // 1..65535
 	Path     string      // as sent, not unescaped; rules see its NormalPath
-	Query    string      // raw query, for the record; no rule matches it
+	Query    string      // raw query, as sent; query rules see it decoded (see query.go)
 	Header   http.Header // as received, hop-by-hop headers included
 	BodySize int64       // bytes, after any Content-Encoding is undone
 
@@ -78,6 +79,16 @@ type Request struct {
 	Addr netip.Addr // resolved destination; the zero Addr: not resolved yet
 
 	Placeholders []Placeholder // from FindPlaceholders
+
+	// Body is the body as forwarded, Content-Encoding undone; json rules
+	// read it only when its length is BodySize.
+	Body []byte
+	Task string    // the task the subject's credentials were issued for; "" for none
+	Time time.Time // when the request is judged; zero: no rule that expires matches
+	// FromRecord: rebuilt from a decision record, which holds no body and
+	// redacts some query values (see RecordRedacted). A rule reading the
+	// body then decides nothing, and the Decision says Unknown.
+	FromRecord bool
 }
 
 // Decision is the judge's answer, with what the gateway needs to act on it.
@@ -90,6 +101,10 @@ type Decision struct {
 	Networks  []netip.Prefix // the deciding rule's network field; read-only
 	Inject    *Inject        // the deciding rule's credential, if any; read-only
 	Meter     string         // the deciding rule's meter: MeterOpenAI, MeterAnthropic or ""
+	// Unknown: the request came from a record, and the first rule that
+	// could match reads the body the record does not hold. The verdict is
+	// Deny, and no more than a placeholder.
+	Unknown bool
 }
 
 // Meters: the model APIs whose token usage the gateway reads from a
@@ -123,6 +138,7 @@ type Rule struct {
 // Policy is a parsed policy. A nil *Policy denies everything.
 type Policy struct {
 	rules      []rule
+	docs       *docTries
 	report     bool
 	upstreamCA string
 	redact     []string // lower-case header names
@@ -228,7 +244,7 @@ func (p *Policy) prepare(r *Request) (input, Decision, bool) {
 	if c, err := CanonicalHost(r.Host); err != nil || c != r.Host {
 		return input{}, deny("", "host is not in canonical form"), false
 	}
-	in := input{Request: r, upgrade: wantsUpgrade(r.Header)}
+	in := input{Request: r, upgrade: wantsUpgrade(r.Header), docs: p.docs}
 	in.path = NormalPath(r.Path)
 	// The normal form is checked too: a stray % before an escape ("%2%66")
 	// is a double-encoded slash to a server that decodes twice, and reads
@@ -285,6 +301,8 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 		case fieldTraversal:
 			traversed = traversed || rl.verdict != Deny
 			continue
+		case fieldUnknown:
+			return Decision{Rule: rl.name, Reason: rl.label + " reads the request body, which a record does not hold", Unknown: true}, false
 		default:
 			continue
 		}
@@ -525,7 +543,11 @@ func (p *Policy) explain(in *input, prefix string) []Trace {
 				continue
 			}
 		}
-		return append(out, Trace{Rule: rl.name, Matched: true, Why: prefix + "matches: " + rl.verdict.String()})
+		why := prefix + "matches: " + rl.verdict.String()
+		if c := rl.m.conditions(in); c != "" {
+			why += " (" + c + ")"
+		}
+		return append(out, Trace{Rule: rl.name, Matched: true, Why: why})
 	}
 	return out
 }
