@@ -128,7 +128,10 @@ func TestJSONMatch(t *testing.T) {
 		{"jsonAbsent present", `{"jsonAbsent":["/tools"]}`, jsonReq(`{"model":"m","tools":[]}`), false},
 		{"jsonAbsent null is present", `{"jsonAbsent":["/tools"]}`, jsonReq(`{"tools":null}`), false},
 		{"both kinds", `{"json":{"/model":"gpt-*"},"jsonAbsent":["/tools"]}`, jsonReq(`{"model":"gpt-5"}`), true},
-		{"content type +json", `{"json":{"/a":1}}`, func(r *Request) { jsonReq(`{"a":1}`)(r); r.Header.Set("Content-Type", "application/vnd.api+json; charset=utf-8") }, true},
+		{"content type +json", `{"json":{"/a":1}}`, func(r *Request) {
+			jsonReq(`{"a":1}`)(r)
+			r.Header.Set("Content-Type", "application/vnd.api+json; charset=utf-8")
+		}, true},
 
 		// Hostile or unreadable bodies match nothing.
 		{"duplicate key on the path", `{"json":{"/title":"crash"}}`, jsonReq(`{"title":"crash","title":"rm -rf"}`), false},
@@ -277,7 +280,7 @@ func TestExpiresAndTask(t *testing.T) {
 		{"before expiry", func(r *Request) { r.Path, r.Time = "/hour/x", at }, "hour"},
 		{"a second before", func(r *Request) { r.Path, r.Time = "/hour/x", at.Add(time.Hour-time.Second) }, "hour"},
 		{"at expiry", func(r *Request) { r.Path, r.Time = "/hour/x", at.Add(time.Hour) }, ""},
-		{"after expiry", func(r *Request) { r.Path, r.Time = "/hour/x", at.Add(2 * time.Hour) }, ""},
+		{"after expiry", func(r *Request) { r.Path, r.Time = "/hour/x", at.Add(2*time.Hour) }, ""},
 		{"no time", func(r *Request) { r.Path = "/hour/x" }, ""},
 		{"its task", func(r *Request) { r.Path, r.Task = "/task/x", "t-123" }, "task"},
 		{"another task", func(r *Request) { r.Path, r.Task = "/task/x", "t-124" }, ""},
