@@ -86,8 +86,17 @@ type Runner struct {
 	// gates: from then on it watches them and has taken up every gate
 	// waiting at start.
 	Ready func()
+	// Now is the clock expiring grants are swept by; nil is time.Now.
+	Now func() time.Time
 
 	orgs config.Keeper
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 // Org is org.toml as this runner acts on it: re-read each time, and when

@@ -33,7 +33,7 @@ func TestGrantAppliesTheApprovedRule(t *testing.T) {
 	r := setup(t, "")
 	os.MkdirAll(r.Yard.Path("policies"), 0o750)
 	os.WriteFile(r.Yard.PolicyPath(), []byte(grantPolicy), 0o640)
-	payload, err := grant.Rule("yuko", []byte(`{"name":"docs","match":{"host":"docs.python.org"},"verdict":"allow"}`))
+	payload, err := grant.Rule("yuko", "", []byte(`{"name":"docs","match":{"host":"docs.python.org"},"verdict":"allow"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestGrantRefusesAnUngrantedRule(t *testing.T) {
 	r := setup(t, "")
 	os.MkdirAll(r.Yard.Path("policies"), 0o750)
 	os.WriteFile(r.Yard.PolicyPath(), []byte(grantPolicy), 0o640)
-	other, err := grant.Rule("rex", []byte(`{"name":"docs","match":{"host":"docs.python.org"},"verdict":"allow"}`))
+	other, err := grant.Rule("rex", "", []byte(`{"name":"docs","match":{"host":"docs.python.org"},"verdict":"allow"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

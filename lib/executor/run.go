@@ -84,6 +84,7 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 				r.earnedAll(org)
 			}
 			r.recordSigners()
+			r.sweepGrants()
 		},
 		Scanned: func() {
 			if r.Ready != nil {

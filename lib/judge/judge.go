@@ -86,8 +86,8 @@ type Request struct {
 	Task string    // the task the subject's credentials were issued for; "" for none
 	Time time.Time // when the request is judged; zero: no rule that expires matches
 	// FromRecord: rebuilt from a decision record, which holds no body and
-	// redacts some query values (see RecordRedacted). A rule reading the
-	// body then decides nothing, and the Decision says Unknown.
+	// redacts some query values (see RecordRedacted), nor a task. A rule
+	// reading the body or task then decides nothing: Decision.Unknown.
 	FromRecord bool
 }
 
@@ -102,7 +102,7 @@ type Decision struct {
 	Inject    *Inject        // the deciding rule's credential, if any; read-only
 	Meter     string         // the deciding rule's meter: MeterOpenAI, MeterAnthropic or ""
 	// Unknown: the request came from a record, and the first rule that
-	// could match reads the body the record does not hold. The verdict is
+	// could match reads the body or the task, which records do not hold. The verdict is
 	// Deny, and no more than a placeholder.
 	Unknown bool
 }
@@ -302,7 +302,7 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 			traversed = traversed || rl.verdict != Deny
 			continue
 		case fieldUnknown:
-			return Decision{Rule: rl.name, Reason: rl.label + " reads the request body, which a record does not hold", Unknown: true}, false
+			return Decision{Rule: rl.name, Reason: rl.label + " reads the request body or task, which a record does not hold", Unknown: true}, false
 		default:
 			continue
 		}

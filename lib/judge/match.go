@@ -233,6 +233,8 @@ func (m *matcher) timeMismatch(in *input) field {
 	switch {
 	case !m.expires.IsZero() && (in.Time.IsZero() || !in.Time.Before(m.expires)):
 		return fieldExpired
+	case m.tasks != nil && in.FromRecord:
+		return fieldUnknown
 	case m.tasks != nil && (in.Task == "" || !anyGlob(m.tasks, in.Task)):
 		return fieldTask
 	}
@@ -490,7 +492,7 @@ func (m *matcher) why(f field, in *input) string {
 	case fieldQuery, fieldJSON, fieldArguments:
 		return m.conditions(in)
 	case fieldUnknown:
-		return "reads the request body, which a record does not hold: cannot be re-judged"
+		return "reads the request body or task, which a record does not hold: cannot be re-judged"
 	case fieldMCP:
 		switch c := in.call; {
 		case c == nil:
