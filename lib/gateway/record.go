@@ -120,7 +120,13 @@ var credentialParams = []string{"token", "access_token", "api_key", "key", "sig"
 // (percent-encoded or not, any case), names a credential, or one the
 // policy's redact list (extra, lower-cased) names.
 func credentialParam(name string, extra []string) bool {
-	if u, err := url.QueryUnescape(name); err == nil {
+	// Decoded until it stops changing (a few rounds at most): a server
+	// that decodes twice reads %2574oken as token.
+	for range 4 {
+		u, err := url.QueryUnescape(name)
+		if err != nil || u == name {
+			break
+		}
 		name = u
 	}
 	name = strings.ToLower(name)
