@@ -135,9 +135,12 @@ func TestJSONMatch(t *testing.T) {
 
 		// Hostile or unreadable bodies match nothing.
 		{"duplicate key on the path", `{"json":{"/title":"crash"}}`, jsonReq(`{"title":"crash","title":"rm -rf"}`), false},
-		{"duplicate key spelled with an escape", `{"json":{"/title":"crash"}}`, jsonReq(`{"title":"crash","\u0074itle":"rm"}`), false},
-		{"duplicate key deeper", `{"json":{"/meta/x":1}}`, jsonReq(`{"meta":{"x":1,"x":2}}`), false},
-		{"duplicate parent", `{"json":{"/meta/x":1}}`, jsonReq(`{"meta":{"x":1},"meta":{"x":2}}`), false},
+		{"duplicate key, allowed value last", `{"json":{"/title":"crash"}}`, jsonReq(`{"title":"rm -rf","title":"crash"}`), false},
+		{"duplicate key, same value twice", `{"json":{"/title":"crash"}}`, jsonReq(`{"title":"crash","title":"crash"}`), false},
+		{"duplicate key off every path is no matter", `{"json":{"/title":"crash"}}`, jsonReq(`{"title":"crash","x":1,"x":2}`), true},
+		{"duplicate key spelled with an escape", `{"json":{"/title":"crash"}}`, jsonReq(`{"\u0074itle":"rm","title":"crash"}`), false},
+		{"duplicate key deeper", `{"json":{"/meta/x":1}}`, jsonReq(`{"meta":{"x":2,"x":1}}`), false},
+		{"duplicate parent", `{"json":{"/meta/x":1}}`, jsonReq(`{"meta":{"x":2},"meta":{"x":1}}`), false},
 		{"jsonAbsent with duplicate", `{"jsonAbsent":["/tools"]}`, jsonReq(`{"tools":1,"tools":2}`), false},
 		{"not JSON", `{"jsonAbsent":["/tools"]}`, jsonReq(`{"model":`), false},
 		{"trailing garbage", `{"json":{"/a":1}}`, jsonReq(`{"a":1} {"a":2}`), false},
