@@ -53,7 +53,11 @@ and why; it is executed once org.toml is fixed.
 (and payload_error), destination (kind, method, url; repo, remote, branch;
 log; policy) or destination_error, waiting, trust_verdict, approval_verifies,
 approval_key, approval_error, promotion (a trust-promote gate's entry,
-toml and gates) and approve_command.
+toml and gates), approve_command and grant.
+
+An egress-grant gate also says how long the rule it grants holds and for
+whom: "permanent", or its scope (task: only the runs of the gate's task)
+and its expiry (a duration after approval, and once approved the time).
 
 --raw prints exactly the frozen payload bytes (the bytes the sha256 is of)
 and nothing else, so 'impgate show --raw G | sha256sum' matches.
@@ -133,6 +137,9 @@ func printReport(e *cli.Env, root string, r *desk.Report, p cli.Painter) error {
 		fmt.Fprintf(w, "goes to    UNKNOWN: %s\n", cli.Printable(r.DestinationError))
 	}
 	fmt.Fprintf(w, "trust      %s\n", cli.Printable(r.Verdict))
+	if r.Grant != "" {
+		fmt.Fprintf(w, "grant      %s\n", cli.Printable(r.Grant))
+	}
 	if r.PayloadMatches {
 		fmt.Fprintf(w, "sha256     %s (the payload matches)\n", g.SHA256)
 	} else {

@@ -138,7 +138,7 @@ func TestOrgErrors(t *testing.T) {
 			`org.toml:4: key "match.meta": [[trust]] #1: match key "meta": a glob cannot match a field of type object`},
 		{"[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\nmatch = { to = \"*@ourco.com\" }\nfree = [\"subject\", \"bodyy\"]\n" + emailExec + emailFields,
 			`org.toml:5: key "free.bodyy": [[trust]] #1: free field "bodyy" names no declared field`},
-		{"[[trust]]\nintent = \"egress-grant\"\nlevel = \"auto\"\nmatch = { host = \"*\" }\n", `match key "host" names no declared field of intent egress-grant (declared: comment, match, name, verdict)`},
+		{"[[trust]]\nintent = \"egress-grant\"\nlevel = \"auto\"\nmatch = { host = \"*\" }\n", `match key "host" names no declared field of intent egress-grant (declared: comment, expires, match, name, scope, verdict)`},
 		{"[[trust]]\nintent = \"message-user\"\nlevel = \"auto\"\nfree = [\"txt\"]\n[executors.message-user]\nkind = \"message-user\"\n", `free field "txt" names no declared field of intent message-user (declared: text)`},
 	} {
 		_, err := LoadOrg(yardWith(t, tc.toml))
@@ -190,7 +190,7 @@ kind = "memory"
 		{"note", "link:url text:text", true},
 		{"commit-and-push", "base:text branch:text diff:text head:text repo:text stat:text", true},
 		{"open-pr", "base:text body:text head:text title:text", true},
-		{"egress-grant", "comment:text match:object name:text verdict:text", true},
+		{"egress-grant", "comment:text expires:text match:object name:text scope:text verdict:text", true},
 		{"memory-promote", "reason:text replaces:text text:text", true},
 		{"webhook", "", false},
 		{"unknown", "", false},

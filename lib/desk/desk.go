@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/executor"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/grant"
 	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/state"
@@ -54,6 +56,10 @@ type Report struct {
 	// Approve is the command that approves exactly this payload; only
 	// for a pending gate whose payload matches.
 	Approve string `json:"approve_command,omitempty"`
+
+	// Grant, for an egress-grant gate, is how long its rule holds and for
+	// whom: "permanent", or its scope and expiry.
+	Grant string `json:"grant,omitempty"`
 }
 
 // Inspect reports on g in yard y, checking an approval against the
@@ -87,6 +93,13 @@ func Inspect(y *yard.Yard, home string, g *gate.Gate) *Report {
 	r.verify(home)
 	if g.Intent == intent.TrustPromote {
 		r.Promotion = promotion(y, home, g)
+	}
+	if g.Intent == intent.EgressGrant && r.PayloadMatches {
+		var approved time.Time
+		if g.Approval != nil {
+			approved = g.Approval.At
+		}
+		r.Grant = grant.Describe(g.Payload, g.Task, approved)
 	}
 	if g.State == state.Filed && r.PayloadMatches {
 		r.Approve = g.ApproveCommand()

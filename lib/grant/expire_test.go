@@ -52,8 +52,11 @@ func TestTemporaryGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := Describe(rule); got != "scope task (only the runs of the gate's task), expires 1h0m0s after approval" {
-		t.Errorf("Describe: %q", got)
+	if got := Describe(rule, "t-1", time.Time{}); got != "scope task: only the runs of task t-1; expires 1h0m0s after approval" {
+		t.Errorf("Describe pending: %q", got)
+	}
+	if got := Describe(rule, "t-1", approved); got != "scope task: only the runs of task t-1; expires 1h0m0s after approval, at 2026-03-01T13:00:00Z" {
+		t.Errorf("Describe approved: %q", got)
 	}
 	detail, err := Apply(y, Grant{Imp: "yuko", Task: "t-1", Approved: approved}, rule)
 	if err != nil {
@@ -172,7 +175,7 @@ func TestGrantTermsRefused(t *testing.T) {
 	if b, _ := os.ReadFile(y.PolicyPath()); string(b) != policy {
 		t.Errorf("policy changed by a refused grant")
 	}
-	if got := Describe([]byte(`{"name":"x","verdict":"allow"}`)); got != "permanent" {
+	if got := Describe([]byte(`{"name":"x","verdict":"allow"}`), "t-1", time.Time{}); got != "permanent" {
 		t.Errorf("Describe of a permanent grant: %q", got)
 	}
 }

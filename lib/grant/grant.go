@@ -242,8 +242,9 @@ func terms(rule map[string]json.RawMessage) (grantTerms, error) {
 }
 
 // Describe says, for impgate show, how long an egress-grant payload
-// holds and for what: "permanent" without scope or expires.
-func Describe(payload []byte) string {
+// holds and for whom: "permanent" without scope or expires. task is the
+// gate's, approved its approval time (zero while pending).
+func Describe(payload []byte, task string, approved time.Time) string {
 	var rule map[string]json.RawMessage
 	if json.Unmarshal(payload, &rule) != nil {
 		return "permanent"
@@ -254,15 +255,22 @@ func Describe(payload []byte) string {
 	}
 	var parts []string
 	if t.scope == ScopeTask {
-		parts = append(parts, "scope task (only the runs of the gate's task)")
+		if task == "" {
+			task = "(none: it cannot be applied)"
+		}
+		parts = append(parts, "scope task: only the runs of task "+task)
 	}
 	if t.expires > 0 {
-		parts = append(parts, "expires "+t.expires.String()+" after approval")
+		e := "expires " + t.expires.String() + " after approval"
+		if !approved.IsZero() {
+			e += ", at " + approved.Add(t.expires).UTC().Format(time.RFC3339)
+		}
+		parts = append(parts, e)
 	}
 	if parts == nil {
 		return "permanent"
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, "; ")
 }
 
 // expired reports a granted rule whose expires has come by now. Rules
