@@ -86,3 +86,44 @@ func TestManPageRules(t *testing.T) {
 		}
 	}
 }
+
+// The shipped policy's comments show a query rule and an MCP argument rule;
+// written into its rules, each is a valid rule that does what it says.
+func TestShippedPolicyExamples(t *testing.T) {
+	b, err := os.ReadFile("../../policies/gateway.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var examples []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		_, rule, ok := strings.Cut(line, "not enabled here: ")
+		if !ok {
+			continue
+		}
+		rule, _, _ = strings.Cut(rule, `}.`)
+		examples = append(examples, strings.ReplaceAll(rule, `\"`, `"`)+"}")
+	}
+	if len(examples) != 2 {
+		t.Fatalf("found %d example rules in the shipped policy's comments, want 2", len(examples))
+	}
+	p := policy(t, examples...)
+	r := base()
+	r.Path, r.Query = "/search", "q=cats"
+	if d := p.Judge(r); d.Rule != "search-no-token" {
+		t.Errorf("query example: %+v", d)
+	}
+	r.Query = "q=cats&token=x"
+	if d := p.Judge(r); d.Verdict != Deny {
+		t.Errorf("query example with a token: %+v", d)
+	}
+	r = base()
+	r.Host, r.Method = "api.githubcopilot.com", "POST"
+	r.MCP = call(t, "create_issue", `{"owner":"ourco","repo":"app"}`)
+	if d := p.Judge(r); d.Rule != "create-issue-in-app" {
+		t.Errorf("MCP example: %+v", d)
+	}
+	r.MCP = call(t, "create_issue", `{"owner":"ourco","repo":"infra"}`)
+	if d := p.Judge(r); d.Verdict != Deny {
+		t.Errorf("MCP example in another repo: %+v", d)
+	}
+}
