@@ -70,11 +70,6 @@ func (m *matcher) requestLevel() bool {
 		m.query != nil || m.queryExact || m.json != nil || m.jsonAbsent != nil || m.tasks != nil || !m.expires.IsZero()
 }
 
-// readsBody reports conditions on the body's content, which a record
-// does not hold.
-func (m *matcher) readsBody() bool {
-	return m.json != nil || m.jsonAbsent != nil || m.mcp != nil && m.mcp.arguments != nil
-}
 
 // field names the match field that failed, so that matching has one
 // implementation and Explain only describes its outcome.

@@ -18,8 +18,6 @@ func jsonReq(body string) func(*Request) {
 	}
 }
 
-func withQuery(q string) func(*Request) { return func(r *Request) { r.Query = q } }
-
 // call lifts one tools/call as lib/mcp does, arguments included.
 func call(t *testing.T, tool, args string) *mcp.Lifted {
 	t.Helper()
