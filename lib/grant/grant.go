@@ -71,6 +71,45 @@ func Apply(y *yard.Yard, gr Grant, payload []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	var name string
+	_ = json.Unmarshal(rule["name"], &name)
+	return rewrite(y, func(rules []map[string]json.RawMessage) ([]map[string]json.RawMessage, string, error) {
+		at, replaced := -1, false
+		for i, existing := range rules {
+			var n string
+			_ = json.Unmarshal(existing["name"], &n)
+			if n != name {
+				continue
+			}
+			if sameRule(existing, rule) {
+				// Already granted: a resumed execution finds its own rule.
+				return nil, "rule " + name + " already present", nil
+			}
+			at, replaced = i, true
+			rules[i] = rule
+			break
+		}
+		verb := "replaced the earlier grant"
+		if !replaced {
+			verb, at = "inserted", len(rules)
+			for i, existing := range rules {
+				if catchAllDeny(existing) {
+					at = i
+					break
+				}
+			}
+			rules = append(rules[:at], append([]map[string]json.RawMessage{rule}, rules[at:]...)...)
+		}
+		return rules, fmt.Sprintf("rule %s %s at position %d%s", name, verb, at+1, lifetime(rule)), nil
+	})
+}
+
+// rewrite changes the rules of policies/gateway.json in one transaction
+// under the policy directory's lock. edit returns the new rules and what
+// it did, or nil rules to change nothing; the whole policy must load
+// before it replaces the old one, which is kept as a numbered backup the
+// detail then names.
+func rewrite(y *yard.Yard, edit func(rules []map[string]json.RawMessage) ([]map[string]json.RawMessage, string, error)) (string, error) {
 	// A policy the gateway refuses as unsafe is not rewritten: the new
 	// file would be the owner's, and take in whatever a writer of the
 	// yard had put there.
@@ -95,56 +134,29 @@ func Apply(y *yard.Yard, gr Grant, payload []byte) (string, error) {
 		if err := json.Unmarshal(doc["rules"], &rules); err != nil {
 			return fmt.Errorf("%s: rules: %w", tx.Path("gateway.json"), err)
 		}
-		var name string
-		_ = json.Unmarshal(rule["name"], &name)
-		at, replaced := -1, false
-		for i, existing := range rules {
-			var n string
-			_ = json.Unmarshal(existing["name"], &n)
-			if n != name {
-				continue
-			}
-			if sameRule(existing, rule) {
-				// Already granted: a resumed execution finds its own rule.
-				detail = "rule " + name + " already present"
-				return nil
-			}
-			at, replaced = i, true
-			rules[i] = rule
-			break
-		}
-		if !replaced {
-			at = len(rules)
-			for i, existing := range rules {
-				if catchAllDeny(existing) {
-					at = i
-					break
-				}
-			}
-			rules = append(rules[:at], append([]map[string]json.RawMessage{rule}, rules[at:]...)...)
-		}
-		if doc["rules"], err = json.Marshal(rules); err != nil {
+		next, what, err := edit(rules)
+		if err != nil || next == nil {
+			detail = what
 			return err
 		}
-		next, err := store.Encode(doc)
+		if doc["rules"], err = json.Marshal(next); err != nil {
+			return err
+		}
+		data, err := store.Encode(doc)
 		if err != nil {
 			return err
 		}
-		if _, err := judge.Parse(next); err != nil {
-			return fmt.Errorf("the policy with rule %s would not load: %w", name, err)
+		if _, err := judge.Parse(data); err != nil {
+			return fmt.Errorf("%s: the policy would not load after this change (%s): %w", tx.Path("gateway.json"), what, err)
 		}
 		backup, err := tx.Backup("gateway.json", old)
 		if err != nil {
 			return err
 		}
-		if err := tx.Write("gateway.json", next); err != nil {
+		if err := tx.Write("gateway.json", data); err != nil {
 			return err
 		}
-		verb := "inserted"
-		if replaced {
-			verb = "replaced the earlier grant"
-		}
-		detail = fmt.Sprintf("rule %s %s at position %d%s; previous policy kept as %s", name, verb, at+1, lifetime(rule), filepath.Base(backup))
+		detail = what + "; previous policy kept as " + filepath.Base(backup)
 		return nil
 	})
 	return detail, err
@@ -303,28 +315,8 @@ func Sweep(y *yard.Yard, now time.Time) (string, error) {
 	if json.Unmarshal(data, &look) != nil || !slices.ContainsFunc(look.Rules, func(r map[string]json.RawMessage) bool { return expired(r, now) }) {
 		return "", nil
 	}
-	if err := y.CheckAuthority(y.PolicyPath()); err != nil {
-		return "", err
-	}
-	dir, err := y.Dir("policies")
-	if err != nil {
-		return "", err
-	}
-	var detail string
-	err = dir.Update(func(tx *store.Tx) error {
-		old, err := tx.Read("gateway.json")
-		if err != nil {
-			return err
-		}
-		var doc map[string]json.RawMessage
-		if err := json.Unmarshal(old, &doc); err != nil {
-			return fmt.Errorf("%s: %w", tx.Path("gateway.json"), err)
-		}
-		var rules []map[string]json.RawMessage
-		if err := json.Unmarshal(doc["rules"], &rules); err != nil {
-			return fmt.Errorf("%s: rules: %w", tx.Path("gateway.json"), err)
-		}
-		var keep []map[string]json.RawMessage
+	return rewrite(y, func(rules []map[string]json.RawMessage) ([]map[string]json.RawMessage, string, error) {
+		keep := []map[string]json.RawMessage{}
 		var gone []string
 		for _, r := range rules {
 			if expired(r, now) {
@@ -336,32 +328,10 @@ func Sweep(y *yard.Yard, now time.Time) (string, error) {
 			keep = append(keep, r)
 		}
 		if gone == nil {
-			return nil
+			return nil, "", nil
 		}
-		if keep == nil {
-			keep = []map[string]json.RawMessage{}
-		}
-		if doc["rules"], err = json.Marshal(keep); err != nil {
-			return err
-		}
-		next, err := store.Encode(doc)
-		if err != nil {
-			return err
-		}
-		if _, err := judge.Parse(next); err != nil {
-			return fmt.Errorf("the policy without %s would not load: %w", strings.Join(gone, ", "), err)
-		}
-		backup, err := tx.Backup("gateway.json", old)
-		if err != nil {
-			return err
-		}
-		if err := tx.Write("gateway.json", next); err != nil {
-			return err
-		}
-		detail = fmt.Sprintf("expired %s removed; previous policy kept as %s", strings.Join(gone, ", "), filepath.Base(backup))
-		return nil
+		return keep, "expired " + strings.Join(gone, ", ") + " removed", nil
 	})
-	return detail, err
 }
 
 // Rule turns a proposed rule into the rule that would be inserted, as

@@ -296,21 +296,28 @@ func (s *scanner) object(node *trie, depth int) bool {
 		if !s.value(kid, depth+1) {
 			return false
 		}
-		s.space()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.space()
-		case '}':
-			s.i++
-			return true
-		default:
-			return false
+		if more, ok := s.after('}'); !more {
+			return ok
 		}
 	}
+}
+
+// after reads what follows a member or element: a comma (more to come)
+// or the closing bracket (ok, no more).
+func (s *scanner) after(closing byte) (more, ok bool) {
+	s.space()
+	switch {
+	case s.i >= len(s.b):
+		return false, false
+	case s.b[s.i] == ',':
+		s.i++
+		s.space()
+		return true, true
+	case s.b[s.i] == closing:
+		s.i++
+		return false, true
+	}
+	return false, false
 }
 
 func (s *scanner) array(node *trie, depth int) bool {
@@ -330,19 +337,8 @@ func (s *scanner) array(node *trie, depth int) bool {
 		if !s.value(kid, depth+1) {
 			return false
 		}
-		s.space()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.space()
-		case ']':
-			s.i++
-			return true
-		default:
-			return false
+		if more, ok := s.after(']'); !more {
+			return ok
 		}
 	}
 }
