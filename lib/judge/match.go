@@ -70,7 +70,6 @@ func (m *matcher) requestLevel() bool {
 		m.query != nil || m.queryExact || m.json != nil || m.jsonAbsent != nil || m.tasks != nil || !m.expires.IsZero()
 }
 
-
 // field names the match field that failed, so that matching has one
 // implementation and Explain only describes its outcome.
 type field int
