@@ -22,6 +22,11 @@
 //     names upgrade, and a CONNECT inside a request only under a rule
 //     whose method names CONNECT: the gateway cannot read what follows.
 //   - A JSON-RPC batch passes only if every call in it would pass alone.
+//   - A query, JSON body or MCP arguments the judge cannot read without
+//     guessing (see query.go and body.go) hold no condition on them; a
+//     body is read once per request however many rules read it.
+//   - A rule that expires matches nothing from its expires on, and
+//     nothing when the request's time is unknown.
 //
 // A Policy is immutable and safe for concurrent use. The common case, an
 // allowed request to a named host, does not allocate.
