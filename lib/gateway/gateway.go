@@ -25,6 +25,11 @@
 //   - Inside a CONNECT, the SNI and every request's Host must name the
 //     CONNECT host (no domain fronting); Proxy-Authorization and other
 //     hop-by-hop headers are never forwarded.
+//   - What is judged is what goes out: a request body sent with
+//     Content-Encoding gzip, br or zstd is judged decoded, within the body
+//     size limit, and forwarded as received; one that does not decode so
+//     is refused. A WebSocket is judged at its handshake, and only a rule
+//     with websocket set allows one.
 //   - Limits on header size, body size, slow clients and connection count
 //     are answered with a status and a record, not a hang. Each listener
 //     (each box) has connection slots of its own, a connection that sends
@@ -484,7 +489,11 @@ type Call struct {
 	Subject string
 	Task    string
 	// ID is the request's decision record id, which Spend.Call repeats.
-	ID   string
+	ID string
+	// Path is the request's path, which names the model of some APIs.
+	Path string
+	// Body is the request body as judged: decoded, when it was sent
+	// with a Content-Encoding.
 	Body []byte
 }
 

@@ -218,7 +218,7 @@ type RequestInfo struct {
 	Path         string
 	Query        string
 	Headers      map[string]string // lower-case names, values joined, sensitive ones redacted
-	BodySize     int64
+	BodySize     int64             // as judged: decoded, when sent with a Content-Encoding
 	MCP          *mcp.Lifted
 	MCPError     string
 	Placeholders []judge.Placeholder

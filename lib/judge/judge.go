@@ -19,8 +19,10 @@
 //   - A credential placeholder passes only in the header where the
 //     deciding rule injects that very secret.
 //   - A protocol upgrade passes only under a rule whose headerContains
-//     names upgrade, and a CONNECT inside a request only under a rule
-//     whose method names CONNECT: the gateway cannot read what follows.
+//     names upgrade, or, for a WebSocket upgrade (GET with Upgrade:
+//     websocket alone), a rule with websocket set; a CONNECT inside a
+//     request only under a rule whose method names CONNECT: the gateway
+//     cannot read what follows.
 //   - A JSON-RPC batch passes only if every call in it would pass alone.
 //   - A query, JSON body or MCP arguments the judge cannot read without
 //     guessing (see query.go and body.go) hold no condition on them; a
@@ -105,10 +107,14 @@ type Decision struct {
 	NeedsAddr bool           // resolve, then judge again with the address before connecting
 	Networks  []netip.Prefix // the deciding rule's network field; read-only
 	Inject    *Inject        // the deciding rule's credential, if any; read-only
-	Meter     string         // the deciding rule's meter: MeterOpenAI, MeterAnthropic or ""
+	Meter     string         // the deciding rule's meter: MeterOpenAI, MeterAnthropic, MeterGemini or ""
+	// WebSocket: the request asks for a WebSocket upgrade, which the
+	// deciding rule's websocket key allows.
+	WebSocket bool
+	Timeout   time.Duration // the deciding rule's upstream timeout; 0 for the gateway's default
 	// Unknown: the request came from a record, and the first rule that
-	// could match reads the body or the task, which records do not hold. The verdict is
-	// Deny, and no more than a placeholder.
+	// could match reads the body or the task, which records do not hold.
+	// The verdict is Deny, and no more than a placeholder.
 	Unknown bool
 }
 
@@ -117,6 +123,7 @@ type Decision struct {
 const (
 	MeterOpenAI    = "openai"
 	MeterAnthropic = "anthropic"
+	MeterGemini    = "gemini"
 )
 
 // Inject names a secret the gateway sets as a header on the way out.
@@ -158,6 +165,8 @@ type rule struct {
 	m           matcher
 	inject      *Inject
 	meter       string
+	websocket   bool // the rule may allow a WebSocket upgrade
+	timeout     time.Duration
 	allowReason string
 	denyReason  string
 	maybeReason string
@@ -319,7 +328,7 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 				if rl.verdict == Deny {
 					continue
 				}
-				return Decision{Verdict: Allow, Rule: rl.name, Reason: rl.maybeReason, NeedsAddr: true, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter}, true
+				return Decision{Verdict: Allow, Rule: rl.name, Reason: rl.maybeReason, NeedsAddr: true, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter, Timeout: rl.timeout}, true
 			}
 			if !containsAddr(rl.m.networks, in.addr) {
 				continue
@@ -328,7 +337,7 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 		if rl.verdict == Deny {
 			return soften(deny(rl.name, rl.denyReason), rl.report, in), false
 		}
-		return admit(Decision{Verdict: Allow, Rule: rl.name, Reason: rl.allowReason, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter}, rl, in), false
+		return admit(Decision{Verdict: Allow, Rule: rl.name, Reason: rl.allowReason, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter, Timeout: rl.timeout}, rl, in), false
 	}
 	reason := reasonNoMatch
 	if traversed {
@@ -355,6 +364,8 @@ func admit(d Decision, rl *rule, in *input) Decision {
 		who = rl.label
 	}
 	switch {
+	case in.upgrade && rl != nil && !rl.m.upgrade && rl.websocket && webSocket(in.Request):
+		d.WebSocket = true
 	case in.upgrade && (rl == nil || !rl.m.upgrade):
 		return deny(d.Rule, "request asks for a protocol upgrade and "+who+" does not allow it")
 	case asciiEqualFold(in.Method, "CONNECT") && (rl == nil || !rl.m.connect):
@@ -499,6 +510,38 @@ func (p *Policy) JudgeConnectAddr(host string, port int, subject string, addr ne
 		return Decision{Verdict: Allow, Reason: reasonNoMatch, WouldDeny: true, NeedsAddr: unknown}
 	}
 	return deny("", reasonNoMatch)
+}
+
+// Credentials reports whether r, a request or CONNECT without a subject
+// that the policy does not allow, meets an allow or tunnel rule scoped
+// to a subject in every other field, the network aside: proxy
+// credentials could change the answer, so the gateway asks for them
+// (407) rather than refuse. A CONNECT (r.Method CONNECT) is compared on
+// what it shows.
+func (p *Policy) Credentials(r *Request) bool {
+	if r == nil || r.Subject != "" {
+		return false
+	}
+	in, _, ok := p.prepare(r)
+	if !ok {
+		return false
+	}
+	if r.MCP != nil && !r.MCP.Batch && len(r.MCP.Calls) == 1 {
+		in.call = &r.MCP.Calls[0]
+	}
+	connect := asciiEqualFold(r.Method, "CONNECT")
+	for i := range p.rules {
+		rl := &p.rules[i]
+		if len(rl.m.subjects) == 0 || rl.verdict == Deny {
+			continue
+		}
+		m := rl.m
+		m.subjects, m.networks = nil, nil
+		if connect && m.connectMismatch(&in) == fieldNone || !connect && m.mismatch(&in) == fieldNone {
+			return true
+		}
+	}
+	return false
 }
 
 // Explain says, for each rule in order up to the first that matches, why

@@ -369,6 +369,19 @@ func headerHas(h http.Header, name, substr string) bool {
 	return false
 }
 
+// webSocket reports a WebSocket opening handshake (RFC 6455): a GET
+// whose one Upgrade value is websocket. An Upgrade that lists other
+// protocols too could be answered with one of those.
+func webSocket(r *Request) bool {
+	var up []string
+	for k, vs := range r.Header {
+		if asciiEqualFold(k, "upgrade") {
+			up = append(up, vs...)
+		}
+	}
+	return r.Method == http.MethodGet && len(up) == 1 && asciiEqualFold(strings.TrimSpace(up[0]), "websocket")
+}
+
 func wantsUpgrade(h http.Header) bool {
 	for k, vs := range h {
 		if asciiEqualFold(k, "upgrade") {

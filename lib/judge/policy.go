@@ -42,7 +42,10 @@ type ruleFile struct {
 	Mode    *string         `json:"mode"`
 	Inject  *injectFile     `json:"inject"`
 	Meter   *string         `json:"meter"`
-	Expires *string         `json:"expires"`
+	// WebSocket and Timeout: see parseRule.
+	WebSocket *bool   `json:"websocket"`
+	Timeout   *string `json:"timeout"`
+	Expires   *string `json:"expires"`
 }
 
 type matchFile struct {
@@ -312,8 +315,24 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 		}
 		if rl.m.upgrade {
 			// After the switch of protocols the gateway reads no
-			// response, so a metered rule would let usage pass unseen.
+			// response, so a metered rule would let usage pass unseen;
+			// a WebSocket's frames it does read (the websocket key).
 			return rule{}, errors.New("meter: a metering rule cannot allow a protocol upgrade: the gateway reads no usage after it")
+		}
+	}
+	if f.WebSocket != nil {
+		rl.websocket = *f.WebSocket
+		switch {
+		case rl.websocket && rl.verdict != Allow:
+			return rule{}, errors.New("websocket: only an allow rule lets a WebSocket through")
+		case rl.websocket && rl.meter != "" && rl.meter != MeterOpenAI:
+			// Frames are read only for the Responses API's events.
+			return rule{}, fmt.Errorf("websocket: the gateway reads usage from WebSocket frames only under meter %s", MeterOpenAI)
+		}
+	}
+	if f.Timeout != nil {
+		if rl.timeout, err = parseTimeout(*f.Timeout, rl.verdict); err != nil {
+			return rule{}, fmt.Errorf("timeout: %w", err)
 		}
 	}
 	rl.m.eitherPath = rl.verdict == Deny
@@ -680,11 +699,30 @@ func isToken(s string) bool {
 // parseMeter checks a rule's meter: a model API the gateway can read
 // usage from, on a rule whose responses it reads.
 func parseMeter(m string, v Verdict) (string, error) {
-	if m != MeterOpenAI && m != MeterAnthropic {
-		return "", fmt.Errorf("%s is not %s or %s", quote(m), MeterOpenAI, MeterAnthropic)
+	if m != MeterOpenAI && m != MeterAnthropic && m != MeterGemini {
+		return "", fmt.Errorf("%s is not %s, %s or %s", quote(m), MeterOpenAI, MeterAnthropic, MeterGemini)
 	}
 	if v != Allow {
 		return "", errors.New("only an allow rule meters: the gateway reads no response of a deny or tunnel rule")
 	}
 	return m, nil
+}
+
+// MaxTimeout bounds a rule's timeout: a request that waits longer for
+// its answer holds a connection slot and a body for no good reason.
+const MaxTimeout = 24 * time.Hour
+
+// parseTimeout reads a rule's upstream timeout, a Go duration such as
+// "600s" or "10m", on a rule whose requests go upstream.
+func parseTimeout(t string, v Verdict) (time.Duration, error) {
+	d, err := time.ParseDuration(t)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%s is not a duration like \"600s\" or \"10m\"", quote(t))
+	case d <= 0 || d > MaxTimeout:
+		return 0, fmt.Errorf("%s is not above 0 and at most %s", quote(t), MaxTimeout)
+	case v != Allow:
+		return 0, errors.New("only an allow rule has an upstream to wait for")
+	}
+	return d, nil
 }

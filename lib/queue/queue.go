@@ -341,3 +341,19 @@ func Resolve(y *yard.Yard, s string) (string, error) {
 		return all, nil
 	})
 }
+
+// Repair records the last transition of a task of imp's queue whose
+// writer died between its state write and its records. The queue's next
+// transition does this first; the supervisor calls it when it starts, for
+// a queue that may not move again (its last task ended). Without a marker
+// it takes no lock.
+func Repair(y *yard.Yard, imp string) error {
+	if _, marked := event.Interrupted(y.Path("queue", imp)); !marked {
+		return nil
+	}
+	s, err := tasks(y, imp)
+	if err != nil {
+		return err
+	}
+	return transition.Repair(s)
+}
