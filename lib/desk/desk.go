@@ -15,6 +15,7 @@ import (
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/executor"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/grant"
 	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/state"
@@ -59,6 +60,9 @@ type Report struct {
 
 	// Times is its age and, with a deadline, the time it has left.
 	Times
+	// Grant, for an egress-grant gate, is how long its rule holds and for
+	// whom: "permanent", or its scope and expiry.
+	Grant string `json:"grant,omitempty"`
 }
 
 // Inspect reports on g in yard y, checking an approval against the
@@ -93,6 +97,13 @@ func Inspect(y *yard.Yard, home string, g *gate.Gate) *Report {
 	r.verify(home)
 	if g.Intent == intent.TrustPromote {
 		r.Promotion = promotion(y, home, g)
+	}
+	if g.Intent == intent.EgressGrant && r.PayloadMatches {
+		var approved time.Time
+		if g.Approval != nil {
+			approved = g.Approval.At
+		}
+		r.Grant = grant.Describe(g.Payload, g.Task, approved)
 	}
 	if g.State == state.Filed && r.Left != nil && *r.Left <= 0 {
 		r.Waiting = "past its deadline " + r.Times.Deadline.Format(time.RFC3339) + ", undecided: impexec marks it expired, and an approval is refused"

@@ -98,6 +98,7 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 				r.earnedAll(org)
 			}
 			r.recordSigners()
+			r.sweepGrants()
 			poke()
 		},
 		Scanned: func() {

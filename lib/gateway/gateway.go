@@ -152,6 +152,9 @@ type Config struct {
 	// can lose the record of a request already forwarded: only for
 	// measuring what the sync costs (impgw serve's hidden benchmark flag).
 	Unsynced bool
+	// Now is the clock a request is judged at, so that a rule stops
+	// applying when its expires time comes; nil is time.Now.
+	Now func() time.Time
 }
 
 // Gateway is a running proxy.
@@ -187,6 +190,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	lim := cfg.Limits
 	if lim == (Limits{}) {

@@ -50,7 +50,9 @@ func Decide(p *judge.Policy, jr *judge.Request) judge.Decision {
 // re-judging under another policy. It reports false for records whose
 // outcome no policy decides: rejects and the gateway's own refusals.
 // Redacted header and query values stay redacted, so a rule on their content cannot
-// be replayed faithfully.
+// be replayed faithfully; a redacted query value counts as present. The
+// request is judged at the record's time, and a rule reading the body or
+// the task, which records do not hold, leaves the Decision Unknown.
 func (r *Record) JudgeRequest() (*judge.Request, bool) {
 	if r.Verdict == VerdictReject || r.RefusedBy != "" || r.Request.Host == "" {
 		return nil, false
@@ -73,6 +75,8 @@ func (r *Record) JudgeRequest() (*judge.Request, bool) {
 		MCP:          q.MCP,
 		MCPError:     q.MCPError,
 		Placeholders: q.Placeholders,
+		Time:         r.Time,
+		FromRecord:   true,
 	}
 	if ap, err := netip.ParseAddrPort(r.Addr); err == nil {
 		jr.Addr = ap.Addr()

@@ -62,6 +62,7 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 		// Reading the body took time: judge by the policy as it is now.
 		pol = g.policy.get()
 	}
+	jr.Task, jr.Time = rec.task, g.cfg.Now()
 	d := pol.policy.Judge(jr)
 	rec.decided(d)
 	if d.Verdict != judge.Allow && s.uncredentialed(req, subject, pol.policy, jr) {
@@ -181,6 +182,7 @@ func newJudgeRequest(t *target, method string, h http.Header, body []byte, subje
 		Query:    t.query,
 		Header:   h,
 		BodySize: int64(len(body)),
+		Body:     body,
 	}
 	u := ""
 	if strings.Contains(t.host, judge.PlaceholderPrefix) || strings.Contains(t.path, judge.PlaceholderPrefix) || strings.Contains(t.query, judge.PlaceholderPrefix) {

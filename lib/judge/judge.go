@@ -24,6 +24,11 @@
 //     request only under a rule whose method names CONNECT: the gateway
 //     cannot read what follows.
 //   - A JSON-RPC batch passes only if every call in it would pass alone.
+//   - A query, JSON body or MCP arguments the judge cannot read without
+//     guessing (see query.go and body.go) hold no condition on them; a
+//     body is read once per request however many rules read it.
+//   - A rule that expires matches nothing from its expires on, and
+//     nothing when the request's time is unknown.
 //
 // A Policy is immutable and safe for concurrent use. The common case, an
 // allowed request to a named host, does not allocate.
@@ -73,7 +78,7 @@ type Request struct {
 	Host     string      // canonical, from CanonicalHost
 	Port     int         // 1..65535
 	Path     string      // as sent, not unescaped; rules see its NormalPath
-	Query    string      // raw query, for the record; no rule matches it
+	Query    string      // raw query, as sent; query rules see it decoded (see query.go)
 	Header   http.Header // as received, hop-by-hop headers included
 	BodySize int64       // bytes, after any Content-Encoding is undone
 
@@ -83,6 +88,16 @@ type Request struct {
 	Addr netip.Addr // resolved destination; the zero Addr: not resolved yet
 
 	Placeholders []Placeholder // from FindPlaceholders
+
+	// Body is the body as forwarded, Content-Encoding undone; json rules
+	// read it only when its length is BodySize.
+	Body []byte
+	Task string    // the task the subject's credentials were issued for; "" for none
+	Time time.Time // when the request is judged; zero: no rule that expires matches
+	// FromRecord: rebuilt from a decision record, which holds no body and
+	// redacts some query values (see RecordRedacted), nor a task. A rule
+	// reading the body or task then decides nothing: Decision.Unknown.
+	FromRecord bool
 }
 
 // Decision is the judge's answer, with what the gateway needs to act on it.
@@ -99,6 +114,10 @@ type Decision struct {
 	// deciding rule's websocket key allows.
 	WebSocket bool
 	Timeout   time.Duration // the deciding rule's upstream timeout; 0 for the gateway's default
+	// Unknown: the request came from a record, and the first rule that
+	// could match reads the body or the task, which records do not hold.
+	// The verdict is Deny, and no more than a placeholder.
+	Unknown bool
 	// Rated are the rules with a rate that allowed the request (each
 	// call of a batch), each once: the gateway counts the request
 	// against each per subject and refuses it past any (429).
@@ -143,6 +162,7 @@ type Rule struct {
 // Policy is a parsed policy. A nil *Policy denies everything.
 type Policy struct {
 	rules      []rule
+	docs       *docTries
 	report     bool
 	upstreamCA string
 	redact     []string // lower-case header names
@@ -251,7 +271,7 @@ func (p *Policy) prepare(r *Request) (input, Decision, bool) {
 	if c, err := CanonicalHost(r.Host); err != nil || c != r.Host {
 		return input{}, deny("", "host is not in canonical form"), false
 	}
-	in := input{Request: r, upgrade: wantsUpgrade(r.Header)}
+	in := input{Request: r, upgrade: wantsUpgrade(r.Header), docs: p.docs}
 	in.path = NormalPath(r.Path)
 	// The normal form is checked too: a stray % before an escape ("%2%66")
 	// is a double-encoded slash to a server that decodes twice, and reads
@@ -308,6 +328,8 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 		case fieldTraversal:
 			traversed = traversed || rl.verdict != Deny
 			continue
+		case fieldUnknown:
+			return Decision{Rule: rl.name, Reason: rl.label + " reads the request body or task, which a record does not hold", Unknown: true}, false
 		default:
 			continue
 		}
@@ -596,6 +618,9 @@ func (p *Policy) explain(in *input, prefix string) []Trace {
 			}
 		}
 		why := prefix + "matches: " + rl.verdict.String()
+		if c := rl.m.conditions(in); c != "" {
+			why += " (" + c + ")"
+		}
 		if !rl.rate.IsZero() {
 			why += fmt.Sprintf(", at most %s per subject (past it 429 with Retry-After)", rl.rate)
 		}

@@ -42,13 +42,35 @@ func base() *Request {
 	}
 }
 
+// matchCase is a match field under test: base(), changed by mod, under a
+// lone allow rule with match, is allowed when want is.
+type matchCase struct {
+	name  string
+	match string
+	mod   func(*Request)
+	want  bool
+}
+
+func runMatchCases(t *testing.T, tests []matchCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := policy(t, `{"name":"r","match":`+tt.match+`,"verdict":"allow"}`)
+			r := base()
+			tt.mod(r)
+			got := p.Judge(r)
+			if (got.Verdict == Allow) != tt.want {
+				t.Errorf("match %s, body %.80q: got %+v, want match=%v\ntrace: %+v", tt.match, r.Body, got, tt.want, p.Explain(r))
+			}
+			if !tt.want && got.Rule != "" {
+				t.Errorf("a rule that does not match decided: %+v", got)
+			}
+		})
+	}
+}
+
 func TestMatchFields(t *testing.T) {
-	tests := []struct {
-		name  string
-		match string
-		mod   func(*Request)
-		want  bool
-	}{
+	runMatchCases(t, []matchCase{
 		{"no match field", `{}`, func(r *Request) {}, true},
 
 		{"protocol", `{"protocol":"https"}`, func(r *Request) {}, true},
@@ -141,21 +163,7 @@ func TestMatchFields(t *testing.T) {
 
 		{"all fields hold", `{"host":"api.example.com","method":"GET","port":443}`, func(r *Request) {}, true},
 		{"one field fails", `{"host":"api.example.com","method":"GET","port":80}`, func(r *Request) {}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := policy(t, `{"name":"r","match":`+tt.match+`,"verdict":"allow"}`)
-			r := base()
-			tt.mod(r)
-			got := p.Judge(r)
-			if (got.Verdict == Allow) != tt.want {
-				t.Errorf("match %s: got %+v, want match=%v\ntrace: %+v", tt.match, got, tt.want, p.Explain(r))
-			}
-			if !tt.want && got.Rule != "" {
-				t.Errorf("a rule that does not match decided: %+v", got)
-			}
-		})
-	}
+	})
 }
 
 func TestDecisions(t *testing.T) {

@@ -47,6 +47,7 @@ type ruleFile struct {
 	WebSocket *bool   `json:"websocket"`
 	Timeout   *string `json:"timeout"`
 	Rate      *string `json:"rate"`
+	Expires   *string `json:"expires"`
 }
 
 type matchFile struct {
@@ -60,11 +61,17 @@ type matchFile struct {
 	MCP            *mcpFile        `json:"mcp"`
 	Network        json.RawMessage `json:"network"`
 	Subject        json.RawMessage `json:"subject"`
+	Query          json.RawMessage `json:"query"`
+	QueryExact     *bool           `json:"queryExact"`
+	JSON           json.RawMessage `json:"json"`
+	JSONAbsent     json.RawMessage `json:"jsonAbsent"`
+	Task           json.RawMessage `json:"task"`
 }
 
 type mcpFile struct {
-	Method json.RawMessage `json:"method"`
-	Tool   json.RawMessage `json:"tool"`
+	Method    json.RawMessage `json:"method"`
+	Tool      json.RawMessage `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
 }
 
 type injectFile struct {
@@ -145,7 +152,34 @@ func Parse(data []byte) (*Policy, error) {
 		names[rl.name] = true
 		p.rules = append(p.rules, rl)
 	}
+	p.docs = compileTries(p.rules)
 	return p, nil
+}
+
+// docTries gathers the pointers of every rule, so that a request's body
+// and each call's arguments are read once for all of them.
+type docTries struct {
+	body, args          *trie
+	bodySlots, argSlots int
+}
+
+func compileTries(rules []rule) *docTries {
+	d := &docTries{body: newTrie(), args: newTrie()}
+	for i := range rules {
+		m := &rules[i].m
+		for j := range m.json {
+			m.json[j].slot = d.body.add(m.json[j].ptr, &d.bodySlots)
+		}
+		for j := range m.jsonAbsent {
+			m.jsonAbsent[j].slot = d.body.add(m.jsonAbsent[j].ptr, &d.bodySlots)
+		}
+		if m.mcp != nil {
+			for j := range m.mcp.arguments {
+				m.mcp.arguments[j].slot = d.args.add(m.mcp.arguments[j].ptr, &d.argSlots)
+			}
+		}
+	}
+	return d
 }
 
 func checkSchema(raw json.RawMessage) error {
@@ -267,6 +301,11 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 			return rule{}, fmt.Errorf("match.%w", err)
 		}
 	}
+	if f.Expires != nil {
+		if rl.m.expires, err = time.Parse(time.RFC3339, *f.Expires); err != nil {
+			return rule{}, fmt.Errorf("expires: %s is not an RFC 3339 time like 2026-01-02T15:04:05Z", quote(*f.Expires))
+		}
+	}
 	if f.Inject != nil {
 		if rl.inject, err = parseInject(f.Inject); err != nil {
 			return rule{}, fmt.Errorf("inject.%w", err)
@@ -316,6 +355,9 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 		// A tunnel is decided from the CONNECT alone and carries bytes the
 		// gateway never reads: request fields could never hold, and there
 		// is no request to inject into.
+		if !rl.m.expires.IsZero() {
+			return rule{}, errors.New("expires: a tunnel rule cannot expire: the gateway cannot close a pipe it opened when the rule ends")
+		}
 		if rl.m.requestLevel() {
 			return rule{}, errors.New("verdict: a tunnel rule can match only protocol, host, port, network and subject")
 		}
@@ -417,6 +459,42 @@ func parseMatch(f *matchFile) (matcher, error) {
 			if m.mcp.tools, err = globList(f.MCP.Tool); err != nil {
 				return m, fmt.Errorf("mcp.tool: %w", err)
 			}
+		}
+		if f.MCP.Arguments != nil {
+			if m.mcp.arguments, err = parseValueConds(f.MCP.Arguments); err != nil {
+				return m, fmt.Errorf("mcp.arguments: %w", err)
+			}
+		}
+	}
+	if f.Query != nil {
+		if m.query, err = parseQueryConds(f.Query); err != nil {
+			return m, fmt.Errorf("query: %w", err)
+		}
+	}
+	if f.QueryExact != nil {
+		m.queryExact = *f.QueryExact
+	}
+	if f.JSON != nil {
+		if m.json, err = parseValueConds(f.JSON); err != nil {
+			return m, fmt.Errorf("json: %w", err)
+		}
+	}
+	if f.JSONAbsent != nil {
+		ptrs, err := stringList(f.JSONAbsent)
+		if err != nil {
+			return m, fmt.Errorf("jsonAbsent: %w", err)
+		}
+		for _, text := range ptrs {
+			p, err := parsePointer(text)
+			if err != nil {
+				return m, fmt.Errorf("jsonAbsent: %w", err)
+			}
+			m.jsonAbsent = append(m.jsonAbsent, valueCond{ptr: p})
+		}
+	}
+	if f.Task != nil {
+		if m.tasks, err = globList(f.Task); err != nil {
+			return m, fmt.Errorf("task: %w", err)
 		}
 	}
 	if f.Network != nil {

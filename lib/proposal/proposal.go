@@ -221,7 +221,7 @@ func decide(y *yard.Yard, p Proposal, take takeGate) (d Decision, env Envelope) 
 		return refuse(PayloadRefused, "%v", err), env
 	}
 	if env.Intent == intent.EgressGrant {
-		if payload, err = grant.Rule(p.Imp, payload); err != nil {
+		if payload, err = grant.Rule(p.Imp, p.Task, payload); err != nil {
 			return refuse(PayloadRefused, "%v", err), env
 		}
 	}
