@@ -30,21 +30,28 @@ var claudeRootfs struct {
 	err  error
 }
 
+// testsCache is the tests' own cache directory, impyard-tests in the
+// user's: an XDG_CACHE_HOME for what the tests install, kept between runs.
+func testsCache(t *testing.T) string {
+	t.Helper()
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(cache, "impyard-tests")
+}
+
 // needClaudeRootfs makes the rootfs with examples/claude-code/mkrootfs.
-// npm's download of Claude Code is kept in a cache of the tests' own
-// (impyard-tests/npm in the user's cache directory), so only a machine's
+// npm's download of Claude Code is kept in the tests' cache, where
+// mkrootfs keeps it with XDG_CACHE_HOME set to it, so only a machine's
 // first run reaches the registry.
 func needClaudeRootfs(t *testing.T) string {
 	t.Helper()
 	boxes.Need(t)
+	cache := testsCache(t)
 	claudeRootfs.once.Do(func() {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			claudeRootfs.err = err
-			return
-		}
 		claudeRootfs.dir = filepath.Join(boxes.Dir, "claude-rootfs")
-		cmd := exec.Command("examples/claude-code/mkrootfs", "--cache", filepath.Join(cache, "impyard-tests", "npm"), claudeRootfs.dir)
+		cmd := exec.Command("examples/claude-code/mkrootfs", "--cache", filepath.Join(cache, "impyard", "npm"), claudeRootfs.dir)
 		cmd.Dir = ".."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			claudeRootfs.err = fmt.Errorf("examples/claude-code/mkrootfs: %v\n%s", err, out)
@@ -258,8 +265,13 @@ func TestBoxClaudeCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	var metered int
+	var side []string
 	for _, r := range recs {
-		if r.Request.Imp != "claude" || r.Request.Path != "/v1/messages" {
+		if r.Request.Imp != "claude" {
+			continue
+		}
+		if r.Request.Path != "/v1/messages" {
+			side = append(side, fmt.Sprintf("%s %s %s://%s%s", r.Verdict, r.Request.Method, r.Request.Protocol, r.Request.Host, r.Request.Path))
 			continue
 		}
 		if r.Verdict != "allow" || r.Rule != "claude-code" || r.Status != 200 {
@@ -271,6 +283,10 @@ func TestBoxClaudeCode(t *testing.T) {
 	}
 	if metered != calls {
 		t.Errorf("%d model calls metered on record, want %d", metered, calls)
+	}
+	// Its side traffic is off: nothing but model calls left the box.
+	if len(side) > 0 {
+		t.Errorf("requests of the box besides its model calls: %q", side)
 	}
 	var in, outTok int64
 	ledger.Read(b.y, "claude", time.Time{}, time.Now().Add(time.Hour), func(e ledger.Entry) {
