@@ -111,15 +111,8 @@ func TestReadmeWalkthrough(t *testing.T) {
 	defer logFile.Close()
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir = ".."
-	cmd.Env = []string{
-		"PATH=" + filepath.Join(dest, "usr/local/bin") + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME=" + home, "USER=root", "LOGNAME=root", "LANG=C.UTF-8",
-		"XDG_CACHE_HOME=" + testsCache(t),
-		"ANTHROPIC_API_KEY=" + anthropicKey, "MAIL_API_KEY=re_walkthrough_key",
-	}
-	if tmp := os.Getenv("TMPDIR"); tmp != "" {
-		cmd.Env = append(cmd.Env, "TMPDIR="+tmp)
-	}
+	cmd.Env = append(readmeEnv(filepath.Join(dest, "usr", "local", "bin"), home),
+		"XDG_CACHE_HOME="+testsCache(t), "ANTHROPIC_API_KEY="+anthropicKey, "MAIL_API_KEY=re_walkthrough_key")
 	// Its own process group, which the daemons it starts in the
 	// background share: all of it stops when the test ends.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
