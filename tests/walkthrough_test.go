@@ -80,13 +80,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	listen := ln.Addr().String()
 	ln.Close()
 	ns := fmt.Sprintf("walk-%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() {
-		out, _ := exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "containers", "ls", "-q").Output()
-		for _, id := range strings.Fields(string(out)) {
-			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "tasks", "rm", "-f", id).Run()
-			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "containers", "rm", id).Run()
-		}
-	})
+	t.Cleanup(func() { removeBoxes(ns) })
 
 	srv := filepath.Join(work, "srv") + "/"
 	yardDir := srv + "yard"
