@@ -224,7 +224,12 @@ func TestBoxClaudeCode(t *testing.T) {
 	})
 	taskID := b.add(t, "claude", "tell team@ourco.com hello")
 	var envs []string
-	api.onFirst = func() { envs = boxEnvs(taskID) }
+	api.onFirst = func() {
+		found := boxEnvs(taskID)
+		api.mu.Lock()
+		envs = found
+		api.mu.Unlock()
+	}
 	out := b.once(t)
 	task := b.task(t, taskID)
 	log := b.boxLog(t, task)
@@ -244,7 +249,7 @@ func TestBoxClaudeCode(t *testing.T) {
 		t.Fatalf("gates %+v", gates)
 	}
 	api.mu.Lock()
-	calls, keys, results, other := api.calls, api.keys, api.results, api.other
+	calls, keys, results, other, envs := api.calls, api.keys, api.results, api.other, envs
 	api.mu.Unlock()
 	if len(results) != 1 || !strings.Contains(results[0], gates[0].ID) {
 		t.Errorf("the agent's tool results %q do not name gate %s", results, gates[0].ID)

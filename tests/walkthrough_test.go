@@ -93,8 +93,10 @@ func TestReadmeWalkthrough(t *testing.T) {
 		`command = ["/usr/local/bin/claude-imp"]`, fmt.Sprintf(`command = ["/usr/bin/env", "ANTHROPIC_BASE_URL=%s", "/usr/local/bin/claude-imp"]`, api.srv.URL),
 		"--slurpfile r examples/claude-code/gateway-rule.json", "--slurpfile r "+localRule)
 	// The README's prose: containerd's address (and a namespace of the
-	// test's own) in org.toml's [containerd], and the gateway's port.
-	configure := fmt.Sprintf("printf '\\n[containerd]\\naddress = %%s\\nnamespace = %%s\\n[gateway]\\nlisten = %%s\\n' '%q' '%q' '%q' >>%s/org.toml\n", boxes.Sock, ns, listen, yardDir)
+	// test's own) in org.toml's [containerd], and the gateway's port, in
+	// the place of the commented defaults 'impsup init' wrote.
+	configure := fmt.Sprintf(`sed -i -e 's|^#address = .*|address = %q|' -e 's|^#namespace = .*|namespace = %q|' -e 's|^#listen = "127.0.0.1:7300".*|listen = %q|' %s/org.toml`+"\n",
+		boxes.Sock, ns, listen, yardDir)
 	script := "set -e\n" + first + configure + daemons + claude
 
 	logPath := filepath.Join(work, "walkthrough.log")
