@@ -53,7 +53,8 @@ func rewrite(t *testing.T, s string, oldNew ...string) string {
 // cannot do as written is rewritten, and each rewrite fails the test if
 // the README no longer says what it replaces: /srv/ is below the test's
 // directory; the org.toml 'impsup init' made is pointed, as the README
-// says to, at the test's containerd and a free gateway port; impsup
+// says to, at the test's containerd and a free gateway port, with the
+// section's executor added; impsup
 // doctor waits for the gateway that was just started; the
 // gateway's upstream CA (--upstream-ca /srv/internal-ca.pem) and the
 // Claude Code rule are for a loopback stand-in of Anthropic's API, which
@@ -97,6 +98,14 @@ func TestReadmeWalkthrough(t *testing.T) {
 	// the place of the commented defaults 'impsup init' wrote.
 	configure := fmt.Sprintf(`sed -i -e 's|^#address = .*|address = %q|' -e 's|^#namespace = .*|namespace = %q|' -e 's|^#listen = "127.0.0.1:7300".*|listen = %q|' %s/org.toml`+"\n",
 		boxes.Sock, ns, listen, yardDir)
+	// And the section's executor, appended to org.toml as it says: the
+	// proposals wait for one that can carry them out.
+	_, blocks := readmeSection(t, "Your first own imp")
+	for _, b := range blocks {
+		if b.lang == "toml" {
+			configure += "cat >>" + yardDir + "/org.toml <<'TOML'\n" + b.body + "TOML\n"
+		}
+	}
 	script := "set -e\n" + first + configure + daemons + claude
 
 	logPath := filepath.Join(work, "walkthrough.log")
