@@ -79,14 +79,8 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 	s.sweepRuns(adopted)
 	// A queue whose last transition lost its records to a cut may never
 	// move again: its records are written now, not at its next add.
-	imps, bad := s.Yard.Imps("queue")
-	for _, err := range bad {
-		s.logf("queue: %v", err)
-	}
-	for _, imp := range imps {
-		if err := queue.Repair(s.Yard, imp); err != nil {
-			s.logf("queue %s: %v", imp, err)
-		}
+	for _, err := range queue.Repair(s.Yard) {
+		s.logf("%v", err)
 	}
 	// A run that ended unseen (the supervisor or the host went down while
 	// its box ran) still has its token: revoked, nothing that kept it is
