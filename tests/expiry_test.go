@@ -136,6 +136,13 @@ func TestGateExpires(t *testing.T) {
 	if code, out := run(monday, "", "impgate", "ls", "--all"); code != 0 || !strings.Contains(out, gid) || !strings.Contains(out, "expired") {
 		t.Errorf("ls --all: %d %s", code, out)
 	}
+	// The owner, having reviewed it, closes the task.
+	if code, out := run(monday, "", "impq", "cancel", "--reason", "reviewed: the mail is stale", task); code != 0 || !strings.Contains(out, "cancelled") {
+		t.Errorf("impq cancel of the task in review: %d %s", code, out)
+	}
+	if tk, _ := queue.Get(s.y, task); tk.State != state.Cancelled || tk.Reason != "reviewed: the mail is stale" {
+		t.Errorf("after impq cancel the task is %s (%s)", tk.State, tk.Reason)
+	}
 }
 
 // impexecAt starts impexec run from crashBin with env and returns what

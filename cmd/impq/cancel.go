@@ -12,8 +12,10 @@ import (
 
 const cancelUsage = `usage: impq cancel [--as NAME] [--reason WHY] [--json] TASK
 
-Cancel a waiting or running task. A running task's box is stopped by the
-supervisor when it sees the cancellation.
+Cancel a waiting, running or needs-review task. A running task's box is
+stopped by the supervisor when it sees the cancellation. A task in review
+is closed: its gates stay as they are (a pending one can still be decided),
+but it ends; use it when a gate that expired or failed leaves it in review.
 
 Examples:
   impq cancel t-01jf8k2m3nx4k9q2

@@ -63,13 +63,15 @@ type Machine struct {
 }
 
 // TaskMachine: waiting -> running -> needs-review | done | failed;
-// needs-review -> done | failed; waiting | running -> cancelled; and retry,
+// needs-review -> done | failed; waiting | running | needs-review ->
+// cancelled (the owner closes a task in review whose gates will not
+// settle it: one expired, say); and retry,
 // failed -> waiting, as a new attempt. A task that cannot be started at all
 // (its imp has no usable configuration) fails from waiting, with the reason.
 var TaskMachine = Machine{kind: "task", edges: map[string][]string{
 	Waiting:     {Running, Cancelled, Failed},
 	Running:     {NeedsReview, Done, Failed, Cancelled},
-	NeedsReview: {Done, Failed},
+	NeedsReview: {Done, Failed, Cancelled},
 	Failed:      {Waiting},
 	Done:        nil,
 	Cancelled:   nil,

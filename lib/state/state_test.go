@@ -10,16 +10,17 @@ import (
 // a change to either machine has to change this table too.
 var (
 	taskLegal = map[[2]string]bool{
-		{Waiting, Running}:     true,
-		{Waiting, Cancelled}:   true,
-		{Waiting, Failed}:      true,
-		{Running, NeedsReview}: true,
-		{Running, Done}:        true,
-		{Running, Failed}:      true,
-		{Running, Cancelled}:   true,
-		{NeedsReview, Done}:    true,
-		{NeedsReview, Failed}:  true,
-		{Failed, Waiting}:      true,
+		{Waiting, Running}:       true,
+		{Waiting, Cancelled}:     true,
+		{Waiting, Failed}:        true,
+		{Running, NeedsReview}:   true,
+		{Running, Done}:          true,
+		{Running, Failed}:        true,
+		{Running, Cancelled}:     true,
+		{NeedsReview, Done}:      true,
+		{NeedsReview, Failed}:    true,
+		{NeedsReview, Cancelled}: true,
+		{Failed, Waiting}:        true,
 	}
 	gateLegal = map[[2]string]bool{
 		{Filed, Approved}:     true,
