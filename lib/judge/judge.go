@@ -45,6 +45,10 @@ const (
 	Deny   Verdict = iota // refuse
 	Allow                 // forward (after TLS interception, for HTTPS)
 	Tunnel                // pipe the CONNECT through unread; only JudgeConnect returns it
+	// Gate holds an MCP tool call for approval instead of making it: only
+	// a rule that matches a tools/call returns it, only for a call sent
+	// alone, and only the gateway's door to MCP servers acts on it.
+	Gate
 )
 
 func (v Verdict) String() string {
@@ -55,6 +59,8 @@ func (v Verdict) String() string {
 		return "allow"
 	case Tunnel:
 		return "tunnel"
+	case Gate:
+		return "gate"
 	}
 	return "verdict(" + strconv.Itoa(int(v)) + ")"
 }
@@ -296,7 +302,7 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 				if rl.verdict == Deny {
 					continue
 				}
-				return Decision{Verdict: Allow, Rule: rl.name, Reason: rl.maybeReason, NeedsAddr: true, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter}, true
+				return Decision{Verdict: rl.verdict, Rule: rl.name, Reason: rl.maybeReason, NeedsAddr: true, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter}, true
 			}
 			if !containsAddr(rl.m.networks, in.addr) {
 				continue
@@ -305,7 +311,7 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 		if rl.verdict == Deny {
 			return soften(deny(rl.name, rl.denyReason), rl.report, in), false
 		}
-		return admit(Decision{Verdict: Allow, Rule: rl.name, Reason: rl.allowReason, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter}, rl, in), false
+		return admit(Decision{Verdict: rl.verdict, Rule: rl.name, Reason: rl.allowReason, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter}, rl, in), false
 	}
 	reason := reasonNoMatch
 	if traversed {
@@ -375,6 +381,11 @@ func (p *Policy) judgeBatch(in *input, calls []mcp.Call) Decision {
 		}
 		if d.Verdict == Deny {
 			return d
+		}
+		if d.Verdict == Gate {
+			// One gate holds one call: the calls around it would be made
+			// or refused with it, unapproved.
+			return deny(d.Rule, callLabel(i, in.call)+": "+d.Rule+" gates it, and a gated call must be sent alone, not in a batch")
 		}
 		provisional = provisional || maybe
 		if i == 0 {
