@@ -302,7 +302,7 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 				if rl.verdict == Deny {
 					continue
 				}
-				return Decision{Verdict: rl.verdict, Rule: rl.name, Reason: rl.maybeReason, NeedsAddr: true, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter}, true
+				return Decision{Verdict: rl.allows(), Rule: rl.name, Reason: rl.maybeReason, NeedsAddr: true, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter}, true
 			}
 			if !containsAddr(rl.m.networks, in.addr) {
 				continue
@@ -311,13 +311,23 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 		if rl.verdict == Deny {
 			return soften(deny(rl.name, rl.denyReason), rl.report, in), false
 		}
-		return admit(Decision{Verdict: rl.verdict, Rule: rl.name, Reason: rl.allowReason, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter}, rl, in), false
+		return admit(Decision{Verdict: rl.allows(), Rule: rl.name, Reason: rl.allowReason, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter}, rl, in), false
 	}
 	reason := reasonNoMatch
 	if traversed {
 		reason = reasonTraversal
 	}
 	return soften(deny("", reason), p.report, in), false
+}
+
+// allows is what a matching rule that does not deny does with a request:
+// a tunnel rule's request (seen when its host was terminated for another
+// rule) is allowed, a gate rule's is gated.
+func (rl *rule) allows() Verdict {
+	if rl.verdict == Gate {
+		return Gate
+	}
+	return Allow
 }
 
 // soften applies report mode to a deny: it becomes an allow that keeps

@@ -274,6 +274,9 @@ func (in *instance) armIdle() {
 			in.mu.Unlock()
 			return
 		}
+		// Let go first: a call from now on starts a new process rather
+		// than write to this one as it stops.
+		in.p = nil
 		in.set(StateStopped, 0, "")
 		in.mu.Unlock()
 		p.stop(5 * time.Second)
@@ -412,6 +415,7 @@ func (m *Manager) Close() {
 	for _, in := range ins {
 		in.mu.Lock()
 		p := in.p
+		in.p = nil
 		if in.retry != nil {
 			in.retry.Stop()
 		}

@@ -39,6 +39,10 @@ var (
 // could not be told from ordinary text when it is kept out of answers.
 const MinSecret = 8
 
+// StartTimeout bounds a server's start, up to its answer to initialize:
+// a caller waits no longer for a server that hangs.
+const StartTimeout = 30 * time.Second
+
 // DefaultProtocol is the MCP revision the door asks a server for when
 // the first client named none.
 const DefaultProtocol = "2025-06-18"
@@ -151,7 +155,9 @@ func launch(ctx context.Context, homeDir, name string, s *config.MCPServer, prot
 		"capabilities":    map[string]any{},
 		"clientInfo":      map[string]any{"name": "impgw", "version": "1"},
 	})
-	resp, err := p.call(ctx, "initialize", params, nil)
+	ictx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	resp, err := p.call(ictx, "initialize", params, nil)
 	if err == nil {
 		var r struct {
 			Result json.RawMessage `json:"result"`
