@@ -198,7 +198,7 @@ func (d *Door) one(ctx context.Context, subject, name string, spec *config.MCPSe
 	case m.ID == nil:
 		return nil, d.M.notify(name, subject, spec, m.Method, m.Params)
 	}
-	resp, secrets, err := d.M.call(ctx, name, subject, spec, "", m.Method, m.Params, string(m.ID))
+	resp, secrets, err := d.M.call(ctx, name, subject, spec, m.Method, m.Params, string(m.ID))
 	if err != nil {
 		return serverError(m.ID, err), err
 	}

@@ -432,21 +432,32 @@ func (m *Manager) Close() {
 	m.writeStatus()
 }
 
-// call makes one request of (name, imp)'s process as subject, under
-// the caller's id callerID (kept so a cancellation can name it).
-func (m *Manager) call(ctx context.Context, name, subject string, spec *config.MCPServer, protocol, method string, params json.RawMessage, callerID string) (json.RawMessage, []string, error) {
-	in := m.instance(name, subject, spec)
+// use takes (name, imp)'s process for one request of subject, starting
+// it (asking for protocol if this is its first start); done ends the
+// use, which holds off the idle stop until then.
+func (m *Manager) use(ctx context.Context, name, subject string, spec *config.MCPServer, protocol string) (in *instance, p *proc, done func(), err error) {
+	in = m.instance(name, subject, spec)
 	in.begin()
-	defer in.end()
 	in.mu.Lock()
 	if in.protocol == "" {
 		in.protocol = protocol
 	}
 	in.mu.Unlock()
-	p, err := in.get(ctx)
+	if p, err = in.get(ctx); err != nil {
+		in.end()
+		return nil, nil, nil, err
+	}
+	return in, p, in.end, nil
+}
+
+// call makes one request of (name, imp)'s process as subject, under
+// the caller's id callerID (kept so a cancellation can name it).
+func (m *Manager) call(ctx context.Context, name, subject string, spec *config.MCPServer, method string, params json.RawMessage, callerID string) (json.RawMessage, []string, error) {
+	in, p, done, err := m.use(ctx, name, subject, spec, "")
 	if err != nil {
 		return nil, nil, err
 	}
+	defer done()
 	ik := subject + "\x00" + callerID
 	resp, err := p.call(ctx, method, params, func(id string) {
 		if callerID != "" {
@@ -465,18 +476,11 @@ func (m *Manager) call(ctx context.Context, name, subject string, spec *config.M
 
 // initialized returns (name, imp)'s InitializeResult, starting it.
 func (m *Manager) initialized(ctx context.Context, name, subject string, spec *config.MCPServer, protocol string) (json.RawMessage, []string, error) {
-	in := m.instance(name, subject, spec)
-	in.begin()
-	defer in.end()
-	in.mu.Lock()
-	if in.protocol == "" {
-		in.protocol = protocol
-	}
-	in.mu.Unlock()
-	p, err := in.get(ctx)
+	_, p, done, err := m.use(ctx, name, subject, spec, protocol)
 	if err != nil {
 		return nil, nil, err
 	}
+	done()
 	return p.init, p.secrets, nil
 }
 
