@@ -63,6 +63,7 @@ type Manager struct {
 	mu      sync.Mutex
 	inst    map[key]*instance
 	changed chan struct{} // closed and replaced on every state change
+	writes  sync.WaitGroup // StatusFile writes under way; Close waits for them
 }
 
 type key struct{ name, imp string } // imp is "" for a shared server
@@ -361,7 +362,7 @@ func (m *Manager) publish() {
 		m.changed = nil
 	}
 	m.mu.Unlock()
-	go m.writeStatus()
+	m.writes.Go(m.writeStatus)
 }
 
 var statusMu sync.Mutex
@@ -429,6 +430,7 @@ func (m *Manager) Close() {
 		}
 	}
 	wg.Wait()
+	m.writes.Wait()
 	m.writeStatus()
 }
 
