@@ -62,7 +62,7 @@ type Manager struct {
 
 	mu      sync.Mutex
 	inst    map[key]*instance
-	changed chan struct{} // closed and replaced on every state change
+	changed chan struct{}  // closed and replaced on every state change
 	writes  sync.WaitGroup // StatusFile writes under way; Close waits for them
 }
 
