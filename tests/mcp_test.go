@@ -267,6 +267,9 @@ idle = "1h"
 		if b, _ := os.ReadFile(calls); strings.Contains(string(b), "get-sum") {
 			t.Fatalf("the gated call reached the server before approval:\n%s", b)
 		}
+		if rec := findRecord(t, s, func(r map[string]any) bool { return r["rule"] == "mcp-sum" }); rec["verdict"] != "gate" {
+			t.Fatalf("record of the gated call: %v", rec)
+		}
 		s.approveExecuted(t, gid)
 		msgs, err := mailbox.Undelivered(s.y, "yuko")
 		if err != nil {

@@ -34,6 +34,7 @@ import (
 	"github.com/impyard/impyard/lib/control"
 	"github.com/impyard/impyard/lib/gateway"
 	"github.com/impyard/impyard/lib/inbound"
+	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/mcpserv"
 	"github.com/impyard/impyard/lib/pause"
@@ -147,7 +148,7 @@ func New(cfg Config) (*Server, error) {
 		Limits:        cfg.Limits,
 		Log:           log,
 		Control:       api,
-		Door:          &mcpserv.Door{M: servers},
+		Door:          door{&mcpserv.Door{M: servers}},
 		Meter:         spend(org, meter, logf),
 		Admit:         (&admission{y: y, org: org, meter: meter, now: ledger.Now, imps: map[string]*inflight{}}).admit,
 		Paused:        paused(y),
@@ -177,6 +178,23 @@ func New(cfg Config) (*Server, error) {
 		mcp:       servers,
 		org:       org,
 	}, nil
+}
+
+// door hands the gateway's judged requests to the MCP door and its
+// replies back.
+type door struct{ d *mcpserv.Door }
+
+func (a door) Serve(ctx context.Context, r *gateway.DoorRequest) *gateway.DoorReply {
+	v := mcpserv.Denied
+	switch r.Decision.Verdict {
+	case judge.Allow:
+		v = mcpserv.Allowed
+	case judge.Gate:
+		v = mcpserv.Gated
+	}
+	rep := a.d.Serve(ctx, &mcpserv.Request{Subject: r.Subject, Task: r.Task, Path: r.Path, Method: r.Method, Body: r.Body,
+		Verdict: v, Rule: r.Decision.Rule, Reason: r.Decision.Reason})
+	return &gateway.DoorReply{Status: rep.Status, Header: rep.Header, Body: rep.Body, Error: rep.Error}
 }
 
 // lineLogger writes one "impgw: " line per call to w, Printable: a

@@ -10,9 +10,7 @@ import (
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
-	"github.com/impyard/impyard/lib/gateway"
 	"github.com/impyard/impyard/lib/id"
-	"github.com/impyard/impyard/lib/judge"
 )
 
 // JSON-RPC error codes the door answers with, in the range JSON-RPC
@@ -25,6 +23,38 @@ const (
 
 // Actor is how the door signs the gates it files.
 const Actor = "impgw"
+
+// Host is the name boxes reach the servers at (gateway.DoorHost).
+const Host = "mcp.impyard"
+
+// Verdicts of a Request: the judge's, as the gateway hands them on.
+const (
+	Denied = iota // the judge denied it: answered with JSON-RPC errors
+	Allowed
+	Gated // a tools/call sent alone, filed as a gate
+)
+
+// Request is one judged request to the door. It holds no type of the
+// gateway's, so that what reads servers' states (impsup) links none of it.
+type Request struct {
+	Subject string // the imp asking
+	Task    string
+	Path    string // /<name>
+	Method  string
+	Body    []byte
+	Verdict int
+	Rule    string // the deciding rule
+	Reason  string // the judge's reason
+}
+
+// Reply is the door's answer; Error, when set, is recorded as the
+// exchange's error.
+type Reply struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	Error  string
+}
 
 // Door is the gateway's door to the yard's MCP servers.
 type Door struct {
@@ -46,9 +76,9 @@ type Payload struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
-func jsonReply(status int, v any) *gateway.DoorReply {
+func jsonReply(status int, v any) *Reply {
 	b, _ := json.Marshal(v)
-	return &gateway.DoorReply{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: b}
+	return &Reply{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: b}
 }
 
 func rpcError(id json.RawMessage, code int, msg string, data any) map[string]any {
@@ -64,7 +94,7 @@ func rpcError(id json.RawMessage, code int, msg string, data any) map[string]any
 
 // refuse answers every request in body with the same error; a body of
 // notifications alone, or one that does not parse, gets status.
-func refuse(status int, body []byte, code int, msg string) *gateway.DoorReply {
+func refuse(status int, body []byte, code int, msg string) *Reply {
 	msgs, batch, err := parse(body)
 	if err != nil {
 		return jsonReply(status, rpcError(nil, code, msg, nil))
@@ -99,15 +129,15 @@ func parse(body []byte) ([]message, bool, error) {
 }
 
 // Serve answers one judged request to the door.
-func (d *Door) Serve(ctx context.Context, r *gateway.DoorRequest) *gateway.DoorReply {
+func (d *Door) Serve(ctx context.Context, r *Request) *Reply {
 	if r.Method == http.MethodGet {
 		// No server-sent event stream: every answer comes in the body of
 		// the POST that asked. Said whatever the policy, since a GET
 		// carries nothing, so that clients fall back to POST alone.
-		return &gateway.DoorReply{Status: http.StatusMethodNotAllowed, Header: http.Header{"Allow": {"POST, DELETE"}}}
+		return &Reply{Status: http.StatusMethodNotAllowed, Header: http.Header{"Allow": {"POST, DELETE"}}}
 	}
-	if r.Decision.Verdict == judge.Deny {
-		return refuse(http.StatusForbidden, r.Body, CodeDenied, "denied by impgw: "+r.Decision.Reason)
+	if r.Verdict == Denied {
+		return refuse(http.StatusForbidden, r.Body, CodeDenied, "denied by impgw: "+r.Reason)
 	}
 	name := strings.TrimPrefix(r.Path, "/")
 	org, err := d.M.Org()
@@ -118,7 +148,7 @@ func (d *Door) Serve(ctx context.Context, r *gateway.DoorRequest) *gateway.DoorR
 	}
 	spec := org.MCP[name]
 	if id.CheckName(name) != nil || spec == nil {
-		reply := refuse(http.StatusNotFound, r.Body, CodeDenied, "no MCP server at "+gateway.DoorHost+"/"+name)
+		reply := refuse(http.StatusNotFound, r.Body, CodeDenied, "no MCP server at "+Host+"/"+name)
 		reply.Error = "no [mcp." + name + "] in org.toml"
 		return reply
 	}
@@ -132,15 +162,15 @@ func (d *Door) Serve(ctx context.Context, r *gateway.DoorRequest) *gateway.DoorR
 	case http.MethodDelete:
 		// Sessions are the door's own, one per imp: a client's end of
 		// one leaves the process for its next.
-		return &gateway.DoorReply{Status: http.StatusOK}
+		return &Reply{Status: http.StatusOK}
 	default:
-		return &gateway.DoorReply{Status: http.StatusMethodNotAllowed, Header: http.Header{"Allow": {"POST, DELETE"}}}
+		return &Reply{Status: http.StatusMethodNotAllowed, Header: http.Header{"Allow": {"POST, DELETE"}}}
 	}
 	msgs, batch, err := parse(r.Body)
 	if err != nil || len(msgs) == 0 {
 		return jsonReply(http.StatusBadRequest, rpcError(nil, -32700, "parse error", nil))
 	}
-	if r.Decision.Verdict == judge.Gate {
+	if r.Verdict == Gated {
 		// The judge gates only a tools/call sent alone.
 		return d.file(r, name, msgs[0])
 	}
@@ -155,15 +185,15 @@ func (d *Door) Serve(ctx context.Context, r *gateway.DoorRequest) *gateway.DoorR
 			out = append(out, resp)
 		}
 	}
-	var reply *gateway.DoorReply
+	var reply *Reply
 	switch {
 	case len(out) == 0:
-		reply = &gateway.DoorReply{Status: http.StatusAccepted}
+		reply = &Reply{Status: http.StatusAccepted}
 	case !batch:
-		reply = &gateway.DoorReply{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: out[0]}
+		reply = &Reply{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: out[0]}
 	default:
 		b, _ := json.Marshal(out)
-		reply = &gateway.DoorReply{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: b}
+		reply = &Reply{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: b}
 	}
 	reply.Error = failed
 	return reply
@@ -225,7 +255,7 @@ func serverError(id json.RawMessage, err error) json.RawMessage {
 
 // file freezes a gated call into a gate and answers at once: the box is
 // never held open for an approval.
-func (d *Door) file(r *gateway.DoorRequest, name string, m message) *gateway.DoorReply {
+func (d *Door) file(r *Request, name string, m message) *Reply {
 	var p struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
@@ -238,8 +268,8 @@ func (d *Door) file(r *gateway.DoorRequest, name string, m message) *gateway.Doo
 		var g *gate.Gate
 		g, err = gate.File(d.M.Yard, gate.FileOptions{
 			Imp: r.Subject, Intent: config.MCPIntentPrefix + name, Payload: payload, Task: r.Task,
-			By: r.Subject, Actor: Actor, Rationale: "MCP tool call " + p.Name + " on " + name + ", gated by rule " + r.Decision.Rule,
-			Trust: &gate.Trust{Level: config.Gate, Why: "rule " + r.Decision.Rule + " of the gateway's policy gates the call"},
+			By: r.Subject, Actor: Actor, Rationale: "MCP tool call " + p.Name + " on " + name + ", gated by rule " + r.Rule,
+			Trust: &gate.Trust{Level: config.Gate, Why: "rule " + r.Rule + " of the gateway's policy gates the call"},
 		})
 		if err == nil {
 			return jsonReply(http.StatusOK, rpcError(m.ID, CodePending, "pending approval "+g.ID+": the result reaches your mailbox once it is approved and made",

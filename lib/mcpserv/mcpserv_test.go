@@ -15,8 +15,6 @@ import (
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
-	"github.com/impyard/impyard/lib/gateway"
-	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/lib/yard/yardtest"
 )
@@ -116,14 +114,14 @@ func newRig(t *testing.T, entry string) *rig {
 	return r
 }
 
-func (r *rig) post(t *testing.T, subject string, v judge.Verdict, body string) *gateway.DoorReply {
+func (r *rig) post(t *testing.T, subject string, v int, body string) *Reply {
 	t.Helper()
-	return r.door.Serve(context.Background(), &gateway.DoorRequest{Subject: subject, Path: "/t", Method: http.MethodPost, Body: []byte(body),
-		Decision: judge.Decision{Verdict: v, Rule: "r1", Reason: `rule "r1" says so`}})
+	return r.door.Serve(context.Background(), &Request{Subject: subject, Path: "/t", Method: http.MethodPost, Body: []byte(body),
+		Verdict: v, Rule: "r1", Reason: `rule "r1" says so`})
 }
 
 // result is the text of a tools/call reply.
-func result(t *testing.T, reply *gateway.DoorReply) string {
+func result(t *testing.T, reply *Reply) string {
 	t.Helper()
 	var m struct {
 		ID     json.RawMessage `json:"id"`
@@ -141,7 +139,7 @@ func result(t *testing.T, reply *gateway.DoorReply) string {
 	return m.Result.Content[0].Text
 }
 
-func rpcErr(t *testing.T, reply *gateway.DoorReply) (int, string) {
+func rpcErr(t *testing.T, reply *Reply) (int, string) {
 	t.Helper()
 	var m struct {
 		Error struct {
@@ -183,18 +181,18 @@ func (r *rig) waitState(t *testing.T, imp string, ok func(State) bool) State {
 
 func TestDoorBridges(t *testing.T) {
 	r := newRig(t, "")
-	init := r.post(t, "yuko", judge.Allow, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
+	init := r.post(t, "yuko", Allowed, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`)
 	if init.Status != 200 || !strings.Contains(string(init.Body), `"serverInfo":{"name":"test"`) || !strings.Contains(string(init.Body), `"id":0`) {
 		t.Fatalf("initialize: %d %s", init.Status, init.Body)
 	}
-	if n := r.post(t, "yuko", judge.Allow, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); n.Status != http.StatusAccepted || len(n.Body) != 0 {
+	if n := r.post(t, "yuko", Allowed, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); n.Status != http.StatusAccepted || len(n.Body) != 0 {
 		t.Fatalf("notification: %d %s", n.Status, n.Body)
 	}
-	reply := r.post(t, "yuko", judge.Allow, `{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`)
+	reply := r.post(t, "yuko", Allowed, `{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`)
 	if got := result(t, reply); got != "hi" || !strings.Contains(string(reply.Body), `"id":"abc"`) {
 		t.Fatalf("echo: %q in %s", got, reply.Body)
 	}
-	batch := r.post(t, "yuko", judge.Allow, `[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"two"}}}]`)
+	batch := r.post(t, "yuko", Allowed, `[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"two"}}}]`)
 	var arr []map[string]json.RawMessage
 	if err := json.Unmarshal(batch.Body, &arr); err != nil || len(arr) != 2 || string(arr[0]["id"]) != "1" || string(arr[1]["id"]) != "2" || !strings.Contains(string(arr[1]["result"]), "two") {
 		t.Fatalf("batch: %s", batch.Body)
@@ -204,7 +202,7 @@ func TestDoorBridges(t *testing.T) {
 	if n := strings.Count(r.seenText(t), `"method":"initialize"`); n != 1 {
 		t.Fatalf("server saw %d initialize, want 1:\n%s", n, r.seenText(t))
 	}
-	if get := r.door.Serve(context.Background(), &gateway.DoorRequest{Subject: "yuko", Path: "/t", Method: http.MethodGet}); get.Status != http.StatusMethodNotAllowed {
+	if get := r.door.Serve(context.Background(), &Request{Subject: "yuko", Path: "/t", Method: http.MethodGet}); get.Status != http.StatusMethodNotAllowed {
 		t.Fatalf("GET: %d", get.Status)
 	}
 }
@@ -212,15 +210,15 @@ func TestDoorBridges(t *testing.T) {
 func TestDoorRefuses(t *testing.T) {
 	r := newRig(t, "")
 	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"denied-call"}}}`
-	code, msg := rpcErr(t, r.post(t, "yuko", judge.Deny, call))
+	code, msg := rpcErr(t, r.post(t, "yuko", Denied, call))
 	if code != CodeDenied || !strings.Contains(msg, `rule "r1" says so`) {
 		t.Fatalf("denied: %d %s", code, msg)
 	}
-	code, msg = rpcErr(t, r.post(t, "mallory", judge.Allow, call))
+	code, msg = rpcErr(t, r.post(t, "mallory", Allowed, call))
 	if code != CodeDenied || !strings.Contains(msg, `imp "mallory" may not call [mcp.t]`) {
 		t.Fatalf("other imp: %d %s", code, msg)
 	}
-	reply := r.door.Serve(context.Background(), &gateway.DoorRequest{Subject: "yuko", Path: "/nope", Method: http.MethodPost, Body: []byte(call), Decision: judge.Decision{Verdict: judge.Allow}})
+	reply := r.door.Serve(context.Background(), &Request{Subject: "yuko", Path: "/nope", Method: http.MethodPost, Body: []byte(call), Verdict: Allowed})
 	if code, msg = rpcErr(t, reply); code != CodeDenied || !strings.Contains(msg, "no MCP server at mcp.impyard/nope") {
 		t.Fatalf("unknown server: %d %s", code, msg)
 	}
@@ -231,7 +229,7 @@ func TestDoorRefuses(t *testing.T) {
 
 func TestDoorGates(t *testing.T) {
 	r := newRig(t, "")
-	reply := r.post(t, "yuko", judge.Gate, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"later"}}}`)
+	reply := r.post(t, "yuko", Gated, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"later"}}}`)
 	code, msg := rpcErr(t, reply)
 	if code != CodePending || !strings.HasPrefix(msg, "pending approval g-") {
 		t.Fatalf("gated: %d %s", code, msg)
@@ -259,8 +257,8 @@ func compact(b []byte) []byte {
 
 func TestCrashRestart(t *testing.T) {
 	r := newRig(t, "")
-	call := func(tool string) *gateway.DoorReply {
-		return r.post(t, "yuko", judge.Allow, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tool+`","arguments":{"text":"x"}}}`)
+	call := func(tool string) *Reply {
+		return r.post(t, "yuko", Allowed, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tool+`","arguments":{"text":"x"}}}`)
 	}
 	first := result(t, call("pid"))
 	code, msg := rpcErr(t, call("die"))
@@ -279,13 +277,13 @@ func TestCrashRestart(t *testing.T) {
 
 func TestIdleStop(t *testing.T) {
 	r := newRig(t, `idle = "50ms"`)
-	result(t, r.post(t, "yuko", judge.Allow, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pid"}}`))
+	result(t, r.post(t, "yuko", Allowed, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pid"}}`))
 	st := r.waitState(t, "yuko", func(s State) bool { return s.State == StateStopped })
 	if st.Restarts != 0 {
 		t.Fatalf("an idle stop counted as a crash: %+v", st)
 	}
 	// And it starts again on the next use.
-	result(t, r.post(t, "yuko", judge.Allow, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"pid"}}`))
+	result(t, r.post(t, "yuko", Allowed, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"pid"}}`))
 }
 
 func TestOneProcessPerImp(t *testing.T) {
@@ -293,7 +291,7 @@ func TestOneProcessPerImp(t *testing.T) {
 		t.Run(fmt.Sprint("shared=", shared), func(t *testing.T) {
 			r := newRig(t, fmt.Sprintf("shared = %v", shared))
 			pid := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pid"}}`
-			a, b := result(t, r.post(t, "yuko", judge.Allow, pid)), result(t, r.post(t, "ada", judge.Allow, pid))
+			a, b := result(t, r.post(t, "yuko", Allowed, pid)), result(t, r.post(t, "ada", Allowed, pid))
 			if (a == b) != shared {
 				t.Fatalf("yuko's process %s, ada's %s, shared %v", a, b, shared)
 			}
@@ -304,16 +302,16 @@ func TestOneProcessPerImp(t *testing.T) {
 func TestCancelNamesOwnCallsOnly(t *testing.T) {
 	r := newRig(t, "shared = true")
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan *gateway.DoorReply)
+	done := make(chan *Reply)
 	go func() {
-		done <- r.door.Serve(ctx, &gateway.DoorRequest{Subject: "yuko", Path: "/t", Method: http.MethodPost, Decision: judge.Decision{Verdict: judge.Allow},
+		done <- r.door.Serve(ctx, &Request{Subject: "yuko", Path: "/t", Method: http.MethodPost, Verdict: Allowed,
 			Body: []byte(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"sleep"}}`)})
 	}()
 	waitSeen(t, r, `"name":"sleep"`)
 	// Another imp names yuko's request id: nothing reaches the server.
-	r.post(t, "ada", judge.Allow, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}`)
+	r.post(t, "ada", Allowed, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}`)
 	// yuko's own cancellation goes through, under the door's id.
-	r.post(t, "yuko", judge.Allow, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"changed my mind"}}`)
+	r.post(t, "yuko", Allowed, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"changed my mind"}}`)
 	waitSeen(t, r, "changed my mind")
 	if n := strings.Count(r.seenText(t), "notifications/cancelled"); n != 1 {
 		t.Fatalf("server saw %d cancellations, want yuko's alone:\n%s", n, r.seenText(t))
@@ -346,14 +344,14 @@ func waitSeen(t *testing.T, r *rig, want string) {
 
 func TestSecretsStayOut(t *testing.T) {
 	r := newRig(t, "")
-	reply := r.post(t, "yuko", judge.Allow, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env","arguments":{"name":"TOKEN"}}}`)
+	reply := r.post(t, "yuko", Allowed, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env","arguments":{"name":"TOKEN"}}}`)
 	if got := result(t, reply); got != "[redacted]" {
 		t.Fatalf("the server's TOKEN came back as %q", got)
 	}
 	// Nothing else of the gateway's environment is given.
 	t.Setenv("IMPYARD_SOMETHING", "gateway-only")
 	r.m.Close()
-	reply = r.post(t, "yuko", judge.Allow, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env","arguments":{"name":"IMPYARD_SOMETHING"}}}`)
+	reply = r.post(t, "yuko", Allowed, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"env","arguments":{"name":"IMPYARD_SOMETHING"}}}`)
 	if got := result(t, reply); got != "" {
 		t.Fatalf("the server got the gateway's environment: %q", got)
 	}
@@ -371,7 +369,7 @@ func TestSecretRefused(t *testing.T) {
 			if tc.content != "" {
 				os.WriteFile(p, []byte(tc.content), 0o600)
 			}
-			code, msg := rpcErr(t, r.post(t, "yuko", judge.Allow, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+			code, msg := rpcErr(t, r.post(t, "yuko", Allowed, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 			if code != CodeServer || !strings.Contains(msg, tc.want) || !strings.Contains(msg, "env TOKEN") || strings.Contains(msg, "abc") {
 				t.Fatalf("%d %s", code, msg)
 			}
