@@ -21,7 +21,7 @@ task events that share the file are not decisions and are not listed.
 
 Filters combine: --since keeps decisions at or after a time (a duration
 back from now such as 15m, 2h or 7d, an RFC 3339 time, or a date);
---imp, --verdict (allow, deny, tunnel, reject) and --rule match exactly,
+--imp, --verdict (allow, deny, tunnel, gate, reject) and --rule match exactly,
 --host without regard to case.
 
 With -f, keep reading as the gateway appends (the file is polled four
@@ -44,7 +44,7 @@ func logCmd(ctx context.Context, e *cli.Env, args []string) error {
 	since := fs.String("since", "", "only decisions at or after `DURATION|TIME` (15m, 2h, 7d, 2026-07-01T10:00:00Z, 2026-07-01)")
 	var f gateway.Filter
 	fs.StringVar(&f.Imp, "imp", "", "only the imp `NAME`'s requests")
-	fs.StringVar(&f.Verdict, "verdict", "", "only verdict `V`: allow, deny, tunnel or reject")
+	fs.StringVar(&f.Verdict, "verdict", "", "only verdict `V`: allow, deny, tunnel, gate or reject")
 	fs.StringVar(&f.Host, "host", "", "only requests to host `H`")
 	fs.StringVar(&f.Rule, "rule", "", "only decisions by rule `R`")
 	follow := fs.Bool("f", false, "follow: keep listing decisions as they are written")

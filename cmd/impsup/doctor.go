@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/mcpserv"
 	"github.com/impyard/impyard/lib/memory"
 	"github.com/impyard/impyard/lib/netns"
 	runpkg "github.com/impyard/impyard/lib/run"
@@ -150,10 +153,33 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 	} else {
 		check("gateway", "", err)
 	}
+	mcpStates, err := mcpserv.ReadStatus(y)
+	if err != nil {
+		check("mcp", "", err)
+		mcpStates = &mcpserv.Status{}
+	}
+	for _, name := range slices.Sorted(maps.Keys(org.MCP)) {
+		spec := org.MCP[name]
+		detail := fmt.Sprintf("isolation %s, %s", spec.Isolation, strings.Join(spec.Command, " "))
+		for _, st := range mcpStates.Servers {
+			if st.Server == name {
+				detail += fmt.Sprintf("; %s %s, %d restart(s)", orAll(st.Imp), st.State, st.Restarts)
+			}
+		}
+		check("mcp."+name, detail, mcpserv.Check(home, name, spec))
+	}
 	if failed > 0 {
 		return fmt.Errorf("%d check(s) failed", failed)
 	}
 	return nil
+}
+
+// orAll names the imp a server process serves: all of them when shared.
+func orAll(imp string) string {
+	if imp == "" {
+		return "shared"
+	}
+	return "for " + imp
 }
 
 // usedRuntimes maps each runtime some imp's boxes run under (org.toml's

@@ -81,6 +81,8 @@ type Org struct {
 	Notify    Notify               `toml:"notify"`
 	// Earn opts (imp, intent) pairs into earned trust promotion (lib/earn).
 	Earn []Earn `toml:"earn"`
+	// MCP are the stdio MCP servers the gateway serves to boxes.
+	MCP map[string]*MCPServer `toml:"mcp"`
 
 	path string
 }
@@ -355,6 +357,7 @@ func (o *Org) defaults() {
 	}
 	o.gatewayDefaults()
 	o.inboundDefaults()
+	o.mcpDefaults()
 	o.Notify.defaults()
 	if o.Containerd.Address == "" {
 		o.Containerd.Address = "/run/containerd/containerd.sock"
@@ -589,6 +592,9 @@ func (o *Org) check(b []byte) error {
 		return err
 	}
 	if err := o.checkInbound(p, b); err != nil {
+		return err
+	}
+	if err := o.checkMCP(p, b); err != nil {
 		return err
 	}
 	if err := o.Notify.check(p, b); err != nil {

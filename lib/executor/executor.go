@@ -422,6 +422,8 @@ func (r *Runner) once(ctx context.Context, g *gate.Gate, org *config.Org, exe *c
 		return r.remember(g, payload)
 	case config.TrustPromote:
 		return r.promote(g, org, payload)
+	case config.MCP:
+		return r.callMCP(ctx, g, org, payload)
 	}
 	return nil, &outcome{err: fmt.Errorf("executor kind %q is not available in this impexec", exe.Kind)}
 }

@@ -14,11 +14,19 @@ import (
 // [executors] entry configures it, and none may.
 var trustPromote = &config.Executor{Kind: config.TrustPromote}
 
+// mcpCall is the built-in executor of the gates the MCP door files, one
+// intent mcp.<name> per [mcp.<name>]. A tool call may act on the world,
+// so it is not idempotent: one stopped midway is never made again.
+var mcpCall = &config.Executor{Kind: config.MCP}
+
 // executorFor is the executor of intent: the configured one, or for
-// trust-promote the built-in one.
+// trust-promote and mcp.<name> the built-in one.
 func executorFor(org *config.Org, in string) *config.Executor {
 	if in == intent.TrustPromote {
 		return trustPromote
+	}
+	if _, s := org.MCPServerFor(in); s != nil {
+		return mcpCall
 	}
 	return org.Executors[in]
 }

@@ -139,6 +139,10 @@ type Config struct {
 	// refuses it with 403 and is the reason given and recorded. Nil
 	// pauses nothing.
 	Paused func(subject string) string
+	// Door serves requests to DoorHost once judged, in place of an
+	// upstream. Nil leaves DoorHost an ordinary name, which resolves
+	// nowhere.
+	Door Door
 	// Log receives diagnostics, one "impgw: ..." line each.
 	Log io.Writer
 	// Lookup resolves host names; nil means the system resolver.

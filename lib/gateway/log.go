@@ -22,7 +22,7 @@ type Filter struct {
 
 // Verdicts are the verdicts a record can carry, in the order they are
 // listed to a user.
-var Verdicts = []string{VerdictAllow, VerdictDeny, VerdictTunnel, VerdictReject}
+var Verdicts = []string{VerdictAllow, VerdictDeny, VerdictTunnel, VerdictGate, VerdictReject}
 
 // Match reports whether r passes every set field of f.
 func (f *Filter) Match(r *Record) bool {
@@ -80,7 +80,7 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 // request the gateway forwarded (or a tunnel it opened) whose exchange
 // was not over when its decision was written.
 func awaitsOutcome(r *Record) bool {
-	return (r.Verdict == VerdictAllow || r.Verdict == VerdictTunnel) && r.RefusedBy == "" && r.Status == 0
+	return (r.Verdict == VerdictAllow || r.Verdict == VerdictTunnel || r.Verdict == VerdictGate) && r.RefusedBy == "" && r.Status == 0
 }
 
 // LogReader reads the decision records of an audit log as it grows, each

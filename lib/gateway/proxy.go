@@ -65,6 +65,12 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	jr.Task, jr.Time = rec.task, g.cfg.Now()
 	d := pol.policy.Judge(jr)
 	rec.decided(d)
+	if t.host == DoorHost && g.cfg.Door != nil {
+		return s.door(rec, req, t, subject, d, body, keep)
+	}
+	if d.Verdict == judge.Gate {
+		return s.deny(rec, req, http.StatusForbidden, "rule "+d.Rule+" gates the call, and only the MCP door at https://"+DoorHost+"/ files gates", keep)
+	}
 	if d.Verdict != judge.Allow && s.uncredentialed(req, subject, pol.policy, jr) {
 		s.challenge(rec, req, reasonNoCredentials, !keep)
 		return keep

@@ -75,12 +75,14 @@ const (
 	FieldSecret    = "secret"
 )
 
-// Verdicts as recorded: the judge's three, and reject for a request too
+// Verdicts as recorded: the judge's four, and reject for a request too
 // malformed to judge (answered 400, 408, 413, 414, 431, 501 or 505).
+// gate is an MCP tool call the door filed as a gate instead of making.
 const (
 	VerdictAllow  = "allow"
 	VerdictDeny   = "deny"
 	VerdictTunnel = "tunnel"
+	VerdictGate   = "gate"
 	VerdictReject = "reject"
 )
 

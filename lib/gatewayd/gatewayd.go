@@ -34,7 +34,9 @@ import (
 	"github.com/impyard/impyard/lib/control"
 	"github.com/impyard/impyard/lib/gateway"
 	"github.com/impyard/impyard/lib/inbound"
+	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/mcpserv"
 	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/token"
@@ -88,6 +90,8 @@ type Server struct {
 	ready     func()
 	inbound   *inbound.Relay
 	inboundLn net.Listener
+	mcp       *mcpserv.Manager
+	org       func() (*config.Org, error)
 }
 
 // New checks cfg and builds the server's parts.
@@ -132,6 +136,7 @@ func New(cfg Config) (*Server, error) {
 	orgs := &config.Keeper{}
 	org := func() (*config.Org, error) { return orgs.Load(y, logf) }
 	api := &control.API{Yard: y, Home: cfg.Home, Signer: cfg.Signer, Policy: gateway.PolicyOf, RunOf: runOf, Org: org}
+	servers := &mcpserv.Manager{Yard: y, Home: cfg.Home, Org: org, Stderr: log, Logf: logf}
 	g, err := gateway.New(gateway.Config{
 		PolicyPath:    policy,
 		ReadPolicy:    y.ReadAuthority,
@@ -143,6 +148,7 @@ func New(cfg Config) (*Server, error) {
 		Limits:        cfg.Limits,
 		Log:           log,
 		Control:       api,
+		Door:          door{&mcpserv.Door{M: servers}},
 		Meter:         spend(org, meter, logf),
 		Admit:         (&admission{y: y, org: org, meter: meter, now: ledger.Now, imps: map[string]*inflight{}}).admit,
 		Paused:        paused(y),
@@ -169,7 +175,26 @@ func New(cfg Config) (*Server, error) {
 		ready:     cfg.Ready,
 		inbound:   cfg.Inbound,
 		inboundLn: cfg.InboundListener,
+		mcp:       servers,
+		org:       org,
 	}, nil
+}
+
+// door hands the gateway's judged requests to the MCP door and its
+// replies back.
+type door struct{ d *mcpserv.Door }
+
+func (a door) Serve(ctx context.Context, r *gateway.DoorRequest) *gateway.DoorReply {
+	v := mcpserv.Denied
+	switch r.Decision.Verdict {
+	case judge.Allow:
+		v = mcpserv.Allowed
+	case judge.Gate:
+		v = mcpserv.Gated
+	}
+	rep := a.d.Serve(ctx, &mcpserv.Request{Subject: r.Subject, Task: r.Task, Path: r.Path, Method: r.Method, Body: r.Body,
+		Verdict: v, Rule: r.Decision.Rule, Reason: r.Decision.Reason})
+	return &gateway.DoorReply{Status: rep.Status, Header: rep.Header, Body: rep.Body, Error: rep.Error}
 }
 
 // lineLogger writes one "impgw: " line per call to w, Printable: a
@@ -389,6 +414,11 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, grace time.Durat
 	// half cut off, which is harder to notice than one that is down.
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// Stopped last, once no listener can start one again.
+	defer s.mcp.Close()
+	if org, err := s.org(); err == nil {
+		go s.mcp.Eager(sctx, org)
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(lns))
 	for i, ln := range lns {

@@ -55,6 +55,10 @@ const (
 	Deny   Verdict = iota // refuse
 	Allow                 // forward (after TLS interception, for HTTPS)
 	Tunnel                // pipe the CONNECT through unread; only JudgeConnect returns it
+	// Gate holds an MCP tool call for approval instead of making it: only
+	// a rule that matches a tools/call returns it, only for a call sent
+	// alone, and only the gateway's door to MCP servers acts on it.
+	Gate
 )
 
 func (v Verdict) String() string {
@@ -65,6 +69,8 @@ func (v Verdict) String() string {
 		return "allow"
 	case Tunnel:
 		return "tunnel"
+	case Gate:
+		return "gate"
 	}
 	return "verdict(" + strconv.Itoa(int(v)) + ")"
 }
@@ -341,7 +347,7 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 				if rl.verdict == Deny {
 					continue
 				}
-				return Decision{Verdict: Allow, Rule: rl.name, Reason: rl.maybeReason, NeedsAddr: true, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter, Timeout: rl.timeout, Rated: rl.rated()}, true
+				return Decision{Verdict: rl.allows(), Rule: rl.name, Reason: rl.maybeReason, NeedsAddr: true, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter, Timeout: rl.timeout, Rated: rl.rated()}, true
 			}
 			if !containsAddr(rl.m.networks, in.addr) {
 				continue
@@ -350,7 +356,7 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 		if rl.verdict == Deny {
 			return soften(deny(rl.name, rl.denyReason), rl.report, in), false
 		}
-		return admit(Decision{Verdict: Allow, Rule: rl.name, Reason: rl.allowReason, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter, Timeout: rl.timeout, Rated: rl.rated()}, rl, in), false
+		return admit(Decision{Verdict: rl.allows(), Rule: rl.name, Reason: rl.allowReason, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter, Timeout: rl.timeout, Rated: rl.rated()}, rl, in), false
 	}
 	reason := reasonNoMatch
 	if traversed {
@@ -365,6 +371,16 @@ func (rl *rule) rated() []Rated {
 		return nil
 	}
 	return []Rated{{rl.name, rl.rate}}
+}
+
+// allows is what a matching rule that does not deny does with a request:
+// a tunnel rule's request (seen when its host was terminated for another
+// rule) is allowed, a gate rule's is gated.
+func (rl *rule) allows() Verdict {
+	if rl.verdict == Gate {
+		return Gate
+	}
+	return Allow
 }
 
 // soften applies report mode to a deny: it becomes an allow that keeps
@@ -430,6 +446,11 @@ func (p *Policy) judgeBatch(in *input, calls []mcp.Call) Decision {
 		}
 		if d.Verdict == Deny {
 			return d
+		}
+		if d.Verdict == Gate {
+			// One gate holds one call: the calls around it would be made
+			// or refused with it, unapproved.
+			return deny(d.Rule, callLabel(i, in.call)+": "+d.Rule+" gates it, and a gated call must be sent alone, not in a batch")
 		}
 		provisional = provisional || maybe
 		if i == 0 {

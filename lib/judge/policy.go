@@ -282,15 +282,17 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 	}
 	switch {
 	case f.Verdict == nil:
-		return rule{}, errors.New("verdict: missing (allow, deny or tunnel)")
+		return rule{}, errors.New("verdict: missing (allow, deny, tunnel or gate)")
 	case *f.Verdict == "allow":
 		rl.verdict = Allow
 	case *f.Verdict == "deny":
 		rl.verdict = Deny
 	case *f.Verdict == "tunnel":
 		rl.verdict = Tunnel
+	case *f.Verdict == "gate":
+		rl.verdict = Gate
 	default:
-		return rule{}, fmt.Errorf("verdict: %s is not allow, deny or tunnel", quote(*f.Verdict))
+		return rule{}, fmt.Errorf("verdict: %s is not allow, deny, tunnel or gate", quote(*f.Verdict))
 	}
 	var err error
 	if rl.report, err = parseMode(f.Mode, policyReport); err != nil {
@@ -365,8 +367,22 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 			return rule{}, errors.New("inject: a tunnel rule cannot inject")
 		}
 	}
+	if rl.verdict == Gate {
+		// A gate stands for one tool call that impexec makes later: it
+		// is nothing without the call, and nothing is forwarded to
+		// inject into, meter, or resolve.
+		if rl.m.mcp == nil || !slices.Equal(rl.m.mcp.methods, []string{"tools/call"}) || len(rl.m.mcp.tools) == 0 {
+			return rule{}, errors.New(`verdict: a gate rule must match mcp method "tools/call" and name its tools`)
+		}
+		if rl.inject != nil || rl.meter != "" || len(rl.m.networks) > 0 {
+			return rule{}, errors.New("verdict: a gate rule cannot inject, meter or name a network")
+		}
+	}
 	rl.label = "rule " + strconv.Quote(rl.name)
 	rl.allowReason = rl.label + " allows it"
+	if rl.verdict == Gate {
+		rl.allowReason = rl.label + " gates it"
+	}
 	rl.denyReason = rl.label + " denies it"
 	rl.maybeReason = rl.label + " allows it if the destination address is in its network"
 	return rl, nil

@@ -77,7 +77,7 @@ func TestBrokenPolicies(t *testing.T) {
 		"mapped-cidr.json":                  `rules[0] "a": match.network: "::ffff:127.0.0.0/104" is IPv4-mapped; write the IPv4 prefix`,
 		"missing-name.json":                 `rules[0]: name: missing`,
 		"missing-rules.json":                `rules: missing (an empty list denies everything)`,
-		"missing-verdict.json":              `rules[0] "a": verdict: missing (allow, deny or tunnel)`,
+		"missing-verdict.json":              `rules[0] "a": verdict: missing (allow, deny, tunnel or gate)`,
 		"negative-maxbodysize.json":         `rules[0] "a": match.maxBodySize: -1 is not a byte count (an integer from 0)`,
 		"no-schema.json":                    `schema: missing (want "impyard.policy/1")`,
 		"not-object.json":                   `policy must be a JSON object`,
@@ -92,7 +92,7 @@ func TestBrokenPolicies(t *testing.T) {
 		"tunnel-with-path.json":             `rules[0] "a": verdict: a tunnel rule can match only protocol, host, port, network and subject`,
 		"unknown-field.json":                `unknown field "rule" at $`,
 		"unknown-match-field.json":          `rules[1] "b": match: unknown field "hosts"`,
-		"unknown-verdict.json":              `rules[0] "a": verdict: "permit" is not allow, deny or tunnel`,
+		"unknown-verdict.json":              `rules[0] "a": verdict: "permit" is not allow, deny, tunnel or gate`,
 		"wrong-type.json":                   `rules[0] "a": verdict: cannot use JSON number as string`,
 	}
 	files, err := filepath.Glob("testdata/broken/*.json")

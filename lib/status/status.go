@@ -21,6 +21,7 @@ import (
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/mcpserv"
 	"github.com/impyard/impyard/lib/notify"
 	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/queue"
@@ -52,6 +53,9 @@ type Status struct {
 	Failures  []Failure    `json:"failures"`
 	// Notifications are those the outbox still owes the owner.
 	Notifications Notifications `json:"notifications"`
+	// MCPServers are org.toml's [mcp.<name>] and their processes, as the
+	// gateway last wrote them (mcp/servers.json).
+	MCPServers []mcpserv.State `json:"mcp_servers"`
 	// Warnings are the parts that could not be read (a damaged task or
 	// gate file, an unreadable ledger); the rest is still shown.
 	Warnings []string `json:"warnings"`
@@ -206,6 +210,7 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 		gw.Running = true
 	}
 	s.Daemons = append(s.Daemons, gw)
+	s.MCPServers = mcpServers(y, org, gw.Running, warn)
 
 	byImp := map[string]map[string]int{}
 	for imp := range org.Imps {
@@ -427,6 +432,17 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 	}
 	tw.Flush()
 
+	fmt.Fprintln(tw, "\nMCP SERVERS")
+	if len(s.MCPServers) == 0 {
+		fmt.Fprintln(tw, "  none")
+	} else {
+		fmt.Fprintln(tw, "  SERVER\tIMP\tISOLATION\tSTATE\tRESTARTS\tLAST ERROR")
+		for _, m := range s.MCPServers {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\n", m.Server, orDash(m.Imp != "", m.Imp), m.Isolation, m.State, m.Restarts, reason(m.LastError))
+		}
+	}
+	tw.Flush()
+
 	fmt.Fprintln(tw, "\nNOTIFICATIONS")
 	fmt.Fprintf(tw, "  %d waiting to be delivered\n", s.Notifications.Pending)
 	for _, n := range s.Notifications.Failing {
@@ -442,6 +458,34 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 	}
 	tw.Flush()
 	return ew.err
+}
+
+// mcpServers lists each configured server's processes as the gateway
+// last wrote them; one it never started, or any while the gateway is
+// down, is stopped.
+func mcpServers(y *yard.Yard, org *config.Org, gatewayUp bool, warn func(error)) []mcpserv.State {
+	written, err := mcpserv.ReadStatus(y)
+	if err != nil {
+		warn(err)
+		written = &mcpserv.Status{}
+	}
+	out := []mcpserv.State{}
+	for _, name := range slices.Sorted(maps.Keys(org.MCP)) {
+		spec := org.MCP[name]
+		n := len(out)
+		for _, st := range written.Servers {
+			if st.Server == name {
+				if !gatewayUp {
+					st.State, st.PID = mcpserv.StateStopped, 0
+				}
+				out = append(out, st)
+			}
+		}
+		if len(out) == n {
+			out = append(out, mcpserv.State{Server: name, Isolation: spec.Isolation, State: mcpserv.StateStopped})
+		}
+	}
+	return out
 }
 
 func reason(s string) string {

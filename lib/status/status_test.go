@@ -162,15 +162,16 @@ func TestGatherEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	yardtest.Unchanged(t, y.Root, before, "Gather")
-	if len(s.Tasks)+len(s.Gates)+len(s.Spend)+len(s.Failures)+len(s.Warnings) != 0 {
+	if len(s.Tasks)+len(s.Gates)+len(s.Spend)+len(s.Failures)+len(s.Warnings)+len(s.MCPServers) != 0 {
 		t.Errorf("%+v", s)
 	}
 	var buf bytes.Buffer
 	if err := s.WriteText(&buf, false); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(buf.String(), "\n  none\n"); n != 4 {
-		t.Errorf("%d parts say none, want 4:\n%s", n, buf.String())
+	// Tasks, pending gates, spend, last failures and MCP servers.
+	if n := strings.Count(buf.String(), "\n  none\n"); n != 5 {
+		t.Errorf("%d parts say none, want 5:\n%s", n, buf.String())
 	}
 }
 

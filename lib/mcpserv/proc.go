@@ -1,0 +1,394 @@
+package mcpserv
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/home"
+	"github.com/impyard/impyard/lib/store"
+)
+
+// MaxMessage bounds one JSON-RPC message a server writes: a longer line
+// ends the process, which is restarted like any other that dies.
+const MaxMessage = 16 << 20
+
+// Errors a call can end in, besides the server's own JSON-RPC errors.
+var (
+	// ErrExited: the server's process ended before it answered.
+	ErrExited = errors.New("MCP server exited")
+	// ErrBoxed: this build runs no boxed server (isolation = "box").
+	ErrBoxed = errors.New(`boxed MCP servers are not available in this build: set isolation = "host" to run it on the host, trusting it fully`)
+	// ErrSecret: a secret named in env cannot be read.
+	ErrSecret = errors.New("MCP server secret unusable")
+)
+
+// MinSecret is the shortest secret a server is given: a shorter one
+// could not be told from ordinary text when it is kept out of answers.
+const MinSecret = 8
+
+// StartTimeout bounds a server's start, up to its answer to initialize:
+// a caller waits no longer for a server that hangs.
+const StartTimeout = 30 * time.Second
+
+// DefaultProtocol is the MCP revision the door asks a server for when
+// the first client named none.
+const DefaultProtocol = "2025-06-18"
+
+// proc is one running server: newline-delimited JSON-RPC on its stdio.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	secrets []string // values to keep out of everything a server says
+	started time.Time
+
+	wmu sync.Mutex // one message at a time on stdin
+
+	mu      sync.Mutex
+	next    int64
+	waiting map[string]chan json.RawMessage // by the id the door gave
+	init    json.RawMessage                 // the server's InitializeResult
+
+	done chan struct{} // closed once the process is reaped
+	err  error         // why it ended; read after done
+}
+
+// Secrets reads the values of s's env from IMPYARD_HOME/secrets: the
+// error names the variable and the file, never the content.
+func Secrets(homeDir, name string, s *config.MCPServer) (env, values []string, err error) {
+	for v, file := range s.Env {
+		p := home.Dir(homeDir).Secret(file)
+		b, err := store.ReadFile(p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("[mcp.%s] env %s: %w: %s: %w", name, v, ErrSecret, p, err)
+		}
+		val := strings.TrimRight(string(b), "\r\n")
+		if len(val) < MinSecret || strings.ContainsRune(val, 0) {
+			return nil, nil, fmt.Errorf("[mcp.%s] env %s: %w: %s is shorter than %d bytes or holds a NUL", name, v, ErrSecret, p, MinSecret)
+		}
+		env = append(env, v+"="+val)
+		values = append(values, val)
+	}
+	return env, values, nil
+}
+
+// baseEnv is what a server gets of the gateway's own environment: enough
+// to find its interpreter, nothing that speaks for the gateway.
+func baseEnv() []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// launch starts s's process and takes it through initialize, asking for
+// protocol. stderr receives what the server logs.
+func launch(ctx context.Context, homeDir, name string, s *config.MCPServer, protocol string, stderr io.Writer) (*proc, error) {
+	if s.Isolation != config.IsolationHost {
+		return nil, fmt.Errorf("[mcp.%s]: %w", name, ErrBoxed)
+	}
+	env, secrets, err := Secrets(homeDir, name, s)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(s.Command[0], s.Command[1:]...)
+	cmd.Env = append(baseEnv(), env...)
+	// Its own process group, so that stopping it stops what it spawned
+	// (npx runs the server as a child).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("[mcp.%s]: starting %s: %w", name, s.Command[0], err)
+	}
+	p := &proc{name: name, cmd: cmd, stdin: stdin, secrets: secrets, started: time.Now(),
+		waiting: map[string]chan json.RawMessage{}, done: make(chan struct{})}
+	readDone := make(chan error, 1)
+	go func() { readDone <- p.read(stdout) }()
+	go func() {
+		rerr := <-readDone
+		werr := cmd.Wait()
+		p.mu.Lock()
+		switch {
+		case werr != nil:
+			p.err = fmt.Errorf("[mcp.%s]: %w: %v", name, ErrExited, werr)
+		case rerr != nil:
+			p.err = fmt.Errorf("[mcp.%s]: %w: %v", name, ErrExited, rerr)
+		default:
+			p.err = fmt.Errorf("[mcp.%s]: %w", name, ErrExited)
+		}
+		for id, ch := range p.waiting {
+			close(ch)
+			delete(p.waiting, id)
+		}
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	if protocol == "" {
+		protocol = DefaultProtocol
+	}
+	params, _ := json.Marshal(map[string]any{
+		"protocolVersion": protocol,
+		"capabilities":    map[string]any{},
+		"clientInfo":      map[string]any{"name": "impgw", "version": "1"},
+	})
+	ictx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	resp, err := p.call(ictx, "initialize", params, nil)
+	if err == nil {
+		var r struct {
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err = json.Unmarshal(resp, &r); err == nil && r.Result == nil {
+			err = fmt.Errorf("initialize refused: %s", r.Error)
+		}
+		p.init = r.Result
+	}
+	if err == nil {
+		err = p.notify("notifications/initialized", nil)
+	}
+	if err != nil {
+		p.stop(time.Second)
+		return nil, fmt.Errorf("[mcp.%s]: initialize: %w", name, err)
+	}
+	return p, nil
+}
+
+// read delivers each response to its caller until stdout ends. A
+// server's own requests get an answer here: ping is answered, anything
+// else (sampling, roots, elicitation) has no client behind the door.
+func (p *proc) read(r io.Reader) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), MaxMessage)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(line, &m) != nil {
+			continue
+		}
+		switch {
+		case m.Method != "" && m.ID != nil:
+			if m.Method == "ping" {
+				p.write(append(append([]byte(`{"jsonrpc":"2.0","id":`), m.ID...), `,"result":{}}`...))
+			} else {
+				p.write(append(append([]byte(`{"jsonrpc":"2.0","id":`), m.ID...), `,"error":{"code":-32601,"message":"the gateway's door answers no server requests"}}`...))
+			}
+		case m.Method != "":
+			// Progress and log notifications have no stream to go to:
+			// the door answers each POST with one JSON body.
+		default:
+			p.mu.Lock()
+			ch := p.waiting[string(m.ID)]
+			delete(p.waiting, string(m.ID))
+			p.mu.Unlock()
+			if ch != nil {
+				ch <- bytes.Clone(line)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		p.stop(0)
+		return err
+	}
+	return nil
+}
+
+func (p *proc) write(msg []byte) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	_, err := p.stdin.Write(append(msg, '\n'))
+	return err
+}
+
+// notify sends a notification.
+func (p *proc) notify(method string, params json.RawMessage) error {
+	msg := map[string]any{"jsonrpc": "2.0", "method": method}
+	if params != nil {
+		msg["params"] = params
+	}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	return p.write(b)
+}
+
+// call sends a request under an id of the door's and waits for its
+// response, returned whole with that id. sent, if set, learns the id
+// before the request goes, so that a cancellation can name it. When
+// ctx ends first the server is told the request is cancelled.
+func (p *proc) call(ctx context.Context, method string, params json.RawMessage, sent func(id string)) (json.RawMessage, error) {
+	p.mu.Lock()
+	select {
+	case <-p.done:
+		p.mu.Unlock()
+		return nil, p.err
+	default:
+	}
+	p.next++
+	id := strconv.Quote("impgw-" + strconv.FormatInt(p.next, 10))
+	ch := make(chan json.RawMessage, 1)
+	p.waiting[id] = ch
+	p.mu.Unlock()
+	if sent != nil {
+		sent(id)
+	}
+	msg := map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": method}
+	if params != nil {
+		msg["params"] = params
+	}
+	b, err := json.Marshal(msg)
+	if err == nil {
+		err = p.write(b)
+	}
+	if err != nil {
+		p.forget(id)
+		select {
+		case <-p.done:
+			return nil, p.err
+		default:
+			return nil, fmt.Errorf("[mcp.%s]: writing to the server: %w", p.name, err)
+		}
+	}
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			<-p.done
+			return nil, p.err
+		}
+		return resp, nil
+	case <-ctx.Done():
+		p.forget(id)
+		p.cancel(id, "the caller went away")
+		return nil, ctx.Err()
+	}
+}
+
+func (p *proc) forget(id string) {
+	p.mu.Lock()
+	delete(p.waiting, id)
+	p.mu.Unlock()
+}
+
+// cancel tells the server a request of the door's is no longer wanted.
+func (p *proc) cancel(id, reason string) {
+	params, _ := json.Marshal(map[string]any{"requestId": json.RawMessage(id), "reason": reason})
+	p.notify("notifications/cancelled", params)
+}
+
+// alive says whether the process still runs.
+func (p *proc) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop ends the process: stdin closed (a stdio server's cue to exit),
+// then SIGTERM to its group, then after grace SIGKILL.
+func (p *proc) stop(grace time.Duration) {
+	p.stdin.Close()
+	pg := -p.cmd.Process.Pid
+	syscall.Kill(pg, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+	}
+	syscall.Kill(pg, syscall.SIGKILL)
+}
+
+// Redact replaces every secret value in b, as sent and as JSON escapes
+// it, so that what a server echoes of its credentials reaches no box,
+// record, gate or mailbox.
+func Redact(b []byte, secrets []string) []byte {
+	for _, s := range secrets {
+		b = bytes.ReplaceAll(b, []byte(s), []byte("[redacted]"))
+		q, _ := json.Marshal(s)
+		if inner := q[1 : len(q)-1]; !bytes.Equal(inner, []byte(s)) {
+			b = bytes.ReplaceAll(b, inner, []byte("[redacted]"))
+		}
+	}
+	return b
+}
+
+// CallOnce starts name's server on its own, calls tool with arguments
+// and stops it: how impexec makes an approved call, with no process of
+// the gateway's involved. The result is the JSON-RPC result (or error)
+// object, with every secret of the server redacted. sent reports
+// whether the call reached the server, so may have taken effect.
+func CallOnce(ctx context.Context, homeDir, name string, s *config.MCPServer, tool string, arguments json.RawMessage, stderr io.Writer) (result json.RawMessage, sent bool, err error) {
+	p, err := launch(ctx, homeDir, name, s, "", stderr)
+	if err != nil {
+		return nil, false, err
+	}
+	defer p.stop(5 * time.Second)
+	params := map[string]any{"name": tool}
+	if arguments != nil {
+		params["arguments"] = arguments
+	}
+	b, err := json.Marshal(params)
+	if err != nil {
+		return nil, false, err
+	}
+	resp, err := p.call(ctx, "tools/call", b, nil)
+	if err != nil {
+		return nil, true, err
+	}
+	var r struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(resp, &r); err != nil {
+		return nil, true, fmt.Errorf("[mcp.%s]: response to tools/call: %w", name, err)
+	}
+	if r.Result == nil {
+		return nil, true, fmt.Errorf("[mcp.%s]: tools/call %s refused: %s", name, tool, Redact(r.Error, p.secrets))
+	}
+	return Redact(r.Result, p.secrets), true, nil
+}
+
+// Check says whether name's server can start here: its isolation runs
+// in this build, its program is found, its secrets are readable. It
+// starts nothing.
+func Check(homeDir, name string, s *config.MCPServer) error {
+	if s.Isolation != config.IsolationHost {
+		return fmt.Errorf("[mcp.%s]: %w", name, ErrBoxed)
+	}
+	if _, err := exec.LookPath(s.Command[0]); err != nil {
+		return fmt.Errorf("[mcp.%s] command: %w", name, err)
+	}
+	_, _, err := Secrets(homeDir, name, s)
+	return err
+}
