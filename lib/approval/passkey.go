@@ -37,14 +37,19 @@ const (
 // and impq, which verifies memory approvals, links no CBOR decoder and
 // no network stack.
 type Passkey struct {
-	Schema       string    `json:"schema"`
-	Name         string    `json:"name"`
-	CredentialID []byte    `json:"credential_id"`
-	Alg          int       `json:"alg"`
-	PublicKey    []byte    `json:"public_key"`
-	RPID         string    `json:"rp_id"`
-	Origin       string    `json:"origin"`
-	Created      time.Time `json:"created"`
+	Schema       string `json:"schema"`
+	Name         string `json:"name"`
+	CredentialID []byte `json:"credential_id"`
+	Alg          int    `json:"alg"`
+	PublicKey    []byte `json:"public_key"`
+	// COSEKey is the credential public key as the authenticator sent it,
+	// which the desk's sign-in ceremonies check assertions against, and
+	// BackupEligible the flag it was enrolled with, which they compare.
+	COSEKey        []byte    `json:"cose_key"`
+	BackupEligible bool      `json:"backup_eligible,omitempty"`
+	RPID           string    `json:"rp_id"`
+	Origin         string    `json:"origin"`
+	Created        time.Time `json:"created"`
 }
 
 const (
@@ -64,6 +69,9 @@ func PasskeyFingerprint(credentialID []byte) string {
 
 // Fingerprint names p.
 func (p *Passkey) Fingerprint() string { return PasskeyFingerprint(p.CredentialID) }
+
+// CheckName refuses a name no key or passkey may have.
+func CheckName(name string) error { return checkName(name) }
 
 // ErrNoPasskey is a passkey asked for by a name keys/ does not hold.
 var ErrNoPasskey = errors.New("no such passkey")
