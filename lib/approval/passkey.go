@@ -162,7 +162,7 @@ func loadPasskey(p string) (*Trusted, error) {
 	if err := pk.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
-	return &Trusted{Path: p, Fingerprint: pk.Fingerprint(), Passkey: &pk}, nil
+	return &Trusted{Path: p, Fingerprint: pk.Fingerprint(), Kind: KindWebAuthn, Passkey: &pk}, nil
 }
 
 // Assertion is what a passkey's WebAuthn assertion leaves for an offline
