@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/internal/passkeytest"
+	. "github.com/impyard/impyard/lib/approval"
 )
 
 // TestPasskeyApproval: a passkey's assertion over the approval message

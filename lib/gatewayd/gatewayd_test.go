@@ -195,27 +195,7 @@ func TestLoopGuardCoversInbound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, lns[:1], time.Second) }()
-	proxy := &url.URL{Scheme: "http", Host: lns[0].Addr().String()}
-	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
-	for _, host := range []string{"127.0.0.1", "0.0.0.0"} {
-		target := fmt.Sprintf("http://%s:%d/v1/inbound/github", host, in)
-		resp, err := client.Post(target, "application/json", strings.NewReader("{}"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "gateway's own listener (a loop)") {
-			t.Errorf("POST %s through the gateway: %d %q, want 403 as a loop", target, resp.StatusCode, body)
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Serve: %v", err)
-	}
+	refusedAsLoop(t, s, lns[:1], "/v1/inbound/github", in, "127.0.0.1", "0.0.0.0")
 	// Nothing reached the relay: it records every post it receives.
 	b, _ := os.ReadFile(cfg.Yard.Decisions())
 	if n := strings.Count(string(b), `"schema":"impyard.inbound/1"`); n != 0 {
@@ -244,14 +224,24 @@ func TestLoopGuardCoversDesk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	refusedAsLoop(t, s, lns, "/g/g-0000000000000001/deny", port, "127.0.0.1", "localhost")
+	if n := reached.Load(); n != 0 {
+		t.Errorf("%d requests reached the desk through the gateway", n)
+	}
+}
+
+// refusedAsLoop serves s on lns, POSTs path at port on each of hosts
+// through it, and checks each is refused as a loop.
+func refusedAsLoop(t *testing.T, s *Server, lns []net.Listener, path string, port int, hosts ...string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, lns, time.Second) }()
 	proxy := &url.URL{Scheme: "http", Host: lns[0].Addr().String()}
 	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
-	for _, host := range []string{"127.0.0.1", "localhost"} {
-		target := fmt.Sprintf("http://%s:%d/g/g-0000000000000001/deny", host, port)
-		resp, err := client.Post(target, "application/x-www-form-urlencoded", strings.NewReader("reason=x"))
+	for _, host := range hosts {
+		target := fmt.Sprintf("http://%s:%d%s", host, port, path)
+		resp, err := client.Post(target, "application/json", strings.NewReader("{}"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,8 +254,5 @@ func TestLoopGuardCoversDesk(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Serve: %v", err)
-	}
-	if n := reached.Load(); n != 0 {
-		t.Errorf("%d requests reached the desk through the gateway", n)
 	}
 }
