@@ -96,6 +96,17 @@ func TestSessions(t *testing.T) {
 	}
 }
 
+// TestCookies: the desk's cookies are HttpOnly and SameSite=Strict
+// always, and Secure when it serves HTTPS.
+func TestCookies(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		c := (&Server{cfg: Config{Secure: secure}}).cookie(sessionCookie, "v", SessionTTL)
+		if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure != secure || c.MaxAge != int(SessionTTL/time.Second) {
+			t.Errorf("TLS %v: cookie %+v", secure, c)
+		}
+	}
+}
+
 // TestStateChangesCheckOrigin: every POST from another origin, or naming
 // none, is refused before anything is decided.
 func TestStateChangesCheckOrigin(t *testing.T) {
