@@ -150,3 +150,43 @@ func TestPasskeyFiles(t *testing.T) {
 var passkeySubject = Subject{Gate: "g-0000000000000001", Imp: "yuko", Intent: "message-user", Task: "t-0000000000000001",
 	Run: "r-0000000000000001", Filed: time.Date(2026, 11, 30, 11, 59, 0, 0, time.UTC), Filer: "yuko", Via: "impgw",
 	SHA256: "ab", Trust: "cd"}
+
+// BenchmarkVerify measures what impexec pays to verify one approval: an
+// owner's Ed25519 signature, and a passkey's ES256 and EdDSA assertions
+// (the client data parsed, the authenticator data checked, then the
+// signature), side by side in one run.
+func BenchmarkVerify(b *testing.B) {
+	home := b.TempDir()
+	owner, err := Create(home, Owner)
+	if err != nil {
+		b.Fatal(err)
+	}
+	es := passkeytest.New(b, AlgES256, "phone")
+	ed := passkeytest.New(b, AlgEdDSA, "tablet")
+	for _, a := range []*passkeytest.Authenticator{es, ed} {
+		if err := AddPasskey(home, a.Passkey); err != nil {
+			b.Fatal(err)
+		}
+	}
+	kr, err := LoadKeyring(home)
+	if err != nil {
+		b.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name string
+		a    *Approval
+	}{
+		{"ed25519", owner.Sign(passkeySubject, "alice", at)},
+		{"passkey-es256", es.Approve(passkeySubject, "phone", at)},
+		{"passkey-eddsa", ed.Approve(passkeySubject, "tablet", at)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := kr.Verify(passkeySubject, c.a); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
