@@ -35,7 +35,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-webauthn/webauthn/protocol"
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/impyard/impyard/lib/approval"
@@ -237,5 +236,3 @@ var ErrOrigin = errors.New("cross-origin request refused")
 func (s *Server) sameOrigin(r *http.Request) bool {
 	return r.Header.Get("Origin") == s.cfg.Origin
 }
-
-var _ = protocol.VerificationRequired

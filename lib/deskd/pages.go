@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
@@ -126,7 +127,11 @@ func (s *Server) gateView(r *desk.Report, ss *session) pageData {
 
 func age(now, t time.Time) string { return cli.Age(now, t) }
 
-var pages = template.Must(template.New("").Parse(`
+// pages are parsed at the first page served, not at package init, which
+// every impgate command (impgate approve among them) would pay for.
+var pages = sync.OnceValue(func() *template.Template { return template.Must(template.New("").Parse(pageText)) })
+
+const pageText = `
 {{define "head"}}<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -202,11 +207,11 @@ It works once.</p>
 <button id="deny" type="submit">Deny</button>
 </form>{{end}}
 {{end}}{{template "foot" .}}{{end}}
-`))
+`
 
 func (s *Server) render(w http.ResponseWriter, code int, name string, d pageData) {
 	var b bytes.Buffer
-	if err := pages.ExecuteTemplate(&b, name, d); err != nil {
+	if err := pages().ExecuteTemplate(&b, name, d); err != nil {
 		s.cfg.Logf("desk: page %s: %v", name, err)
 		http.Error(w, "page failed", http.StatusInternalServerError)
 		return
