@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-webauthn/webauthn/webauthn"
+
 	"github.com/impyard/impyard/internal/passkeytest"
 	"github.com/impyard/impyard/internal/testclock"
 	"github.com/impyard/impyard/lib/approval"
@@ -198,3 +200,15 @@ func TestEnrollOnce(t *testing.T) {
 }
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// TestEnrollRefusesUnverified: a credential registered without user
+// verification, or whose key is no COSE key, is not kept.
+func TestEnrollRefusesUnverified(t *testing.T) {
+	if _, err := passkeyOf(&webauthn.Credential{ID: []byte("c"), PublicKey: []byte{0xa0}}); err == nil || !strings.Contains(err.Error(), "did not verify the user") {
+		t.Errorf("no UV: %v", err)
+	}
+	c := &webauthn.Credential{ID: []byte("c"), PublicKey: []byte("not cbor"), Flags: webauthn.CredentialFlags{UserPresent: true, UserVerified: true}}
+	if _, err := passkeyOf(c); err == nil || !strings.Contains(err.Error(), "credential public key") {
+		t.Errorf("a key that is no COSE key: %v", err)
+	}
+}
