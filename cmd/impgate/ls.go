@@ -3,11 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/desk"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/pause"
+	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -18,6 +20,11 @@ pause in force (impsup pause) is shown first, one line each, on standard
 error with --json; while it holds, its imps' approved gates wait. Files
 that cannot be read are reported on standard error by name and the rest
 are still listed.
+
+AGE is how long ago a gate was filed; LEFT, for a pending gate with a
+deadline (see EXPIRY), how long it has before it expires undecided,
+"expired" once past, "-" for none. --json adds age_seconds, deadline and
+left_seconds (see impgate show).
 
 The PAYLOAD column says whether each gate's payload still matches its
 sha256: "ok", or "EDITED" for a payload changed on disk after filing,
@@ -64,15 +71,27 @@ func ls(e *cli.Env, args []string) error {
 	// Every cell of the STATE column, the header's too, is painted, so the
 	// codes add the same width to each and the table stays aligned.
 	p := cli.Painter(cli.Colour(*color, e.Stdout))
-	now := time.Now()
-	header := "ID\tIMP\tINTENT\t" + p.Paint(cli.Plain, "STATE") + "\tAGE\tSHA256\tPAYLOAD\tRATIONALE"
-	return cli.List(e, *asJSON, header, func(g *gate.Listed) string {
+	now := state.Now()
+	// org.toml gives the executors' deadlines; unreadable, only those set
+	// at filing are shown, as impexec, which expires gates, then holds.
+	org, _ := config.LoadOrg(y)
+	header := "ID\tIMP\tINTENT\t" + p.Paint(cli.Plain, "STATE") + "\tAGE\tLEFT\tSHA256\tPAYLOAD\tRATIONALE"
+	return cli.List(e, *asJSON, header, func(g *listed) string {
 		match := "ok"
 		if !g.PayloadMatches {
 			match = p.Paint(cli.Red, "EDITED")
 		}
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", g.ID, cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), shortSHA(g.SHA256), match, cli.OneLine(g.Rationale, 50))
-	}, func(fn func(*gate.Listed) error) ([]error, error) { return gate.EachListed(y, f, fn) })
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", g.ID, cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), g.AgeText(), g.LeftText(), shortSHA(g.SHA256), match, cli.OneLine(g.Rationale, 50))
+	}, func(fn func(*listed) error) ([]error, error) {
+		return gate.EachListed(y, f, func(l *gate.Listed) error { return fn(&listed{l, desk.Timing(l.Gate, org, now)}) })
+	})
+}
+
+// listed is a gate as ls prints it: the file, whether its payload
+// matches, and its times (desk.Times), in --json too.
+type listed struct {
+	*gate.Listed
+	desk.Times
 }
 
 // shortSHA is a gate's sha256 as the listing shows it, its first 12

@@ -44,6 +44,9 @@ const (
 	Denied    = "denied"
 	Executing = "executing"
 	Executed  = "executed"
+	// Expired is a gate nobody decided before its deadline: final, and
+	// no one's denial.
+	Expired = "expired"
 	// Failed is shared with tasks.
 )
 
@@ -72,15 +75,16 @@ var TaskMachine = Machine{kind: "task", edges: map[string][]string{
 	Cancelled:   nil,
 }}
 
-// GateMachine: filed -> approved | denied; approved -> executing -> executed
-// | failed. An approved gate may also fail before it executes (its payload no
+// GateMachine: filed -> approved | denied | expired; approved -> executing
+// -> executed | failed. An approved gate may also fail before it executes (its payload no
 // longer matches its hash, or no executor is configured): nothing was sent.
 var GateMachine = Machine{kind: "gate", edges: map[string][]string{
-	Filed:     {Approved, Denied},
+	Filed:     {Approved, Denied, Expired},
 	Approved:  {Executing, Failed},
 	Executing: {Executed, Failed},
 	Executed:  nil,
 	Denied:    nil,
+	Expired:   nil,
 	Failed:    nil,
 }}
 

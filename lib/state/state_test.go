@@ -24,6 +24,7 @@ var (
 	gateLegal = map[[2]string]bool{
 		{Filed, Approved}:     true,
 		{Filed, Denied}:       true,
+		{Filed, Expired}:      true,
 		{Approved, Executing}: true,
 		{Approved, Failed}:    true,
 		{Executing, Executed}: true,
@@ -37,7 +38,7 @@ var (
 		{Running, Failed}:   true,
 	}
 	taskStates = []string{Waiting, Running, NeedsReview, Done, Failed, Cancelled}
-	gateStates = []string{Filed, Approved, Denied, Executing, Executed, Failed}
+	gateStates = []string{Filed, Approved, Denied, Expired, Executing, Executed, Failed}
 	runStates  = []string{Starting, Running, Exited, Failed}
 )
 
@@ -77,7 +78,7 @@ func TestStatesAndTerminal(t *testing.T) {
 		terminal []string
 	}{
 		{"task", TaskMachine, taskStates, []string{Done, Cancelled}},
-		{"gate", GateMachine, gateStates, []string{Executed, Denied, Failed}},
+		{"gate", GateMachine, gateStates, []string{Executed, Denied, Expired, Failed}},
 		{"run", RunMachine, runStates, []string{Exited, Failed}},
 	} {
 		got := c.machine.States()
