@@ -145,7 +145,7 @@ install: build
 	    install -m 0644 bin/units/$${u##*/} $(DESTDIR)$(SYSTEMDDIR)/; \
 	    echo "installed $(DESTDIR)$(SYSTEMDDIR)/$${u##*/}"; \
 	  done; \
-	  echo "then: systemctl daemon-reload; systemctl enable --now impgw impexec impsup"; \
+	  echo "then: systemctl daemon-reload; systemctl enable --now impgw impexec impsup (and impgate-desk for the phone desk)"; \
 	fi
 
 demo:

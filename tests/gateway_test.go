@@ -25,7 +25,14 @@ func (s *spine) serveGateway(t testing.TB) string {
 // marks (" serving on ", " inbound relay on "), in order.
 func startImpgw(t testing.TB, env []string, marks ...string) []string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(bin, "impgw"), "serve", "--listen", "127.0.0.1:0")
+	return startDaemon(t, env, "impgw", []string{"serve", "--listen", "127.0.0.1:0"}, marks...)
+}
+
+// startDaemon starts binary name with args and env, stopped when the
+// test ends, and returns the word logged after each of marks, in order.
+func startDaemon(t testing.TB, env []string, name string, args []string, marks ...string) []string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, name), args...)
 	cmd.Env = append(os.Environ(), env...)
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -72,7 +79,7 @@ func startImpgw(t testing.TB, env []string, marks ...string) []string {
 		}
 		<-drained
 		if t.Failed() {
-			t.Logf("impgw stderr:\n%s", logged.String())
+			t.Logf("%s stderr:\n%s", name, logged.String())
 		}
 	})
 	select {
@@ -83,6 +90,6 @@ func startImpgw(t testing.TB, env []string, marks ...string) []string {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	t.Fatalf("impgw did not say where it serves:\n%s", logged.String())
+	t.Fatalf("%s did not say where it serves:\n%s", name, logged.String())
 	return nil
 }

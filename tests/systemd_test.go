@@ -188,6 +188,25 @@ func TestNotifyExecutor(t *testing.T) {
 	n.term()
 }
 
+// TestNotifyDesk: impgate serve says READY=1 once the desk answers at
+// its address, and STOPPING=1 on SIGTERM.
+func TestNotifyDesk(t *testing.T) {
+	y := newYard(t)
+	env := []string{"IMPYARD_ROOT=" + y.Root, "IMPYARD_HOME=" + t.TempDir()}
+	addr := freeAddr(t, "127.0.0.1:0")
+	n := startNotified(t, env, "impgate", "serve", "--listen", addr)
+	n.ready()
+	resp, err := http.Get("http://" + addr + "/login")
+	if err != nil {
+		t.Fatalf("READY=1, yet the desk at %s: %v", addr, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("READY=1, yet the desk at %s: %s", addr, resp.Status)
+	}
+	n.term()
+}
+
 // TestNotifySupervisor: impsup run says READY=1 once it holds the yard
 // and made its first pass, STOPPING=1 on SIGTERM; one that cannot reach
 // containerd fails without saying READY=1.
@@ -332,8 +351,8 @@ func TestMakeInstallUnits(t *testing.T) {
 	}
 	install("SYSTEMDDIR=" + units)
 	var paths []string
-	for _, name := range []string{"impgw", "impexec", "impsup"} {
-		path := filepath.Join(units, name+".service")
+	for unit, name := range map[string]string{"impgw": "impgw", "impexec": "impexec", "impsup": "impsup", "impgate-desk": "impgate"} {
+		path := filepath.Join(units, unit+".service")
 		fi, err := os.Stat(path)
 		if err != nil {
 			t.Fatal(err)

@@ -81,9 +81,9 @@ func keyLs(e *cli.Env, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tFINGERPRINT\tPATH")
+	fmt.Fprintln(tw, "NAME\tKIND\tFINGERPRINT\tPATH")
 	for _, k := range kr.Keys {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", k.Name, k.Fingerprint, k.Path)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Name, k.Kind, k.Fingerprint, k.Path)
 	}
 	return tw.Flush()
 }

@@ -26,6 +26,8 @@ Commands:
   log      print a gate's timeline
   file     file a new gate from the trusted side and print its id
   key      create (key init) or list (key ls) the keys that sign approvals
+  serve    serve the desk as a web application for a phone, with passkeys
+  desk     enroll or revoke the passkeys that sign in to it and approve
 
 Run 'impgate COMMAND --help' or 'impgate help COMMAND' for a command's flags.
 
@@ -42,7 +44,7 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func run(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &cli.Env{Name: "impgate", Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	return e.Dispatch(args, usage, map[string]func([]string) error{
 		"ls":      func(a []string) error { return ls(e, a) },
@@ -53,5 +55,7 @@ func run(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Wr
 		"file":    func(a []string) error { return file(e, a) },
 		"review":  func(a []string) error { return review(e, a) },
 		"key":     func(a []string) error { return keyCmd(e, a) },
+		"serve":   func(a []string) error { return serve(ctx, e, a) },
+		"desk":    func(a []string) error { return deskCmd(e, a) },
 	})
 }

@@ -10,11 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/impyard/impyard/lib/blob"
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/desk"
 	"github.com/impyard/impyard/lib/gate"
-	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -251,27 +249,27 @@ func oneGate(fs *flag.FlagSet, args []string, root *string) (*gate.Gate, error) 
 // colour) of a payload that names one; a payload without a diff prints
 // nothing.
 func showDiff(e *cli.Env, root string, g *gate.Gate, frozen []byte, statOnly bool, colour cli.Painter) error {
-	var p intent.Push
-	if json.Unmarshal(frozen, &p) != nil || !strings.HasPrefix(p.Diff, blob.Prefix) {
+	y, err := yard.Open(root)
+	if err != nil {
+		return err
+	}
+	d, err := desk.DiffOf(y, frozen)
+	if err != nil {
+		return err
+	}
+	if d == nil {
 		if statOnly {
 			return fmt.Errorf("gate %s has no diff", g.ID)
 		}
 		return nil
 	}
-	y, err := yard.Open(root)
-	if err != nil {
-		return err
-	}
-	diff, err := blob.Get(y, p.Diff)
-	if err != nil {
-		return err
-	}
+	diff := d.Text
 	w := e.Stdout
 	if statOnly {
-		fmt.Fprintln(w, cli.PrintableLines(p.Stat))
+		fmt.Fprintln(w, cli.PrintableLines(d.Stat))
 		return nil
 	}
-	fmt.Fprintf(w, "\nstat:\n%s\n\ndiff (%s, %d bytes):\n", cli.PrintableLines(p.Stat), p.Diff, len(diff))
+	fmt.Fprintf(w, "\nstat:\n%s\n\ndiff (%s, %d bytes):\n", cli.PrintableLines(d.Stat), d.Name, len(diff))
 	for _, line := range strings.SplitAfter(string(diff), "\n") {
 		if line == "" {
 			continue

@@ -20,6 +20,11 @@
 //     (*.pub). Writing to the yard alone therefore cannot approve anything,
 //     nor point an approval at another imp, executor, task or run: that
 //     takes a private key from IMPYARD_HOME/keys/.
+//   - An approval of kind webauthn is a passkey's WebAuthn assertion
+//     (keys/NAME.passkey) whose challenge is the SHA-256 of that same
+//     message; it verifies only with type webauthn.get, the origin and
+//     relying party recorded at enrollment, and the user present and
+//     verified.
 //   - keys/ is 0700; a private key is 0600 and Load refuses one that is a
 //     symlink, a hard link or readable by anyone else; a public key that
 //     others may write is refused, since adding one grants the power to
@@ -104,6 +109,10 @@ type Approval struct {
 	At     time.Time `json:"at"`
 	Key    string    `json:"key"` // the signing key's fingerprint
 	Sig    string    `json:"sig"` // base64 Ed25519 signature of Message
+	// Kind is "" for an Ed25519 signature, KindWebAuthn for a passkey's
+	// assertion, kept in WebAuthn; Sig is then empty.
+	Kind     string     `json:"kind,omitempty"`
+	WebAuthn *Assertion `json:"webauthn,omitempty"`
 }
 
 // Current reports whether a is of the schema Verify checks.
@@ -331,7 +340,10 @@ type Trusted struct {
 	Name        string `json:"name"`
 	Path        string `json:"path"`
 	Fingerprint string `json:"fingerprint"`
-	pub         ed25519.PublicKey
+	// Kind is "ed25519" or "webauthn" (a passkey, whose record is Passkey).
+	Kind    string   `json:"kind"`
+	Passkey *Passkey `json:"-"`
+	pub     ed25519.PublicKey
 }
 
 // Keyring is the set of public keys in IMPYARD_HOME/keys/.
@@ -368,12 +380,17 @@ func LoadKeyring(home string) (*Keyring, error) {
 		return nil, err
 	}
 	for _, e := range entries {
+		load := loadPub
 		name, ok := strings.CutSuffix(e.Name(), ".pub")
+		if !ok {
+			name, ok = strings.CutSuffix(e.Name(), ".passkey")
+			load = loadPasskey
+		}
 		if !ok || strings.HasPrefix(name, ".") || name == "" {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		t, err := loadPub(p)
+		t, err := load(p)
 		if err != nil {
 			return nil, err
 		}
@@ -407,7 +424,7 @@ func loadPub(p string) (*Trusted, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
-	return &Trusted{Path: p, Fingerprint: Fingerprint(pub), pub: pub}, nil
+	return &Trusted{Path: p, Fingerprint: Fingerprint(pub), Kind: "ed25519", pub: pub}, nil
 }
 
 // Verify checks that a approves s and was made by a key of the ring, and
@@ -433,6 +450,19 @@ func (kr *Keyring) Verify(s Subject, a *Approval) (*Trusted, error) {
 	}
 	if key == nil {
 		return nil, fmt.Errorf("%w: gate %s was signed by key %q, which is not in %s", ErrInvalid, s.Gate, a.Key, kr.Dir)
+	}
+	if a.Kind == KindWebAuthn || key.Passkey != nil {
+		if a.Kind != KindWebAuthn || key.Passkey == nil {
+			return nil, fmt.Errorf("%w: gate %s: an approval of kind %q names key %s (%s), which is of another kind", ErrInvalid, s.Gate, a.Kind, key.Name, key.Path)
+		}
+		if err := verifyAssertion(key.Passkey, Challenge(s, a.By, a.At, a.Key), a.WebAuthn); err != nil {
+			return nil, fmt.Errorf("%w: gate %s: the passkey assertion by %s (%s) is not an approval of this gate id, payload sha256 %s, imp %s, intent %s, task %q, run %q, decider %q and time %s: %w",
+				ErrInvalid, s.Gate, key.Name, key.Path, s.SHA256, s.Imp, s.Intent, s.Task, s.Run, a.By, stamp(a.At), err)
+		}
+		return key, nil
+	}
+	if a.Kind != "" {
+		return nil, fmt.Errorf("%w: gate %s: unknown approval kind %q", ErrInvalid, s.Gate, a.Kind)
 	}
 	sig, err := base64.StdEncoding.DecodeString(a.Sig)
 	if err != nil || !ed25519.Verify(key.pub, Message(s, a.By, a.At, a.Key), sig) {

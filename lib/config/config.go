@@ -79,6 +79,7 @@ type Org struct {
 	Prices    map[string]Price     `toml:"prices"`
 	Inbound   Inbound              `toml:"inbound"`
 	Notify    Notify               `toml:"notify"`
+	Desk      Desk                 `toml:"desk"`
 	// Earn opts (imp, intent) pairs into earned trust promotion (lib/earn).
 	Earn []Earn `toml:"earn"`
 	// MCP are the stdio MCP servers the gateway serves to boxes.
@@ -598,6 +599,9 @@ func (o *Org) check(b []byte) error {
 		return err
 	}
 	if err := o.Notify.check(p, b); err != nil {
+		return err
+	}
+	if err := o.checkDesk(p, b); err != nil {
 		return err
 	}
 	return o.checkGateway(p, b)

@@ -186,7 +186,7 @@ func (r *Runner) notifyEntries(ctx context.Context, org *config.Org, ens []*noti
 			fail(en, nil, err)
 			continue
 		}
-		m, merr := r.message(en, secrets)
+		m, merr := r.message(org, en, secrets)
 		if errors.Is(merr, errNoDecision) {
 			errs = append(errs, notify.Drop(r.Yard, en.ID))
 			continue
@@ -250,7 +250,7 @@ func (r *Runner) send(ctx context.Context, org *config.Org, ens []*notify.Entry,
 
 // message is what the notification of en tells, read from its record as
 // it is now, with every secret replaced.
-func (r *Runner) message(en *notify.Entry, secrets []string) (*notify.Message, error) {
+func (r *Runner) message(org *config.Org, en *notify.Entry, secrets []string) (*notify.Message, error) {
 	m := &notify.Message{Schema: store.Schema(notify.Kind, notify.Major), ID: en.ID, Event: en.Event,
 		At: store.Second(en.At).Format(time.RFC3339), Imp: en.Imp}
 	switch en.Event {
@@ -272,6 +272,7 @@ func (r *Runner) message(en *notify.Entry, secrets []string) (*notify.Message, e
 			m.SHA256 = g.SHA256[:gate.ShaDigits]
 			m.Approve = g.ApproveCommand()
 		}
+		m.Link = org.Desk.GateLink(g.ID)
 	case notify.TrustEarnedRemoved:
 		g, err := gate.Get(r.Yard, en.Subject)
 		if err != nil {

@@ -144,6 +144,33 @@ func TestNotifyRetriesWithBackoff(t *testing.T) {
 // trust rule approved as it was filed. An event [notify] did not ask for
 // when it happened gets no entry; one it no longer asks for when the
 // entry is delivered is dropped unsent.
+// TestNotifyLinksToDesk: with [desk] url, a filed gate's notification
+// carries the gate's page on the desk, in its link and its text; without
+// it, none.
+func TestNotifyLinksToDesk(t *testing.T) {
+	for _, tc := range []struct{ toml, want string }{
+		{"[desk]\nurl = \"https://desk.example.com/\"\n", "https://desk.example.com/g/"},
+		{"", ""},
+	} {
+		r, received, _, _ := notifyRunner(t, "[notify]\ncommand = [\"RECEIVE\"]\n"+tc.toml)
+		g := fileGate(t, r, `{"to":["team@ourco.com"],"subject":"Weekly digest","body":"hi"}`)
+		if err := r.NotifyOnce(context.Background(), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		got := receivedMessages(t, received)
+		if len(got) != 1 {
+			t.Fatalf("%d messages", len(got))
+		}
+		want := ""
+		if tc.want != "" {
+			want = tc.want + g.ID
+		}
+		if got[0].Link != want || want != "" && !strings.Contains(got[0].Text, "\nopen: "+want+"\n") || want == "" && strings.Contains(got[0].Text, "open:") {
+			t.Errorf("with %q: link %q, text %q; want %q", tc.toml, got[0].Link, got[0].Text, want)
+		}
+	}
+}
+
 func TestNotifyDropsWhatIsNotAsked(t *testing.T) {
 	r, received, _, _ := notifyRunner(t, "[notify]\ncommand = [\"RECEIVE\"]\n")
 	fileGate(t, r, `{"to":["a@ourco.com"]}`)

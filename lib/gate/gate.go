@@ -574,8 +574,13 @@ type Change struct {
 	// under the lock on the gate as read from disk; an error stops the move.
 	Edit func(g *Gate) error
 	// Signer signs an approval, over the exact values written; a move to
-	// approved without one is refused.
+	// approved without one (or Signed) is refused.
 	Signer *approval.Key
+	// Signed is an approval made before the move, by a passkey that
+	// signed the gate's message for By at Signed.At: the move is stamped
+	// with that time, and written only when it verifies with the keyring
+	// Decide is given.
+	Signed *approval.Approval
 	// Deadline, when set, is the gate's deadline as the decider's
 	// org.toml says (Gate.Deadline): an approval at or past it is
 	// refused with ErrExpired.
@@ -642,7 +647,7 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 	if err := id.Check(id.Gate, gateID); err != nil {
 		return nil, false, err
 	}
-	if c.To == state.Approved && c.Signer == nil {
+	if c.To == state.Approved && c.Signer == nil && (c.Signed == nil || keys == nil) {
 		return nil, false, fmt.Errorf("gate %s: %w", gateID, ErrNoSigner)
 	}
 	s, err := gates(y)
@@ -718,7 +723,10 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 					h.Why += ": " + c.Why
 				}
 			}
-			if c.To == state.Approved {
+			switch {
+			case c.To == state.Approved && c.Signed != nil:
+				return signed(g, c, h, keys)
+			case c.To == state.Approved:
 				g.Approval = c.Signer.Sign(g.Subject(), c.By, h.At)
 			}
 			return nil
@@ -739,6 +747,27 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 	// A move written whose record could not follow is made: the gate is
 	// returned with the error, as transition.Move returns it.
 	return g, false, err
+}
+
+// signed records c.Signed as g's approval, stamped at its time, once it
+// verifies: a passkey's approval replayed onto another gate, or over a
+// gate changed since its message was shown, is refused and nothing is
+// written.
+func signed(g *Gate, c Change, h *state.Transition, keys func() (*approval.Keyring, error)) error {
+	a := c.Signed
+	if a.By != c.By || !a.At.Equal(state.Second(a.At)) {
+		return fmt.Errorf("gate %s: %w: a signed approval must be by the decider, at a whole second", g.ID, approval.ErrInvalid)
+	}
+	kr, err := keys()
+	if err != nil {
+		return fmt.Errorf("gate %s: %w", g.ID, err)
+	}
+	if _, err := kr.Verify(g.Subject(), a); err != nil {
+		return err
+	}
+	h.At, h.AtMS = a.At.UTC(), a.At.UnixMilli()
+	g.Approval = a
+	return nil
 }
 
 // Filter selects gates in a listing.

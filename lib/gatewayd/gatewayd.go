@@ -158,6 +158,20 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The desk (impgate serve, another process) decides gates: a box must
+	// not reach it through us either. Its address is org.toml's as the
+	// gateway starts, the default when org.toml does not load.
+	desk := config.DefaultDeskListen
+	if o, err := org(); err == nil {
+		desk = o.Desk.DeskListen()
+	}
+	if a, err := net.ResolveTCPAddr("tcp", desk); err != nil {
+		logf("warning: [desk] listen %s: %v; the loop guard does not cover the desk", desk, err)
+	} else if a.Port != 0 {
+		if err := g.Own(a); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.InboundListener != nil {
 		// The relay files tasks: a box must not reach it through us.
 		if err := g.Own(cfg.InboundListener.Addr()); err != nil {

@@ -7,10 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,13 +195,52 @@ func TestLoopGuardCoversInbound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	refusedAsLoop(t, s, lns[:1], "/v1/inbound/github", in, "127.0.0.1", "0.0.0.0")
+	// Nothing reached the relay: it records every post it receives.
+	b, _ := os.ReadFile(cfg.Yard.Decisions())
+	if n := strings.Count(string(b), `"schema":"impyard.inbound/1"`); n != 0 {
+		t.Errorf("%d requests reached the relay through the gateway:\n%s", n, b)
+	}
+}
+
+// The loop guard covers the desk's listener, which another process
+// (impgate serve) holds at org.toml's [desk] listen: a rule that allows
+// loopback still cannot send a box's request through the gateway to the
+// desk, and the desk sees nothing.
+func TestLoopGuardCoversDesk(t *testing.T) {
+	cfg := parts(t)
+	var reached atomic.Int32
+	desk := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
+	defer desk.Close()
+	port := desk.Listener.Addr().(*net.TCPAddr).Port
+	os.WriteFile(cfg.Yard.Path("org.toml"), []byte(fmt.Sprintf("[desk]\nlisten = %q\n", desk.Listener.Addr().String())), 0o640)
+	os.WriteFile(cfg.Yard.PolicyPath(), []byte(fmt.Sprintf(`{"schema":"impyard.policy/1","rules":[
+  {"name":"loopback","match":{"host":["127.0.0.1","localhost"],"port":%d,"network":["127.0.0.0/8"]},"verdict":"allow"}]}`, port)), 0o640)
+	lns, err := Listen([]string{"127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedAsLoop(t, s, lns, "/g/g-0000000000000001/deny", port, "127.0.0.1", "localhost")
+	if n := reached.Load(); n != 0 {
+		t.Errorf("%d requests reached the desk through the gateway", n)
+	}
+}
+
+// refusedAsLoop serves s on lns, POSTs path at port on each of hosts
+// through it, and checks each is refused as a loop.
+func refusedAsLoop(t *testing.T, s *Server, lns []net.Listener, path string, port int, hosts ...string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, lns[:1], time.Second) }()
+	go func() { done <- s.Serve(ctx, lns, time.Second) }()
 	proxy := &url.URL{Scheme: "http", Host: lns[0].Addr().String()}
 	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
-	for _, host := range []string{"127.0.0.1", "0.0.0.0"} {
-		target := fmt.Sprintf("http://%s:%d/v1/inbound/github", host, in)
+	for _, host := range hosts {
+		target := fmt.Sprintf("http://%s:%d%s", host, port, path)
 		resp, err := client.Post(target, "application/json", strings.NewReader("{}"))
 		if err != nil {
 			t.Fatal(err)
@@ -213,10 +254,5 @@ func TestLoopGuardCoversInbound(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Serve: %v", err)
-	}
-	// Nothing reached the relay: it records every post it receives.
-	b, _ := os.ReadFile(cfg.Yard.Decisions())
-	if n := strings.Count(string(b), `"schema":"impyard.inbound/1"`); n != 0 {
-		t.Errorf("%d requests reached the relay through the gateway:\n%s", n, b)
 	}
 }

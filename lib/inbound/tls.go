@@ -15,6 +15,7 @@ import (
 // load keeps the last good pair and is logged once per change.
 type certFiles struct {
 	cert, key string
+	who       string // the listener, in the log: "inbound relay"
 	logf      func(format string, a ...any)
 
 	mu      sync.Mutex
@@ -35,7 +36,7 @@ func tlsFiles(home, cert, key string, logf func(format string, a ...any)) (*cert
 		}
 		return filepath.Join(home, p)
 	}
-	c := &certFiles{cert: abs(cert), key: abs(key), logf: logf}
+	c := &certFiles{cert: abs(cert), key: abs(key), who: "inbound relay", logf: logf}
 	if _, err := c.load(); err != nil {
 		return nil, err
 	}
@@ -88,11 +89,23 @@ func (c *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	}
 	c.mu.Unlock()
 	if say {
-		c.logf("inbound relay: keeping the previous certificate: %v", err)
+		c.logf("%s: keeping the previous certificate: %v", c.who, err)
 	}
 	return pair, nil
 }
 
 func (c *certFiles) config() *tls.Config {
 	return &tls.Config{GetCertificate: c.get, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+}
+
+// TLSConfig serves the PEM pair cert and key (relative ones in
+// IMPYARD_HOME home) for another listener, who (as "desk"), as the relay
+// serves its own: read again on renewal, the last good pair kept.
+func TLSConfig(home, cert, key, who string, logf func(format string, a ...any)) (*tls.Config, error) {
+	c, err := tlsFiles(home, cert, key, logf)
+	if err != nil {
+		return nil, err
+	}
+	c.who = who
+	return c.config(), nil
 }

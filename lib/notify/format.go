@@ -46,6 +46,9 @@ type Message struct {
 	Reason string `json:"reason,omitempty"`
 	// Approve is the exact command that approves the gate's payload.
 	Approve string `json:"approve,omitempty"`
+	// Link is the gate's page on the desk (org.toml [desk] url, then
+	// /g/<id>), so a push on the phone opens it.
+	Link string `json:"link,omitempty"`
 	// Gates, in a message Fold made, are the gates it tells of, oldest
 	// first; Count is how many.
 	Gates []string `json:"gates,omitempty"`
@@ -249,7 +252,7 @@ func (m *Message) Compose() {
 	case m.Gate == "":
 		what = "task"
 	}
-	for _, f := range [][2]string{{"why", m.Rationale}, {"reason", m.Reason}, {what, m.Summary}, {"sha256", m.SHA256}, {"approve with", m.Approve}} {
+	for _, f := range [][2]string{{"why", m.Rationale}, {"reason", m.Reason}, {what, m.Summary}, {"sha256", m.SHA256}, {"approve with", m.Approve}, {"open", m.Link}} {
 		if f[1] != "" {
 			lines = append(lines, f[0]+": "+f[1])
 		}
@@ -272,7 +275,11 @@ func Fold(ms []*Message) *Message {
 	var each []string
 	for _, m := range ms {
 		f.Gates = append(f.Gates, m.Gate)
-		each = append(each, fmt.Sprintf("%s %s (%s)", m.Gate, m.Intent, m.Summary))
+		line := fmt.Sprintf("%s %s (%s)", m.Gate, m.Intent, m.Summary)
+		if m.Link != "" {
+			line += " " + m.Link
+		}
+		each = append(each, line)
 	}
 	f.Summary = cut(strings.Join(each, "; "), TextMax)
 	f.Compose()

@@ -630,6 +630,9 @@ func writeAtomic(path string, data []byte, tmpDir string, perm os.FileMode) erro
 	return fsyncDir(dirfd, dir)
 }
 
+// SyncDir fsyncs dir, so a removal from it survives a power cut.
+func SyncDir(dir string) error { return syncDir(dir) }
+
 func syncDir(dir string) error {
 	fd, err := openDir(dir)
 	if err != nil {
