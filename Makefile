@@ -92,6 +92,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'MeteredStream' -benchtime 300x ./lib/gateway/
 	$(GO) test -run '^$$' -bench 'FrameMeter|DecodeBody' -benchtime 300x ./lib/gateway/
 	$(GO) test -run '^$$' -bench 'UnmarshalRecord' ./lib/strictjson/
+	$(GO) test -run '^$$' -bench 'Judge' -benchtime 20000x ./lib/judge/
 	@for s in scripts/bench-*; do [ -x "$$s" ] && { echo "== $$s"; "$$s"; } || true; done
 
 # Mutation testing of the core packages, one at a time (not part of test):
