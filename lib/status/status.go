@@ -52,6 +52,10 @@ type Status struct {
 	Failures  []Failure    `json:"failures"`
 	// Notifications are those the outbox still owes the owner.
 	Notifications Notifications `json:"notifications"`
+	// OrgError is why org.toml does not load, when it does not (other
+	// than for its owner or mode, a warning): shown first, and what
+	// org.toml would add (its imps' rows, budgets) is missing.
+	OrgError string `json:"org_error,omitempty"`
 	// Warnings are the parts that could not be read (a damaged task or
 	// gate file, an unreadable ledger); the rest is still shown.
 	Warnings []string `json:"warnings"`
@@ -141,8 +145,8 @@ type Options struct {
 // DefaultFailures is how many failures Gather shows by default.
 const DefaultFailures = 5
 
-// Gather reads the overview of y. An unreadable org.toml is an error; a
-// part that cannot be read is a warning and the rest is still gathered.
+// Gather reads the overview of y. A part that cannot be read, org.toml
+// included, is a warning and the rest is still gathered.
 func Gather(y *yard.Yard, o Options) (*Status, error) {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
@@ -153,16 +157,19 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 	if o.GatewayUp == nil {
 		o.GatewayUp = run.GatewayUp
 	}
-	org, err := config.LoadOrg(y)
-	unsafeOrg := errors.Is(err, config.ErrUnsafe)
-	if unsafeOrg {
-		// Named among the warnings below; the rest is still worth seeing.
-		org = config.Default()
-	} else if err != nil {
-		return nil, err
-	}
+	org, orgErr := config.LoadOrg(y)
+	unsafeOrg := errors.Is(orgErr, config.ErrUnsafe)
 	s := &Status{Yard: y.Root, At: Time{o.Now}, Daemons: []Daemon{}, Tasks: []ImpTasks{}, Gates: []Pending{}, Spend: []Spend{}, Failures: []Failure{}, Warnings: []string{}}
 	warn := func(err error) { s.Warnings = append(s.Warnings, err.Error()) }
+	if orgErr != nil && !unsafeOrg {
+		// A broken org.toml is what the owner most needs to see, so it
+		// comes first; the rest of the yard is still worth seeing.
+		s.OrgError = orgErr.Error()
+		warn(fmt.Errorf("%w; the imps and budgets shown are what the rest of the yard says, the gateway is not checked", orgErr))
+	}
+	if orgErr != nil {
+		org = config.Default()
+	}
 	ps, err := pause.Load(y)
 	if err != nil {
 		warn(err)
@@ -193,7 +200,9 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 		s.Daemons = append(s.Daemons, d)
 	}
 	gw := Daemon{Name: "impgw", By: "health", Detail: "answers at " + org.Gateway.Listen}
-	if err := o.GatewayUp(org.Gateway.Listen); err != nil {
+	if s.OrgError != "" {
+		gw.Detail = "not checked: org.toml, which names its address, does not load"
+	} else if err := o.GatewayUp(org.Gateway.Listen); err != nil {
 		gw.Detail = "does not answer at " + org.Gateway.Listen
 	} else {
 		gw.Running = true
@@ -340,6 +349,9 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 	ew := &errWriter{w: w}
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "yard %s at %s\n", s.Yard, s.At)
+	if s.OrgError != "" {
+		fmt.Fprintln(tw, p.Paint(cli.Red, "org.toml does not load: "+cli.Printable(s.OrgError)))
+	}
 	for _, l := range s.Paused {
 		fmt.Fprintln(tw, p.Paint(cli.Red, cli.Printable(l)))
 	}
