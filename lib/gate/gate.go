@@ -505,7 +505,8 @@ var errRepeat = errors.New("decision repeated")
 // it is, with repeated set: an approval again once the payload still
 // hashes to its sha256, c.SHA (when given) begins that sha256 and the
 // recorded approval verifies with the keyring keys loads (called only
-// then); a denial again whatever its reason (the first one's stays). A
+// then), and so too of a gate executing or executed since; a denial
+// again whatever its reason (the first one's stays). A
 // repeat that fails those checks wraps ErrDecided and says which. Of two
 // deciders racing, one writes and the other repeats, so a script that
 // retries a decision it is not sure was made gets the same answer twice.
@@ -516,7 +517,7 @@ func Decide(y *yard.Yard, gateID string, c Change, keys func() (*approval.Keyrin
 // checkRepeat checks that c asks again for the decision g holds, as
 // Decide describes.
 func checkRepeat(g *Gate, c Change, keys func() (*approval.Keyring, error)) error {
-	last := g.History[len(g.History)-1]
+	last := g.Decision(c.To)
 	if c.To == state.Denied {
 		return errRepeat
 	}
@@ -531,6 +532,19 @@ func checkRepeat(g *Gate, c Change, keys func() (*approval.Keyring, error)) erro
 		return fmt.Errorf("gate %s: %w: approved by %s at %s, but that approval does not verify: %w", g.ID, ErrDecided, last.By, stamp(last.At), err)
 	}
 	return errRepeat
+}
+
+// Decision is the last move of g to state to (approved, denied), as a
+// repeat of it names it wherever the gate went on from it; the last move
+// of all when it never was.
+func (g *Gate) Decision(to string) state.Transition {
+	last := g.History[len(g.History)-1]
+	for _, h := range g.History {
+		if h.To == to {
+			last = h
+		}
+	}
+	return last
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
@@ -569,8 +583,15 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 	resign := func(g *Gate) bool {
 		return c.To == state.Approved && g.State == state.Approved && (!g.Approval.Current() || foreign(g))
 	}
+	// An approval asked again of a gate that went on from approved to
+	// executing or executed asks for what is already so: the same
+	// checks make it a repeat, and nothing runs a second time.
+	approvedOn := func(g *Gate) bool {
+		return g.State == state.Approved || g.State == state.Executing || g.State == state.Executed
+	}
 	repeat := func(g *Gate) bool {
-		return again && g.State == c.To && (c.To == state.Denied || c.To == state.Approved && g.Approval.Current() && !foreign(g))
+		return again && (c.To == state.Denied && g.State == state.Denied ||
+			c.To == state.Approved && approvedOn(g) && g.Approval.Current() && !foreign(g))
 	}
 	var held *Gate
 	g, err := transition.Move(s, gateID, transition.Change[*Gate]{

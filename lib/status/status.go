@@ -145,6 +145,47 @@ type Options struct {
 // DefaultFailures is how many failures Gather shows by default.
 const DefaultFailures = 5
 
+// waiting says why impexec leaves the approved or executing gate g as it
+// is under org and ps: no executor for its intent, or, approved, a pause
+// of its imp; "" when nothing holds it.
+func waiting(org *config.Org, ps *pause.State, g *gate.Gate) string {
+	if g.Intent != config.TrustPromote {
+		if _, err := org.Executor(g.Intent); err != nil {
+			return err.Error()
+		}
+	}
+	if g.State == state.Approved {
+		// impexec holds it, approved, until resume.
+		if why := ps.Why(g.Imp); why != "" {
+			return "held: " + why
+		}
+	}
+	return ""
+}
+
+// Waiting says why no executor will run the approved gate g now, or ""
+// when one will: org.toml does not load, it names no executor for the
+// gate's intent, a pause holds its imp, or impexec run is not running.
+func Waiting(y *yard.Yard, g *gate.Gate) string {
+	org, err := config.LoadOrg(y)
+	if err != nil {
+		return err.Error()
+	}
+	ps, err := pause.Load(y)
+	if err != nil {
+		return err.Error()
+	}
+	if why := waiting(org, ps, g); why != "" {
+		return why
+	}
+	if up, err := run.DaemonUp(y, "impexec"); err != nil {
+		return err.Error()
+	} else if !up {
+		return "impexec run is not running (" + run.DaemonLock(y, "impexec") + " not held); 'impexec once " + g.ID + "' executes it now"
+	}
+	return ""
+}
+
 // Gather reads the overview of y. A part that cannot be read, org.toml
 // included, is a warning and the rest is still gathered.
 func Gather(y *yard.Yard, o Options) (*Status, error) {
@@ -244,16 +285,8 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 		case state.Filed, state.Approved, state.Executing:
 			p := Pending{ID: g.ID, Imp: g.Imp, Intent: g.Intent, State: g.State,
 				Created: Time{g.Created}, AgeSeconds: int64(o.Now.Sub(g.Created) / time.Second)}
-			if g.State != state.Filed && g.Intent != config.TrustPromote {
-				if _, err := org.Executor(g.Intent); err != nil {
-					p.Waiting = err.Error()
-				}
-			}
-			if g.State == state.Approved && p.Waiting == "" {
-				// impexec holds it, approved, until resume.
-				if why := ps.Why(g.Imp); why != "" {
-					p.Waiting = "held: " + why
-				}
+			if g.State != state.Filed {
+				p.Waiting = waiting(org, ps, g)
 			}
 			s.Gates = append(s.Gates, p)
 		case state.Failed:
