@@ -17,7 +17,10 @@ List pending gates, oldest first; with --all, decided gates too. A
 pause in force (impsup pause) is shown first, one line each, on standard
 error with --json; while it holds, its imps' approved gates wait. Files
 that cannot be read are reported on standard error by name and the rest
-are still listed.
+are still listed. A gate whose state was edited by hand (a state no
+transition writes, one its directory or its timeline disagrees with) is
+listed, and named on standard error with what is wrong; --json adds
+"problem" saying it. No executor acts on such a gate.
 
 The PAYLOAD column says whether each gate's payload still matches its
 sha256: "ok", or "EDITED" for a payload changed on disk after filing,
@@ -33,6 +36,7 @@ func ls(e *cli.Env, args []string) error {
 	fs := e.FlagSet("ls", lsUsage)
 	root := cli.RootFlag(fs)
 	var f gate.Filter
+	f.Edited = true
 	fs.BoolVar(&f.All, "all", false, "include decided gates")
 	fs.StringVar(&f.Imp, "imp", "", "only gates of imp `NAME`")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
@@ -72,7 +76,18 @@ func ls(e *cli.Env, args []string) error {
 			match = p.Paint(cli.Red, "EDITED")
 		}
 		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", g.ID, cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), shortSHA(g.SHA256), match, cli.OneLine(g.Rationale, 50))
-	}, func(fn func(*gate.Listed) error) ([]error, error) { return gate.EachListed(y, f, fn) })
+	}, func(fn func(*gate.Listed) error) ([]error, error) {
+		// A gate whose state was edited by hand is listed, and what is
+		// wrong with it is warned of with the files that cannot be read.
+		var edited []error
+		bad, err := gate.EachListed(y, f, func(g *gate.Listed) error {
+			if g.Problem != "" {
+				edited = append(edited, fmt.Errorf("%s; no executor acts on it until its state is what its timeline says", g.Problem))
+			}
+			return fn(g)
+		})
+		return append(bad, edited...), err
+	})
 }
 
 // shortSHA is a gate's sha256 as the listing shows it, its first 12

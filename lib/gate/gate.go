@@ -430,16 +430,29 @@ func parseGate(path string, b []byte) (*Gate, error) {
 	if err := store.Decode(path, b, Kind, Major, &g); err != nil {
 		return nil, err
 	}
-	switch {
-	case id.Check(id.Gate, g.ID) != nil || g.ID+".json" != filepath.Base(path):
+	if id.Check(id.Gate, g.ID) != nil || g.ID+".json" != filepath.Base(path) {
 		return nil, fmt.Errorf("%s: id %q does not match the file name", path, g.ID)
+	}
+	var last string
+	if len(g.History) > 0 {
+		last = g.History[len(g.History)-1].To
+	}
+	switch {
 	case !state.GateMachine.Known(g.State):
-		return nil, fmt.Errorf("%s: unknown state %q", path, g.State)
+		return &g, fmt.Errorf("%s: %w: unknown state %q", path, ErrHandEdited, g.State)
 	case (filepath.Base(filepath.Dir(path)) == pending) != (g.State == state.Filed):
-		return nil, fmt.Errorf("%s: state %q does not belong in %s/", path, g.State, filepath.Base(filepath.Dir(path)))
+		return &g, fmt.Errorf("%s: %w: state %q does not belong in %s/", path, ErrHandEdited, g.State, filepath.Base(filepath.Dir(path)))
+	case last != g.State:
+		return &g, fmt.Errorf("%s: %w: state %q, but its timeline ends in %q", path, ErrHandEdited, g.State, last)
 	}
 	return &g, nil
 }
+
+// ErrHandEdited is a gate file whose state no transition wrote: one not
+// in the gate state machine, one in the wrong directory, or one its
+// timeline does not end in. No daemon acts on such a gate; a listing
+// shows it with what is wrong (Filter.Edited).
+var ErrHandEdited = errors.New("state edited by hand")
 
 // Get reads one gate. A resolved copy wins over a pending one: a crash
 // between writing the decision and removing the pending file leaves both,
@@ -654,6 +667,10 @@ type Filter struct {
 	// the files of gates it is done with (see transition.Source).
 	Known   *transition.Known
 	Settled func(*Gate) bool
+	// Edited lists gates whose state was edited by hand (ErrHandEdited)
+	// rather than reporting them as unreadable; only EachListed says
+	// what is wrong with them, so only a listing sets it.
+	Edited bool
 }
 
 // List reads the gates matching f, sorted by id. Unreadable files are
@@ -671,7 +688,7 @@ func List(y *yard.Yard, f Filter) (gates []*Gate, bad []error) {
 // returned in bad, by name, and the rest are still passed to fn; an error
 // from fn stops Each and is returned.
 func Each(y *yard.Yard, f Filter, fn func(*Gate) error) (bad []error, err error) {
-	return each(y, f, func(g *Gate) *Gate { return g }, func(g *Gate) *Gate { return g }, fn)
+	return each(y, f, func(g *Gate, _ error) *Gate { return g }, func(g *Gate) *Gate { return g }, fn)
 }
 
 // Listed is a gate as a listing shows it: the gate file and whether its
@@ -679,19 +696,28 @@ func Each(y *yard.Yard, f Filter, fn func(*Gate) error) (bad []error, err error)
 type Listed struct {
 	*Gate
 	PayloadMatches bool `json:"payload_matches"`
+	// Problem says what is wrong with a gate whose state was edited by
+	// hand (ErrHandEdited), listed with Filter.Edited.
+	Problem string `json:"problem,omitempty"`
 }
 
 // EachListed is Each for a listing: it works out each gate's
 // PayloadMatches, which re-encodes and hashes the payload, on the
 // goroutines that read the files rather than in fn.
 func EachListed(y *yard.Yard, f Filter, fn func(*Listed) error) (bad []error, err error) {
-	return each(y, f, func(g *Gate) *Listed { return &Listed{g, g.Matches()} }, func(l *Listed) *Gate { return l.Gate }, fn)
+	return each(y, f, func(g *Gate, edited error) *Listed {
+		l := &Listed{Gate: g, PayloadMatches: g.Matches()}
+		if edited != nil {
+			l.Problem = edited.Error()
+		}
+		return l
+	}, func(l *Listed) *Gate { return l.Gate }, fn)
 }
 
 // each reads the gates matching f and passes prep's value of each to fn;
 // prep runs on the reading goroutines, for the gates f selects only, and
 // gateOf takes the gate back out of its value.
-func each[R any](y *yard.Yard, f Filter, prep func(*Gate) *R, gateOf func(*R) *Gate, fn func(*R) error) (bad []error, err error) {
+func each[R any](y *yard.Yard, f Filter, prep func(*Gate, error) *R, gateOf func(*R) *Gate, fn func(*R) error) (bad []error, err error) {
 	if f.Imp != "" {
 		if err := id.CheckName(f.Imp); err != nil {
 			return []error{err}, nil
@@ -699,10 +725,14 @@ func each[R any](y *yard.Yard, f Filter, prep func(*Gate) *R, gateOf func(*R) *G
 	}
 	parse := func(path string, b []byte) (*R, error) {
 		g, err := parseGate(path, b)
+		var edited error
+		if f.Edited && errors.Is(err, ErrHandEdited) {
+			edited, err = err, nil
+		}
 		if err != nil || (f.Imp != "" && g.Imp != f.Imp) {
 			return nil, err // nil, nil: not selected
 		}
-		return prep(g), nil
+		return prep(g, edited), nil
 	}
 	// A resolved copy wins over a pending one (see Get), even one that
 	// cannot be read: it is reported, and the pending copy is not listed
