@@ -7,6 +7,7 @@ import (
 
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -25,7 +26,12 @@ listed, and named on standard error with what is wrong; --json adds
 The PAYLOAD column says whether each gate's payload still matches its
 sha256: "ok", or "EDITED" for a payload changed on disk after filing,
 which can never be approved or executed (deny it). --json prints each
-gate file with "payload_matches" (true or false) added.
+gate file with "payload_matches" (true or false) added, and "short_id".
+
+On a terminal the ID column shows each id's shortest unique
+abbreviation (at least 4 characters after "g-"), which every command
+that takes a gate id takes back; elsewhere, and in "short_id" with
+--json, the whole id stays for scripts.
 
 Examples:
   impgate ls
@@ -69,18 +75,26 @@ func ls(e *cli.Env, args []string) error {
 	// codes add the same width to each and the table stays aligned.
 	p := cli.Painter(cli.Colour(*color, e.Stdout))
 	now := time.Now()
+	// Abbreviations unique among every gate, listed or not, as
+	// gate.Resolve takes them back.
+	ids, err := gate.IDs(y)
+	if err != nil {
+		return err
+	}
+	shorts := id.Shortest(ids)
 	header := "ID\tIMP\tINTENT\t" + p.Paint(cli.Plain, "STATE") + "\tAGE\tSHA256\tPAYLOAD\tRATIONALE"
 	return cli.List(e, *asJSON, header, func(g *gate.Listed) string {
 		match := "ok"
 		if !g.PayloadMatches {
 			match = p.Paint(cli.Red, "EDITED")
 		}
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", g.ID, cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), shortSHA(g.SHA256), match, cli.OneLine(g.Rationale, 50))
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Abbrev(g.ID, shorts), cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), shortSHA(g.SHA256), match, cli.OneLine(g.Rationale, 50))
 	}, func(fn func(*gate.Listed) error) ([]error, error) {
 		// A gate whose state was edited by hand is listed, and what is
 		// wrong with it is warned of with the files that cannot be read.
 		var edited []error
 		bad, err := gate.EachListed(y, f, func(g *gate.Listed) error {
+			g.ShortID = shorts[g.ID]
 			if g.Problem != "" {
 				edited = append(edited, fmt.Errorf("%s; no executor acts on it until its state is what its timeline says", g.Problem))
 			}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
@@ -15,6 +16,10 @@ const lsUsage = `usage: impq ls [--imp NAME] [--state STATE] [--json]
 List tasks, oldest first. SOURCE is the inbound source whose delivery
 filed a task (its text is untrusted data), or - for one filed in the yard. Files that cannot be read are reported on
 standard error by name and the rest are still listed.
+
+On a terminal the ID column shows each id's shortest unique abbreviation
+(at least 4 characters after "t-"), which show, cancel and retry take
+back; elsewhere the whole id, for scripts. --json adds "short_id".
 
 Examples:
   impq ls --state waiting
@@ -42,9 +47,25 @@ func ls(e *cli.Env, args []string) error {
 		return err
 	}
 	now := time.Now()
-	return cli.List(e, *asJSON, "ID\tIMP\tSTATE\tKIND\tSOURCE\tAGE\tTEXT", func(t *queue.Task) string {
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", t.ID, t.Imp, t.State, cli.Cell(string(t.Kind)), cli.Cell(sourceOf(t)), cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
-	}, func(fn func(*queue.Task) error) ([]error, error) { return queue.Each(y, f, fn) })
+	// Abbreviations unique among every task, listed or not, as
+	// queue.Resolve takes them back.
+	ids, err := queue.IDs(y)
+	if err != nil {
+		return err
+	}
+	shorts := id.Shortest(ids)
+	return cli.List(e, *asJSON, "ID\tIMP\tSTATE\tKIND\tSOURCE\tAGE\tTEXT", func(t *listedTask) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Abbrev(t.ID, shorts), t.Imp, t.State, cli.Cell(string(t.Kind)), cli.Cell(sourceOf(t.Task)), cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
+	}, func(fn func(*listedTask) error) ([]error, error) {
+		return queue.Each(y, f, func(t *queue.Task) error { return fn(&listedTask{t, shorts[t.ID]}) })
+	})
+}
+
+// listedTask is a task as impq ls --json prints it: the task file and
+// its id's shortest unique abbreviation.
+type listedTask struct {
+	*queue.Task
+	ShortID string `json:"short_id"`
 }
 
 // sourceOf is a task's SOURCE column.

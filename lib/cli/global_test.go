@@ -40,3 +40,20 @@ func TestHoist(t *testing.T) {
 		}
 	}
 }
+
+// Abbrev shows the abbreviation on a terminal, where a person types it,
+// and the whole id anywhere else, where a script reads it.
+func TestAbbrev(t *testing.T) {
+	shorts := map[string]string{"g-01m8tg16agjyf77k": "g-01m8tg16agjy"}
+	e, _, _ := newEnv()
+	if got := e.Abbrev("g-01m8tg16agjyf77k", shorts); got != "g-01m8tg16agjyf77k" {
+		t.Errorf("off a terminal: %q, want the whole id", got)
+	}
+	e.Stdout = openTTY(t)
+	if got := e.Abbrev("g-01m8tg16agjyf77k", shorts); got != "g-01m8tg16agjy" {
+		t.Errorf("on a terminal: %q, want the abbreviation", got)
+	}
+	if got := e.Abbrev("g-01m8zzzzzzzzzzzz", shorts); got != "g-01m8zzzzzzzzzzzz" {
+		t.Errorf("an id without an abbreviation: %q, want it whole", got)
+	}
+}

@@ -699,6 +699,9 @@ type Listed struct {
 	// Problem says what is wrong with a gate whose state was edited by
 	// hand (ErrHandEdited), listed with Filter.Edited.
 	Problem string `json:"problem,omitempty"`
+	// ShortID is the id's shortest unique abbreviation (id.Shortest),
+	// set by the listing.
+	ShortID string `json:"short_id,omitempty"`
 }
 
 // EachListed is Each for a listing: it works out each gate's
