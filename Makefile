@@ -90,6 +90,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'Dispatch' -benchtime 50x ./tests/
 	$(GO) test -run '^$$' -bench 'Start' -benchtime 50x ./lib/box/
 	$(GO) test -run '^$$' -bench 'MeteredStream' -benchtime 300x ./lib/gateway/
+	$(GO) test -run '^$$' -bench 'FrameMeter|DecodeBody' -benchtime 300x ./lib/gateway/
 	$(GO) test -run '^$$' -bench 'UnmarshalRecord' ./lib/strictjson/
 	@for s in scripts/bench-*; do [ -x "$$s" ] && { echo "== $$s"; "$$s"; } || true; done
 

@@ -268,13 +268,14 @@ func TestGatesPerRun(t *testing.T) {
 	org, _ := os.ReadFile(s.y.Path("org.toml"))
 	os.WriteFile(s.y.Path("org.toml"), append(org, "[budget.yuko]\ngate_bytes_per_run = 3000\n"...), 0o640)
 	tok = s.token(t, "yuko", "--run", run3)
-	big := strings.Repeat("x", 1000)
+	// Each payload its own: identical ones would be one gate (dedupe).
+	big := func(i int) string { return strings.Repeat("x", 1000) + fmt.Sprint(i) }
 	for i := range 2 {
-		if code, out, _ := s.propose(t, tok, envelope(run3, big)); code != http.StatusAccepted {
+		if code, out, _ := s.propose(t, tok, envelope(run3, big(i))); code != http.StatusAccepted {
 			t.Fatalf("payload %d of about 1 KB: %d %v", i+1, code, out)
 		}
 	}
-	code, out, _ = s.propose(t, tok, envelope(run3, big))
+	code, out, _ = s.propose(t, tok, envelope(run3, big(2)))
 	if reason, _ := out["error"].(string); code != http.StatusTooManyRequests || !strings.Contains(reason, "would pass its gate_bytes_per_run cap of 3000") {
 		t.Fatalf("a payload past gate_bytes_per_run: %d %v", code, out)
 	}
@@ -302,5 +303,71 @@ func TestUnsafeOrgKeepsTheBudget(t *testing.T) {
 	body, _ := m.callBody(t, proactive, `{"model":"gpt-5","max_tokens":6000,"messages":[]}`, http.StatusTooManyRequests)
 	if !strings.Contains(body, "of its daily 5000 model tokens") {
 		t.Errorf("refusal %q, want the last good cap of 5000", body)
+	}
+}
+
+// TestIdenticalProposalsOneGate is issue 24's six identical email-send
+// proposals of one task, posted at once to a running impgw: one gate is
+// filed, every answer is 202 naming it, five "duplicate": true, and the
+// audit log has one gated and five duplicate proposal records.
+func TestIdenticalProposalsOneGate(t *testing.T) {
+	s := newSpine(t, true, bin)
+	tok := s.token(t, "yuko", "--run", "r-0000000000000001", "--task", "t-0000000000000001")
+	envelope := `{"intent":"email-send","payload":{"to":["boss@elsewhere.com"],"subject":"meeting tomorrow","body":"at ten"},"rationale":"r"}`
+	type answer struct {
+		code int
+		out  map[string]any
+		err  error
+	}
+	answers := make(chan answer, 6)
+	start := make(chan struct{})
+	for range 6 {
+		go func() {
+			<-start
+			req, _ := http.NewRequest("POST", "http://"+s.listen+"/v1/actions", strings.NewReader(envelope))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers <- answer{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			var out map[string]any
+			err = json.NewDecoder(resp.Body).Decode(&out)
+			answers <- answer{resp.StatusCode, out, err}
+		}()
+	}
+	close(start)
+	ids := map[any]bool{}
+	dups := 0
+	for range 6 {
+		a := <-answers
+		if a.err != nil || a.code != http.StatusAccepted || a.out["status"] != "pending" {
+			t.Fatalf("answer %d %v %v", a.code, a.out, a.err)
+		}
+		ids[a.out["gate_id"]] = true
+		if a.out["duplicate"] == true {
+			dups++
+		}
+	}
+	if len(ids) != 1 || dups != 5 {
+		t.Errorf("gate ids %v and %d duplicates; want one gate and five duplicates", ids, dups)
+	}
+	if n := pendingGates(t, s); n != 1 {
+		t.Errorf("%d gates filed, want 1", n)
+	}
+	verdicts := map[string]int{}
+	b, err := os.ReadFile(s.y.Path("runs", "decisions.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		var r map[string]any
+		if json.Unmarshal([]byte(line), &r) == nil && r["schema"] == "impyard.proposal/1" {
+			verdicts[r["verdict"].(string)]++
+		}
+	}
+	if verdicts["gated"] != 1 || verdicts["duplicate"] != 5 {
+		t.Errorf("proposal records %v, want 1 gated and 5 duplicate", verdicts)
 	}
 }

@@ -58,15 +58,19 @@ func newBoxYard(t testing.TB) *boxYard {
 	 {"name":"pages","match":{"host":"127.0.0.1","method":"GET","pathPrefix":"/allowed/","network":"127.0.0.0/8","subject":"*"},"verdict":"allow"},`, 1))
 	os.WriteFile(s.y.PolicyPath(), pol, 0o640)
 	b := &boxYard{spine: s, pages: "http://" + ln.Addr().String(), ns: ns}
-	t.Cleanup(func() {
-		out, _ := exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "containers", "ls", "-q").Output()
-		for _, id := range strings.Fields(string(out)) {
-			// rm -f kills a task still running and waits for it to go.
-			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "tasks", "rm", "-f", id).Run()
-			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "containers", "rm", id).Run()
-		}
-	})
+	t.Cleanup(func() { removeBoxes(ns) })
 	return b
+}
+
+// removeBoxes removes every box left in the test containerd's namespace
+// ns, killing those still running.
+func removeBoxes(ns string) {
+	out, _ := exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "containers", "ls", "-q").Output()
+	for _, id := range strings.Fields(string(out)) {
+		// rm -f kills a task still running and waits for it to go.
+		exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "tasks", "rm", "-f", id).Run()
+		exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "containers", "rm", id).Run()
+	}
 }
 
 // imp writes imps/<name>/imp.toml: the test rootfs, and the demo imp with

@@ -30,6 +30,7 @@ import (
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/queue"
+	runrec "github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/token"
@@ -206,6 +207,15 @@ func (r *crashRig) records() []string {
 	}
 	for _, g := range gates {
 		all = append(all, entity{g.ID, g.Imp, len(g.History)})
+	}
+	runs, err := runrec.List(r.y)
+	if err != nil {
+		bad = append(bad, "unreadable: "+err.Error())
+	}
+	for _, id := range runs {
+		if rr, err := runrec.Read(r.y, id); err == nil {
+			all = append(all, entity{rr.ID, rr.Imp, len(rr.History)})
+		}
 	}
 	count := func(p string) map[string]map[int]int {
 		c := map[string]map[int]int{}

@@ -184,6 +184,25 @@ func readmeSection(t *testing.T, title string) (string, []block) {
 	return rest, blocks
 }
 
+// readmeEnv is the environment the README's commands run in: the
+// programs where 'make install' put them first on PATH, HOME the test's,
+// and Go's settings and caches, so scripts/mkrootfs builds with what the
+// test binary was built with.
+func readmeEnv(bindir, home string) []string {
+	env := []string{"PATH=" + bindir + ":/usr/local/go/bin:" + os.Getenv("PATH"), "HOME=" + home, "USER=root"}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "GO") || strings.HasPrefix(kv, "TMPDIR=") {
+			env = append(env, kv)
+		}
+	}
+	for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
+		if v, err := exec.Command("go", "env", k).Output(); err == nil {
+			env = append(env, k+"="+strings.TrimSpace(string(v)))
+		}
+	}
+	return env
+}
+
 // programs are impyard's, whose command lines a README block is checked
 // against.
 var programs = map[string]bool{"impq": true, "impgate": true, "impgw": true, "impexec": true, "impsup": true}
@@ -217,17 +236,7 @@ func TestReadmeFirstImp(t *testing.T) {
 	tmp := t.TempDir()
 	home := filepath.Join(tmp, "home")
 	os.Mkdir(home, 0o700)
-	env := []string{"PATH=" + bindir + ":/usr/local/go/bin:" + os.Getenv("PATH"), "HOME=" + home, "USER=root"}
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "GO") || strings.HasPrefix(kv, "TMPDIR=") {
-			env = append(env, kv)
-		}
-	}
-	for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
-		if v, err := exec.Command("go", "env", k).Output(); err == nil {
-			env = append(env, k+"="+strings.TrimSpace(string(v)))
-		}
-	}
+	env := readmeEnv(bindir, home)
 	srv := filepath.Join(tmp, "srv")
 	steps := strings.ReplaceAll(sh[0], "/srv/", srv+"/")
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", steps)

@@ -10,7 +10,9 @@ import (
 
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/crash"
+	"github.com/impyard/impyard/lib/desk"
 	"github.com/impyard/impyard/lib/earn"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/signers"
@@ -20,7 +22,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const approveUsage = `usage: impgate approve [--sha PREFIX] [--as NAME] [--note NOTE] [--timeout DURATION] [--json] GATE
+const approveUsage = `usage: impgate approve [--sha PREFIX] [--as NAME] [--note NOTE] [--old] [--timeout DURATION] [--json] GATE
 
 Approve a pending gate. The executor then performs exactly the frozen
 payload. With --sha, the approval is refused unless the payload's sha256
@@ -50,6 +52,12 @@ otherwise, and for a gate denied or failed, it fails (exit 1) saying why. An app
 gate with no signature (approved before approvals were signed), an
 impyard.approval/1 one, or one signed by a key not in IMPYARD_HOME/keys/
 is signed by approving it again, recorded in its timeline.
+
+A gate past its deadline (expires; see EXPIRY in impgate(1)) is refused,
+exit 1, whether impexec has marked it expired yet or not: nothing is
+approved or executed. A gate older than its executor's confirm_after
+asks again on a terminal; from a script it needs --old, and without it
+is refused (exit 1).
 
 GATE is a gate id or a unique prefix of one (at least 4 characters after
 "g-"). --timeout bounds the wait for the gates' lock (exit 111).
@@ -86,6 +94,7 @@ func approve(e *cli.Env, args []string) error {
 	sha := fs.String("sha", "", "refuse unless the payload sha256 starts with `PREFIX`")
 	as := fs.String("as", "", "the decider's `NAME` (default $USER)")
 	note := fs.String("note", "", "a `NOTE` kept with the approval")
+	old := fs.Bool("old", false, "approve a gate older than its executor's confirm_after without asking")
 	asJSON := gateJSONFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -95,7 +104,7 @@ func approve(e *cli.Env, args []string) error {
 			return cli.Usagef("approve: --sha wants at least 8 hex digits of the payload sha256")
 		}
 	}
-	return decide(e, fs.Args(), *root, *asJSON, gate.Change{To: state.Approved, By: decider(*as), Actor: "impgate", Why: *note, SHA: *sha})
+	return decide(e, fs.Args(), *root, *asJSON, *old, gate.Change{To: state.Approved, By: decider(*as), Actor: "impgate", Why: *note, SHA: *sha})
 }
 
 func deny(e *cli.Env, args []string) error {
@@ -108,12 +117,14 @@ func deny(e *cli.Env, args []string) error {
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	return decide(e, fs.Args(), *root, *asJSON, gate.Change{To: state.Denied, By: decider(*as), Actor: "impgate", Why: *reason})
+	return decide(e, fs.Args(), *root, *asJSON, false, gate.Change{To: state.Denied, By: decider(*as), Actor: "impgate", Why: *reason})
 }
 
 // decide moves one gate as c says. An approval is signed with the
-// owner's key, made on first use, once the yard is known to be one.
-func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) error {
+// owner's key, made on first use, once the yard is known to be one; of a
+// gate older than its executor's confirm_after, it is asked for again
+// unless old says it was (askOld).
+func decide(e *cli.Env, args []string, root string, asJSON, old bool, c gate.Change) error {
 	if len(args) != 1 {
 		return cli.Usagef("want exactly one gate id")
 	}
@@ -130,6 +141,13 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 	}
 	var keys func() (*approval.Keyring, error)
 	if c.To == state.Approved {
+		// org.toml as it stands sets the deadlines; unreadable, only a
+		// deadline set at filing holds, as for impexec.
+		org, _ := config.LoadOrg(y)
+		c.Deadline = func(g *gate.Gate) time.Time { return g.Deadline(org) }
+		if err := askOld(e, y, gateID, org, old); err != nil {
+			return err
+		}
 		home, err := yard.Home()
 		if err != nil {
 			return err
@@ -222,6 +240,34 @@ func decide(e *cli.Env, args []string, root string, asJSON bool, c gate.Change) 
 		}
 	}
 	return rerr
+}
+
+// ErrOld is an approval of a gate older than its executor's
+// confirm_after that was not confirmed.
+var ErrOld = errors.New("older than its executor's confirm_after")
+
+// askOld asks again before approving a gate older than its executor's
+// confirm_after: on a terminal, a question; from a script, --old, or the
+// approval is refused naming it. A gate approved or decided otherwise is
+// left to Decide, which says what it is.
+func askOld(e *cli.Env, y *yard.Yard, gateID string, org *config.Org, old bool) error {
+	g, err := gate.Get(y, gateID)
+	if err != nil || old || g.State != state.Filed {
+		return nil
+	}
+	t := desk.Timing(g, org, state.Now())
+	if !t.Old {
+		return nil
+	}
+	after := org.Executors[g.Intent].ConfirmAfter.Duration
+	what := fmt.Errorf("gate %s was filed %s ago, at %s: %w (%s)", g.ID, t.AgeText(), g.Created.UTC().Format(time.RFC3339), ErrOld, after)
+	if !cli.IsTerminal(e.Stdin) {
+		return cli.WithHint(fmt.Errorf("%w; not approved without --old", what), "check it is still wanted ('impgate show "+g.ID+"'), then 'impgate approve --old "+g.ID+"'")
+	}
+	if !e.Confirm(fmt.Sprintf("%s: %s; approve it still? [y/N] ", e.Name, what)) {
+		return fmt.Errorf("%w; not approved", what)
+	}
+	return nil
 }
 
 // unrecorded says what err, a decision written whose journal and audit

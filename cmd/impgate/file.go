@@ -12,7 +12,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const fileUsage = `usage: impgate file --imp NAME --intent INTENT [--payload-file F|-] [--rationale WHY] [--json]
+const fileUsage = `usage: impgate file --imp NAME --intent INTENT [--payload-file F|-] [--rationale WHY] [--expires DURATION] [--json]
 
 File a gate from the trusted side and print its id alone on stdout. The
 payload must be JSON (wrap plain text with jq -Rs .) and fit the fields
@@ -20,6 +20,10 @@ the intent's executor declares in org.toml, as at the gateway; it is
 frozen as canonical bytes and its sha256 recorded. An intent with no
 executor in org.toml is refused: its gate could never be executed. Without --payload-file
 the payload is {}.
+
+--expires gives the gate a deadline of its own, DURATION after filing
+("48h", "90m"), in place of its executor's expires: undecided by then, it
+becomes expired (see EXPIRY in impgate(1)).
 
 Examples:
   id=$(echo '{"to":["team@ourco.com"],"subject":"digest"}' | impgate file --imp yuko --intent email-send --payload-file -)
@@ -39,6 +43,7 @@ func file(e *cli.Env, args []string) error {
 	fs.StringVar(&o.Task, "task", "", "the `TASK` the gate belongs to")
 	fs.StringVar(&o.Run, "run", "", "the `RUN` that proposed it")
 	fs.StringVar(&as, "as", "", "`NAME` of who files it (default $USER)")
+	expires := cli.PositiveDuration(fs, "expires", 0, "expire the gate undecided `DURATION` after filing")
 	asJSON := gateJSONFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -49,6 +54,7 @@ func file(e *cli.Env, args []string) error {
 	if fs.NArg() > 0 {
 		return cli.Usagef("file: unexpected argument %q", fs.Arg(0))
 	}
+	o.Expires = *expires
 	o.By = decider(as)
 	o.Trust = &gate.Trust{Level: "gate", Why: "filed from the trusted side by " + o.By + " with impgate file; no trust entry is consulted"}
 	o.Payload = []byte("{}")

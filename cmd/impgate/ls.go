@@ -3,12 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/desk"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/pause"
+	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -22,6 +24,11 @@ are still listed. A gate whose state was edited by hand (a state no
 transition writes, one its directory or its timeline disagrees with) is
 listed, and named on standard error with what is wrong; --json adds
 "problem" saying it. No executor acts on such a gate.
+
+AGE is how long ago a gate was filed; LEFT, for a pending gate with a
+deadline (see EXPIRY), how long it has before it expires undecided,
+"expired" once past, "-" for none. --json adds age_seconds, deadline and
+left_seconds (see impgate show).
 
 The PAYLOAD column says whether each gate's payload still matches its
 sha256: "ok", or "EDITED" for a payload changed on disk after filing,
@@ -74,7 +81,10 @@ func ls(e *cli.Env, args []string) error {
 	// Every cell of the STATE column, the header's too, is painted, so the
 	// codes add the same width to each and the table stays aligned.
 	p := cli.Painter(cli.Colour(*color, e.Stdout))
-	now := time.Now()
+	now := state.Now()
+	// org.toml gives the executors' deadlines; unreadable, only those set
+	// at filing are shown, as impexec, which expires gates, then holds.
+	org, _ := config.LoadOrg(y)
 	// Abbreviations unique among every gate, listed or not, as
 	// gate.Resolve takes them back.
 	ids, err := gate.IDs(y)
@@ -82,26 +92,33 @@ func ls(e *cli.Env, args []string) error {
 		return err
 	}
 	shorts := id.Shortest(ids)
-	header := "ID\tIMP\tINTENT\t" + p.Paint(cli.Plain, "STATE") + "\tAGE\tSHA256\tPAYLOAD\tRATIONALE"
-	return cli.List(e, *asJSON, header, func(g *gate.Listed) string {
+	header := "ID\tIMP\tINTENT\t" + p.Paint(cli.Plain, "STATE") + "\tAGE\tLEFT\tSHA256\tPAYLOAD\tRATIONALE"
+	return cli.List(e, *asJSON, header, func(g *listed) string {
 		match := "ok"
 		if !g.PayloadMatches {
 			match = p.Paint(cli.Red, "EDITED")
 		}
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Abbrev(g.ID, shorts), cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), cli.Age(now, g.Created), shortSHA(g.SHA256), match, cli.OneLine(g.Rationale, 50))
-	}, func(fn func(*gate.Listed) error) ([]error, error) {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Abbrev(g.ID, shorts), cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), g.AgeText(), g.LeftText(), shortSHA(g.SHA256), match, cli.OneLine(g.Rationale, 50))
+	}, func(fn func(*listed) error) ([]error, error) {
 		// A gate whose state was edited by hand is listed, and what is
 		// wrong with it is warned of with the files that cannot be read.
 		var edited []error
-		bad, err := gate.EachListed(y, f, func(g *gate.Listed) error {
-			g.ShortID = shorts[g.ID]
-			if g.Problem != "" {
-				edited = append(edited, fmt.Errorf("%s; no executor acts on it until its state is what its timeline says", g.Problem))
+		bad, err := gate.EachListed(y, f, func(l *gate.Listed) error {
+			l.ShortID = shorts[l.ID]
+			if l.Problem != "" {
+				edited = append(edited, fmt.Errorf("%s; no executor acts on it until its state is what its timeline says", l.Problem))
 			}
-			return fn(g)
+			return fn(&listed{l, desk.Timing(l.Gate, org, now)})
 		})
 		return append(bad, edited...), err
 	})
+}
+
+// listed is a gate as ls prints it: the file, whether its payload
+// matches, and its times (desk.Times), in --json too.
+type listed struct {
+	*gate.Listed
+	desk.Times
 }
 
 // shortSHA is a gate's sha256 as the listing shows it, its first 12

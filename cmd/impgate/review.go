@@ -143,9 +143,9 @@ func runScript(e *cli.Env, root, by string, lines []desk.Line) error {
 			fmt.Fprintln(e.Stdout)
 			switch l.Action {
 			case desk.Approve:
-				err = decide(e, []string{l.Gate}, root, false, gate.Change{To: state.Approved, By: by, Actor: "impgate", Why: "reviewed", SHA: l.SHA})
+				err = decide(e, []string{l.Gate}, root, false, false, gate.Change{To: state.Approved, By: by, Actor: "impgate", Why: "reviewed", SHA: l.SHA})
 			case desk.Deny:
-				err = decide(e, []string{l.Gate}, root, false, gate.Change{To: state.Denied, By: by, Actor: "impgate", Why: l.Reason})
+				err = decide(e, []string{l.Gate}, root, false, false, gate.Change{To: state.Denied, By: by, Actor: "impgate", Why: l.Reason})
 			default:
 				_, err = fmt.Fprintf(e.Stdout, "%s skipped\n", l.Gate)
 			}
@@ -216,7 +216,7 @@ func walk(e *cli.Env, root, by, imp string, in *bufio.Reader) error {
 					continue
 				}
 				// Bound to the sha256 of the payload just shown.
-				err := decide(e, []string{g.ID}, root, false, gate.Change{To: state.Approved, By: by, Actor: "impgate", Why: "reviewed", SHA: r.SHA256})
+				err := decide(e, []string{g.ID}, root, false, false, gate.Change{To: state.Approved, By: by, Actor: "impgate", Why: "reviewed", SHA: r.SHA256})
 				if err != nil {
 					e.Warn(err)
 					skipped++
@@ -233,7 +233,7 @@ func walk(e *cli.Env, root, by, imp string, in *bufio.Reader) error {
 					fmt.Fprintln(w, "a denial needs a reason; nothing was decided")
 					continue
 				}
-				if err := decide(e, []string{g.ID}, root, false, gate.Change{To: state.Denied, By: by, Actor: "impgate", Why: reason}); err != nil {
+				if err := decide(e, []string{g.ID}, root, false, false, gate.Change{To: state.Denied, By: by, Actor: "impgate", Why: reason}); err != nil {
 					e.Warn(err)
 					skipped++
 				} else {

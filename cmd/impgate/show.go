@@ -53,7 +53,17 @@ and why; it is executed once org.toml is fixed.
 (and payload_error), destination (kind, method, url; repo, remote, branch;
 log; policy) or destination_error, waiting, trust_verdict, approval_verifies,
 approval_key, approval_error, promotion (a trust-promote gate's entry,
-toml and gates) and approve_command.
+toml and gates), approve_command, grant, and its times: age_seconds,
+deadline and left_seconds (a gate with a deadline; see EXPIRY in
+impgate(1)) and old (older than its executor's confirm_after).
+
+Its age and, with a deadline, the time it has left are shown too; a
+filed gate past its deadline offers no approve line: impexec marks it
+expired, and an approval is refused.
+
+An egress-grant gate also says how long the rule it grants holds and for
+whom: "permanent", or its scope (task: only the runs of the gate's task)
+and its expiry (a duration after approval, and once approved the time).
 
 --raw prints exactly the frozen payload bytes (the bytes the sha256 is of)
 and nothing else, so 'impgate show --raw G | sha256sum' matches.
@@ -127,12 +137,22 @@ func printReport(e *cli.Env, root string, r *desk.Report, p cli.Painter) error {
 	if g.Run != "" {
 		fmt.Fprintf(w, "run        %s\n", cli.Printable(g.Run))
 	}
+	fmt.Fprintf(w, "age        %s (filed %s)\n", r.AgeText(), g.Created.UTC().Format(time.RFC3339))
+	if d := r.Times.Deadline; d != nil {
+		fmt.Fprintf(w, "expires    %s, left %s\n", d.Format(time.RFC3339), r.LeftText())
+	}
+	if r.Old {
+		fmt.Fprintf(w, "old        older than its executor's confirm_after: approving it asks again (--old from a script)\n")
+	}
 	if r.Destination != nil {
 		fmt.Fprintf(w, "goes to    %s\n", r.Destination)
 	} else {
 		fmt.Fprintf(w, "goes to    UNKNOWN: %s\n", cli.Printable(r.DestinationError))
 	}
 	fmt.Fprintf(w, "trust      %s\n", cli.Printable(r.Verdict))
+	if r.Grant != "" {
+		fmt.Fprintf(w, "grant      %s\n", cli.Printable(r.Grant))
+	}
 	if r.PayloadMatches {
 		fmt.Fprintf(w, "sha256     %s (the payload matches)\n", g.SHA256)
 	} else {

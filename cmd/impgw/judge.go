@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/textproto"
 	"strings"
+	"time"
 
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/gateway"
@@ -14,7 +15,7 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const judgeUsage = `usage: impgw judge [--policy FILE] [--explain] [--json] METHOD URL [-H 'name: value']... [--body-file FILE]
+const judgeUsage = `usage: impgw judge [--policy FILE] [--explain] [--json] [--task ID] [--at TIME] METHOD URL [-H 'name: value']... [--body-file FILE]
 
 Dry-run one request against a policy (default policies/gateway.json in the
 yard) and print the verdict, the deciding rule and the reason. The request
@@ -23,7 +24,8 @@ calls lifted from the body, credential placeholders found. URL is an http
 or https URL, or host:port with METHOD CONNECT. No DNS lookup is made: a
 rule with a network, and the check that refuses loopback and private
 destinations, need the address the gateway would dial; give it with
---addr.
+--addr. A rule with expires is judged at the current time, or at --at; a
+rule with a task holds only for the task named with --task.
 
 Exit status: 0 allow or tunnel, 1 deny (or the policy cannot be read),
 2 usage.
@@ -33,6 +35,7 @@ Examples:
   impgw judge --explain POST https://api.githubcopilot.com/mcp -H 'content-type: application/json' --body-file call.json
   impgw judge --addr 127.0.0.1 GET http://localhost:8080/
   impgw judge CONNECT pinned.example.com:443
+  impgw judge --explain --subject yuko --task t-20260301-ab12 GET 'https://api.example.com/search?q=cats'
 `
 
 // judgeCmd returns the exit status for its verdict; with an error, the
@@ -48,8 +51,18 @@ func judgeCmd(e *cli.Env, args []string) (int, error) {
 	addrText := fs.String("addr", "", "judge as if the host resolved to `IP`")
 	subject := fs.String("subject", "", "the requesting `SUBJECT` (an imp name, or org)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	task := fs.String("task", "", "the `ID` of the task the request is made for")
+	at := fs.String("at", "", "judge as at `TIME` (RFC 3339; default now), for rules that expire")
 	if err := cli.Parse(fs, args); err != nil {
 		return 0, err
+	}
+	when := time.Now()
+	if *at != "" {
+		t, err := time.Parse(time.RFC3339, *at)
+		if err != nil {
+			return 0, cli.Usagef("judge: --at %q is not an RFC 3339 time like 2026-01-02T15:04:05Z", *at)
+		}
+		when = t
 	}
 	pos := fs.Args()
 	if len(pos) != 2 {
@@ -92,9 +105,12 @@ func judgeCmd(e *cli.Env, args []string) (int, error) {
 		out.Verdict, out.Reason = gateway.VerdictReject, "the gateway refuses it before judging: "+err.Error()
 		return cli.Fail, out.print(e, *asJSON)
 	}
-	jr.Addr = addr
+	jr.Addr, jr.Task, jr.Time = addr, *task, when
 	d := gateway.Decide(p, jr)
 	out = judgeOutput{Verdict: d.Verdict.String(), Rule: d.Rule, Reason: d.Reason, WouldDeny: d.WouldDeny, NeedsAddr: d.NeedsAddr}
+	for _, r := range d.Rated {
+		out.Rates = append(out.Rates, rateStep{Rule: r.Rule, Rate: r.Rate.String()})
+	}
 	if *explain {
 		for _, tr := range p.Explain(jr) {
 			out.Explain = append(out.Explain, explainStep{Rule: tr.Rule, Matched: tr.Matched, Why: tr.Why})
@@ -122,6 +138,14 @@ type judgeOutput struct {
 	WouldDeny bool          `json:"would_deny,omitempty"`
 	NeedsAddr bool          `json:"needs_addr,omitempty"`
 	Explain   []explainStep `json:"explain,omitempty"`
+	// Rates are the rates the request is counted against per subject:
+	// the one judgement cannot say whether the gateway's count is spent.
+	Rates []rateStep `json:"rates,omitempty"`
+}
+
+type rateStep struct {
+	Rule string `json:"rule"`
+	Rate string `json:"rate"`
 }
 
 func (o *judgeOutput) print(e *cli.Env, asJSON bool) error {
@@ -147,6 +171,9 @@ func (o *judgeOutput) print(e *cli.Env, asJSON bool) error {
 	fmt.Fprintf(w, "verdict  %s\nrule     %s\nreason   %s\n", o.Verdict, rule, o.Reason)
 	if o.WouldDeny {
 		fmt.Fprintln(w, "note     report mode: allowed, but an enforcing policy would deny it")
+	}
+	for _, r := range o.Rates {
+		fmt.Fprintf(w, "rate     %s per subject (rule %s); past it the gateway answers 429\n", r.Rate, r.Rule)
 	}
 	if o.NeedsAddr {
 		fmt.Fprintln(w, "note     the gateway judges the resolved address too (loopback and private ones need a rule's network); try --addr")

@@ -27,8 +27,11 @@ Records the gateway refused on its own (domain fronting, no such host, a
 body it cannot inspect, ...) and malformed requests it rejected do not
 depend on the policy and are not re-judged. Recorded header values that
 were redacted stay redacted, so a rule matching their content cannot be
-replayed faithfully; bodies are never recorded, but their size and lifted
-MCP calls are.
+replayed faithfully; a redacted query value counts as present. Bodies are
+never recorded, but their size and lifted MCP calls are: a decision whose
+first candidate rule reads the body (json, jsonAbsent, mcp.arguments) or
+the task is listed as unknown rather than guessed. Rules that expire are
+judged at each record's time.
 
 Examples:
   impgw replay --policy candidate.json
@@ -50,6 +53,9 @@ type flip struct {
 	// ByNameOnly: no address was recorded (the old verdict came before any
 	// lookup), so the new allow still awaits the address check.
 	ByNameOnly bool `json:"by_name_only,omitempty"`
+	// Unknown: the record cannot be re-judged, since the rule that would
+	// decide reads what records do not hold; NewVerdict is then "unknown".
+	Unknown bool `json:"unknown,omitempty"`
 }
 
 func replay(e *cli.Env, args []string) error {
@@ -98,7 +104,7 @@ func replay(e *cli.Env, args []string) error {
 		}
 		f.Close()
 	}
-	var seen, judged, flips, skipped int
+	var seen, judged, flips, skipped, unknown int
 	bad, err := read(path, func(line []byte) error {
 		r, err := gateway.ParseRecord(line)
 		if errors.Is(err, gateway.ErrNotDecision) {
@@ -114,16 +120,22 @@ func replay(e *cli.Env, args []string) error {
 			skipped++
 			return nil
 		}
-		judged++
 		d := gateway.Decide(p, jr)
-		if d.Verdict.String() == r.Verdict {
-			return nil
+		newVerdict := d.Verdict.String()
+		if d.Unknown {
+			unknown++
+			newVerdict = "unknown"
+		} else {
+			judged++
+			if newVerdict == r.Verdict {
+				return nil
+			}
+			flips++
 		}
-		flips++
 		f := flip{
 			ID: r.ID, Time: store.Second(r.Time), TimeMS: store.Millis(r.Time), Method: r.Request.Method, URL: r.URL(), Imp: r.Request.Imp,
-			OldVerdict: r.Verdict, OldRule: r.Rule, NewVerdict: d.Verdict.String(), NewRule: d.Rule, NewReason: d.Reason,
-			ByNameOnly: d.NeedsAddr,
+			OldVerdict: r.Verdict, OldRule: r.Rule, NewVerdict: newVerdict, NewRule: d.Rule, NewReason: d.Reason,
+			ByNameOnly: d.NeedsAddr, Unknown: d.Unknown,
 		}
 		if *asJSON {
 			return cli.JSONLine(e.Stdout, f)
@@ -142,8 +154,8 @@ func replay(e *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.Stderr, "impgw: %d decisions in %s: %d re-judged, %d would flip, %d not re-judged (rejects, the gateway's own refusals)\n",
-		seen, path, judged, flips, skipped)
+	fmt.Fprintf(e.Stderr, "impgw: %d decisions in %s: %d re-judged, %d would flip, %d not re-judged (rejects, the gateway's own refusals), %d unknown (the deciding rule reads a body or task records do not hold)\n",
+		seen, path, judged, flips, skipped, unknown)
 	if *check && flips > 0 {
 		return fmt.Errorf("%w: %d under %s", errFlips, flips, *policy)
 	}

@@ -14,10 +14,12 @@ import (
 
 const cancelUsage = `usage: impq cancel [--as NAME] [--reason WHY] [--json] TASK
 
-Cancel a waiting or running task. A running task's box is stopped by the
-supervisor when it sees the cancellation. Cancelling a task already
-cancelled changes nothing and exits 0 with a note; a task done, failed
-or needing review is refused (exit 1).
+Cancel a waiting, running or needs-review task. A running task's box is
+stopped by the supervisor when it sees the cancellation. A task in review
+is closed: its gates stay as they are (a pending one can still be decided),
+but it ends; use it when a gate that expired or failed leaves it in review.
+Cancelling a task already cancelled changes nothing and exits 0 with a
+note; a task done or failed is refused (exit 1).
 
 Examples:
   impq cancel t-01jf8k2m3nx4k9q2

@@ -19,7 +19,7 @@ Commands:
   add     file a task and print its id
   ls      list tasks
   show    show one task
-  cancel  cancel a waiting or running task
+  cancel  cancel a waiting, running or needs-review task
   retry   move a failed task back to waiting as a new attempt
   watch   print every transition as it happens, one JSON line each
   spend   show each imp's spend today against its budget

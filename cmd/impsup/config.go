@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
@@ -109,7 +107,7 @@ func configEdit(e *cli.Env, args []string) error {
 		return kept(fmt.Errorf("%w; %s not changed", err, a.Path))
 	}
 	showDiff(e, a.Path, old, draft)
-	if !*yes && !confirm(e, "apply to "+a.Path+"? [y/N] ") {
+	if !*yes && !e.Confirm("apply to "+a.Path+"? [y/N] ") {
 		return kept(fmt.Errorf("%s not changed", a.Path))
 	}
 	backup, err := a.Replace(y, old, next)
@@ -150,16 +148,4 @@ func showDiff(e *cli.Env, path string, old []byte, draft string) {
 	if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
 		e.Warn(fmt.Errorf("no diff shown: %w", err))
 	}
-}
-
-// confirm asks question on standard error and reads one line of
-// standard input: y or yes (any case) is yes.
-func confirm(e *cli.Env, question string) bool {
-	fmt.Fprint(e.Stderr, question)
-	line, _ := bufio.NewReader(e.Stdin).ReadString('\n')
-	switch strings.ToLower(strings.TrimSpace(line)) {
-	case "y", "yes":
-		return true
-	}
-	return false
 }

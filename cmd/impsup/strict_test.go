@@ -72,7 +72,7 @@ func TestConfirm(t *testing.T) {
 	for in, want := range map[string]bool{"y\n": true, "YES\n": true, " y \n": true, "n\n": false, "\n": false, "": false, "yep\n": false} {
 		var stderr strings.Builder
 		e := &cli.Env{Name: "impsup", Stdin: strings.NewReader(in), Stderr: &stderr}
-		if got := confirm(e, "apply? [y/N] "); got != want || stderr.String() != "apply? [y/N] " {
+		if got := e.Confirm("apply? [y/N] "); got != want || stderr.String() != "apply? [y/N] " {
 			t.Errorf("confirm(%q) = %v asking %q, want %v", in, got, stderr.String(), want)
 		}
 	}

@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"flag"
@@ -103,6 +104,18 @@ func (e *Env) Report(err error) int {
 // line.
 func (e *Env) Warn(err error) {
 	fmt.Fprintf(e.Stderr, "%s: warning: %s\n", e.Name, Printable(err.Error()))
+}
+
+// Confirm asks question on standard error and reads one line of
+// standard input: y or yes (any case) is yes.
+func (e *Env) Confirm(question string) bool {
+	fmt.Fprint(e.Stderr, question)
+	line, _ := bufio.NewReader(e.Stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
+	}
+	return false
 }
 
 // FlagSet returns a flag set for a subcommand whose --help prints text

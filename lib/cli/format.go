@@ -10,8 +10,11 @@ import (
 )
 
 // Age renders how long ago t was, in one short unit.
-func Age(now, t time.Time) string {
-	d := now.Sub(t)
+func Age(now, t time.Time) string { return Span(now.Sub(t)) }
+
+// Span is d in its largest whole unit, as Age says it: "42s", "17m",
+// "5h" (under two days), "3d".
+func Span(d time.Duration) string {
 	switch {
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d.Seconds()))

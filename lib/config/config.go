@@ -20,6 +20,7 @@ import (
 
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/intent"
+	"github.com/impyard/impyard/lib/rate"
 	"github.com/impyard/impyard/lib/yard"
 )
 
@@ -124,6 +125,11 @@ type Trust struct {
 	// deny that disagrees with one removes it (lib/earn).
 	Earned bool     `toml:"earned"`
 	Gates  []string `toml:"gates"`
+	// Rate bounds an auto entry's approvals per imp ("10/1h"): past it
+	// a proposal the entry would approve is gated for a human instead,
+	// counted from the gates it approved (lib/gate), so a restart does
+	// not reset it. The zero value bounds nothing.
+	Rate rate.Limit `toml:"rate"`
 
 	// Where names the entry for decisions and errors: file and index.
 	Where string `toml:"-"`
@@ -147,6 +153,29 @@ type Executor struct {
 	Then string `toml:"then"`
 	// Fields types the payload: field name -> lib/payload type name.
 	Fields map[string]string `toml:"fields"`
+	// Expires is how long a gate for the intent waits for a decision
+	// before it becomes expired: a Friday's action is not sent on
+	// Monday. 0: it waits for ever.
+	Expires Duration `toml:"expires"`
+	// ConfirmAfter is the age past which approving a gate asks again
+	// (impgate approve --old); 0: never.
+	ConfirmAfter Duration `toml:"confirm_after"`
+	// Dedupe is how long after a gate of this intent is decided an
+	// identical proposal of the same imp is answered with it rather than
+	// filed again; nil is DefaultDedupe, "0" turns it off (see
+	// DedupeWindow).
+	Dedupe *Duration `toml:"dedupe"`
+}
+
+// DefaultDedupe is an executor's dedupe when org.toml sets none.
+const DefaultDedupe = time.Hour
+
+// DedupeWindow is e's dedupe: DefaultDedupe unless set, 0 when off.
+func (e *Executor) DedupeWindow() time.Duration {
+	if e == nil || e.Dedupe == nil {
+		return DefaultDedupe
+	}
+	return e.Dedupe.Duration
 }
 
 // Budget is [budget.<imp>]: what its proactive work may spend per UTC day.
@@ -170,6 +199,9 @@ type Budget struct {
 	// DefaultGatesPerRun and DefaultGateBytesPerRun.
 	GatesPerRun     int   `toml:"gates_per_run"`
 	GateBytesPerRun int64 `toml:"gate_bytes_per_run"`
+	// Warn is the share of a cap (daily, bytes, tokens_daily) past which
+	// the owner hears a budget-warning, once per UTC day; 0: never.
+	Warn float64 `toml:"warn"`
 }
 
 // Defaults of [budget.<imp>]'s bounds, which hold for every imp, with a
@@ -502,6 +534,9 @@ func (o *Org) check(b []byte) error {
 		if bu.GatesPerRun < 0 || bu.GateBytesPerRun < 0 {
 			return bad(p, b, "gates_per_run", "per-run gate caps of %s must be positive", name)
 		}
+		if bu.Warn < 0 || bu.Warn > 1 {
+			return bad(p, b, "warn", "budget of %s: warn is a share of its caps, from 0 to 1", name)
+		}
 	}
 	for model, pr := range o.Prices {
 		if pr.Input < 0 || pr.Output < 0 {
@@ -584,6 +619,9 @@ func checkTrust(p string, b []byte, ts []Trust) error {
 			if _, err := compileGlob(g); err != nil {
 				return bad(p, b, field, "[[trust]] #%d: bad glob %q: %v", i+1, g, err)
 			}
+		}
+		if !t.Rate.IsZero() && t.Level != Auto {
+			return bad(p, b, "rate", "[[trust]] #%d: rate bounds auto-approvals; a %s entry approves nothing", i+1, t.Level)
 		}
 		if t.Earned && t.Level != Auto {
 			return bad(p, b, "earned", "[[trust]] #%d: an earned entry is level auto, not %q", i+1, t.Level)

@@ -99,6 +99,24 @@ func TestLoadOrg(t *testing.T) {
 	}
 }
 
+// An auto entry's rate reads as "N/PERIOD"; an executor's dedupe is an
+// hour unless set, and "0" turns it off.
+func TestRateAndDedupe(t *testing.T) {
+	o, err := LoadOrg(yardWith(t, "[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\nrate = \"10/1h\"\n"+emailExec+
+		"[executors.off]\nkind = \"message-user\"\ndedupe = \"0\"\n[executors.day]\nkind = \"message-user\"\ndedupe = \"24h\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := o.Trust[0].Rate; r.N != 10 || r.Period != time.Hour {
+		t.Errorf("rate %+v, want 10 an hour", r)
+	}
+	for intent, want := range map[string]time.Duration{"email-send": time.Hour, "off": 0, "day": 24 * time.Hour} {
+		if got := o.Executors[intent].DedupeWindow(); got != want {
+			t.Errorf("%s: dedupe %v, want %v", intent, got, want)
+		}
+	}
+}
+
 func TestMissingOrgIsDefaults(t *testing.T) {
 	o, err := LoadOrg(yardWith(t, ""))
 	if err != nil || o.Gateway.Listen != DefaultListen {
@@ -122,6 +140,8 @@ func TestOrgErrors(t *testing.T) {
 		{"[budget.yuko]\ndaily = -1\n", `must not be negative`},
 		{"[supervisor]\nconcurrency = 2\nruntime = \"kata\"\n", `org.toml:3: key "runtime": unknown runtime "kata" (want runc, crun, runsc)`},
 		{"[budget.yuko]\ntokens_daily = -1\n", `org.toml:2: key "tokens_daily": budget of yuko must not be negative`},
+		{"[budget.yuko]\ntokens_daily = 10\nwarn = 1.5\n", `org.toml:3: key "warn": budget of yuko: warn is a share of its caps, from 0 to 1`},
+		{"[executors.x]\nkind = \"message-user\"\nexpires = \"-2h\"\n", `org.toml:3: key "executors.x.expires": duration must not be negative`},
 		{"[prices.\"gpt-5\"]\ninput = -1.25\n", `price of gpt-5 must not be negative`},
 		{"[prices.\"gpt-5\"]\ninptu = 1.25\n", `unknown key "prices.gpt-5.inptu"`},
 		{"[[trust]]\nintent = \"a\"\nlevel = \"auto\"\nmatch = { to = \"[\" }\n", `bad glob`},
@@ -138,8 +158,12 @@ func TestOrgErrors(t *testing.T) {
 			`org.toml:4: key "match.meta": [[trust]] #1: match key "meta": a glob cannot match a field of type object`},
 		{"[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\nmatch = { to = \"*@ourco.com\" }\nfree = [\"subject\", \"bodyy\"]\n" + emailExec + emailFields,
 			`org.toml:5: key "free.bodyy": [[trust]] #1: free field "bodyy" names no declared field`},
-		{"[[trust]]\nintent = \"egress-grant\"\nlevel = \"auto\"\nmatch = { host = \"*\" }\n", `match key "host" names no declared field of intent egress-grant (declared: comment, match, name, verdict)`},
+		{"[[trust]]\nintent = \"egress-grant\"\nlevel = \"auto\"\nmatch = { host = \"*\" }\n", `match key "host" names no declared field of intent egress-grant (declared: comment, expires, match, name, scope, verdict)`},
 		{"[[trust]]\nintent = \"message-user\"\nlevel = \"auto\"\nfree = [\"txt\"]\n[executors.message-user]\nkind = \"message-user\"\n", `free field "txt" names no declared field of intent message-user (declared: text)`},
+		{"[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\nrate = \"ten an hour\"\n", `org.toml:4: key "trust.rate": rate "ten an hour"`},
+		{"[[trust]]\nintent = \"email-send\"\nlevel = \"auto\"\nrate = \"0/1h\"\n", `count must be 1 to`},
+		{"[[trust]]\nintent = \"email-send\"\nlevel = \"gate\"\nrate = \"10/1h\"\n", `org.toml:4: key "rate": [[trust]] #1: rate bounds auto-approvals; a gate entry approves nothing`},
+		{emailExec + "dedupe = \"an hour\"\n", `org.toml:4: key "executors.email-send.dedupe"`},
 	} {
 		_, err := LoadOrg(yardWith(t, tc.toml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -190,7 +214,7 @@ kind = "memory"
 		{"note", "link:url text:text", true},
 		{"commit-and-push", "base:text branch:text diff:text head:text repo:text stat:text", true},
 		{"open-pr", "base:text body:text head:text title:text", true},
-		{"egress-grant", "comment:text match:object name:text verdict:text", true},
+		{"egress-grant", "comment:text expires:text match:object name:text scope:text verdict:text", true},
 		{"memory-promote", "reason:text replaces:text text:text", true},
 		{"webhook", "", false},
 		{"unknown", "", false},

@@ -16,7 +16,7 @@ import (
 var builtinFields = map[string]payload.Fields{
 	MessageUser: {"text": payload.Text},
 	GitPush:     intent.PushFields,
-	EgressGrant: {"name": payload.Text, "comment": payload.Text, "match": payload.Object, "verdict": payload.Text},
+	EgressGrant: {"name": payload.Text, "comment": payload.Text, "match": payload.Object, "verdict": payload.Text, "expires": payload.Text, "scope": payload.Text},
 	Memory:      intent.MemoryFields,
 }
 

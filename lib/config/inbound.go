@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/impyard/impyard/lib/id"
 )
@@ -32,7 +33,29 @@ type Inbound struct {
 	TLSCert string          `toml:"tls_cert"`
 	TLSKey  string          `toml:"tls_key"`
 	Sources []InboundSource `toml:"source"`
+	// ConnsPerClient bounds the connections one client address (an IPv6
+	// one by its /64) holds open at once; more are closed as they are
+	// accepted, so one sender never holds more than this many of the
+	// relay's delivery slots. 0 is DefaultConnsPerClient.
+	ConnsPerClient int `toml:"conns_per_client"`
+	// MinBodyRate is the slowest a body may arrive, in bytes a second,
+	// once its headers are read; a sender below it loses its slot. 0 is
+	// DefaultMinBodyRate.
+	MinBodyRate int64 `toml:"min_body_rate"`
+	// HeaderTimeout bounds the read of a request's headers, TLS
+	// handshake included; 0 is DefaultInboundHeaderTimeout.
+	HeaderTimeout Duration `toml:"header_timeout"`
 }
+
+// Defaults and bounds of the relay's limits on slow senders.
+const (
+	DefaultConnsPerClient = 4
+	// MaxConnsPerClient is half the relay's 16 delivery slots: a sender
+	// holding its every connection leaves the other half free.
+	MaxConnsPerClient           = 8
+	DefaultMinBodyRate          = 1024
+	DefaultInboundHeaderTimeout = 5 * time.Second
+)
 
 // InboundSource is one [[inbound.source]] entry.
 type InboundSource struct {
@@ -60,6 +83,15 @@ func (in *Inbound) Source(name string) *InboundSource {
 }
 
 func (o *Org) inboundDefaults() {
+	if o.Inbound.ConnsPerClient == 0 {
+		o.Inbound.ConnsPerClient = DefaultConnsPerClient
+	}
+	if o.Inbound.MinBodyRate == 0 {
+		o.Inbound.MinBodyRate = DefaultMinBodyRate
+	}
+	if o.Inbound.HeaderTimeout.Duration == 0 {
+		o.Inbound.HeaderTimeout.Duration = DefaultInboundHeaderTimeout
+	}
 	for i := range o.Inbound.Sources {
 		s := &o.Inbound.Sources[i]
 		if s.Kind != InboundHMAC {
@@ -87,6 +119,12 @@ func (o *Org) checkInbound(p string, b []byte) error {
 	}
 	if in.TLSCert != "" && in.Listen == "" {
 		return bad(p, b, "tls_cert", "[inbound] tls_cert needs listen")
+	}
+	if in.ConnsPerClient < 0 || in.ConnsPerClient > MaxConnsPerClient {
+		return bad(p, b, "conns_per_client", "[inbound] conns_per_client must be 1 to %d (half the relay's delivery slots), not %d", MaxConnsPerClient, in.ConnsPerClient)
+	}
+	if in.MinBodyRate < 0 {
+		return bad(p, b, "min_body_rate", "[inbound] min_body_rate must be positive (bytes a second), not %d", in.MinBodyRate)
 	}
 	seen := map[string]bool{}
 	for i, s := range in.Sources {

@@ -32,6 +32,9 @@ owners = ["80351110224678912"]
 	if d := o.Inbound.Source("chat"); d == nil || d.Header != "" || d.Owners[0] != "80351110224678912" {
 		t.Errorf("discord source %+v", d)
 	}
+	if in := o.Inbound; in.ConnsPerClient != DefaultConnsPerClient || in.MinBodyRate != DefaultMinBodyRate || in.HeaderTimeout.Duration != DefaultInboundHeaderTimeout {
+		t.Errorf("slow-sender limits %d %d %v, want the defaults", in.ConnsPerClient, in.MinBodyRate, in.HeaderTimeout)
+	}
 	if o.Inbound.Source("nope") != nil {
 		t.Error("a source that is not configured was found")
 	}
@@ -55,6 +58,10 @@ owners = ["80351110224678912"]
 		{"[inbound]\nlisten = \"127.0.0.1:7400\"\ntls_cert = \"relay.crt\"\n", `tls_cert and tls_key go together`},
 		{"[inbound]\nlisten = \"127.0.0.1:7400\"\ntls_key = \"relay.key\"\n", `tls_cert and tls_key go together`},
 		{"[inbound]\ntls_cert = \"relay.crt\"\ntls_key = \"relay.key\"\n", `tls_cert needs listen`},
+		{"[inbound]\nlisten = \"127.0.0.1:7400\"\nconns_per_client = 9\n", `org.toml:3: key "conns_per_client": [inbound] conns_per_client must be 1 to 8 (half the relay's delivery slots), not 9`},
+		{"[inbound]\nlisten = \"127.0.0.1:7400\"\nconns_per_client = -1\n", `conns_per_client must be 1 to 8`},
+		{"[inbound]\nlisten = \"127.0.0.1:7400\"\nmin_body_rate = -5\n", `org.toml:3: key "min_body_rate": [inbound] min_body_rate must be positive`},
+		{"[inbound]\nlisten = \"127.0.0.1:7400\"\nheader_timeout = \"soon\"\n", `org.toml:3: key "inbound.header_timeout"`},
 	} {
 		if _, err := LoadOrg(yardWith(t, tc.toml)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: got %v, want %q", tc.toml, err, tc.want)

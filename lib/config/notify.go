@@ -28,6 +28,9 @@ type Notify struct {
 	Backoff  Duration `toml:"backoff"`
 	Timeout  Duration `toml:"timeout"`
 	Coalesce Duration `toml:"coalesce"`
+	// Remind is how long before a gate expires the owner hears a
+	// gate-expiring, once.
+	Remind Duration `toml:"remind"`
 }
 
 // Defaults of [notify].
@@ -35,6 +38,7 @@ const (
 	DefaultNotifyBackoff = 5 * time.Second
 	DefaultNotifyTimeout = 10 * time.Second
 	DefaultCoalesce      = time.Minute
+	DefaultRemind        = time.Hour
 )
 
 // Wants reports whether the owner asked to hear of event and named a
@@ -58,6 +62,9 @@ func (n *Notify) defaults() {
 	}
 	if n.Coalesce.Duration == 0 {
 		n.Coalesce.Duration = DefaultCoalesce
+	}
+	if n.Remind.Duration == 0 {
+		n.Remind.Duration = DefaultRemind
 	}
 }
 

@@ -40,7 +40,7 @@ func TestNotify(t *testing.T) {
 
 func TestNotifyErrors(t *testing.T) {
 	for _, tc := range []struct{ toml, want string }{
-		{"[notify]\non = [\"gate-approved\"]\n", `org.toml:2: key "on": [notify]: unknown event "gate-approved" (want gate-filed, task-failed, task-needs-review, trust-earned-removed, pause, resume)`},
+		{"[notify]\non = [\"gate-approved\"]\n", `org.toml:2: key "on": [notify]: unknown event "gate-approved" (want gate-filed, task-failed, task-needs-review, trust-earned-removed, pause, resume, gate-expiring, budget-warning)`},
 		{"[notify]\ncommand = []\n", `org.toml:2: key "command": [notify]: command names no program`},
 		{"[notify]\ncommand = [\"\"]\n", `command names no program`},
 		{"[notify]\nwebhook = \"http://ntfy.example/x\"\n", `org.toml:2: key "webhook": [notify]: webhook must be https://`},

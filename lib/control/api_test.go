@@ -210,7 +210,7 @@ func TestEgressGrantProposal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := grant.Rule("yuko", []byte(`{"name":"docs","match":{"host":"docs.python.org"},"verdict":"allow"}`))
+	want, _ := grant.Rule("yuko", "", []byte(`{"name":"docs","match":{"host":"docs.python.org"},"verdict":"allow"}`))
 	if b, _ := g.Frozen(); string(b) != string(want) {
 		t.Errorf("filed payload %s, want %s", b, want)
 	}

@@ -323,6 +323,9 @@ type actionResult struct {
 	GateID string          `json:"gate_id,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Reason string          `json:"reason,omitempty"`
+	// Duplicate says GateID is an identical proposal's gate, not a new
+	// one (the executor's dedupe).
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
@@ -340,6 +343,10 @@ func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
 		return &actionResult{status: http.StatusAccepted, Status: "pending", GateID: d.Gate.ID, Reason: d.Reason}, nil
 	case proposal.AutoApproved:
 		return a.await(r, d.Gate.ID, d.Wait)
+	case proposal.Duplicate:
+		// Always 202: the box's proposal was not acted on now, and what
+		// became of the earlier one is the gate's to say.
+		return &actionResult{status: http.StatusAccepted, Status: dupStatus(d.Gate), GateID: d.Gate.ID, Reason: d.Reason, Duplicate: true}, nil
 	}
 	err = fail(refusalStatus[d.Refusal], "%s", d.Reason)
 	if d.Refusal == proposal.OverBudget {
@@ -348,6 +355,15 @@ func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
 		err.(*apiError).retry = http1.RetryAfter(next, now)
 	}
 	return nil, err
+}
+
+// dupStatus is the status a duplicate answers with: "pending" while its
+// gate waits, as for a gate just filed, else the gate's state.
+func dupStatus(g *gate.Gate) string {
+	if g.State == state.Filed {
+		return "pending"
+	}
+	return g.State
 }
 
 // refusalStatus answers each kind of refused proposal; a kind not listed

@@ -362,3 +362,48 @@ func TestEgressGrantEscapes(t *testing.T) {
 		t.Errorf("a plain grant: %d %v", code, out)
 	}
 }
+
+// Six identical email-send proposals of one task, posted at once, make
+// one gate: each answer is 202 naming it, five of them "duplicate": true.
+func TestDuplicateProposals(t *testing.T) {
+	f := newFixture(t)
+	tok := f.token(t, "yuko", "")
+	body := `{"intent":"email-send","payload":{"to":["x@elsewhere.com"],"subject":"meeting tomorrow"}}`
+	type answer struct {
+		code int
+		out  map[string]any
+	}
+	answers := make(chan answer, 6)
+	start := make(chan struct{})
+	for range 6 {
+		go func() {
+			<-start
+			req := httptest.NewRequest("POST", "/v1/actions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			rec := httptest.NewRecorder()
+			f.api.ServeHTTP(rec, req)
+			var out map[string]any
+			json.Unmarshal(rec.Body.Bytes(), &out)
+			answers <- answer{rec.Code, out}
+		}()
+	}
+	close(start)
+	ids := map[any]int{}
+	dups := 0
+	for range 6 {
+		a := <-answers
+		if a.code != http.StatusAccepted || a.out["status"] != "pending" {
+			t.Errorf("answer %d %v", a.code, a.out)
+		}
+		ids[a.out["gate_id"]]++
+		if a.out["duplicate"] == true {
+			dups++
+		}
+	}
+	if len(ids) != 1 || dups != 5 {
+		t.Errorf("gate ids %v, %d duplicates; want one id and 5 duplicates", ids, dups)
+	}
+	if gs, _ := gate.List(f.y, gate.Filter{All: true}); len(gs) != 1 {
+		t.Errorf("%d gates filed, want 1", len(gs))
+	}
+}

@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/executor"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/grant"
 	"github.com/impyard/impyard/lib/intent"
 	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/state"
@@ -52,8 +54,15 @@ type Report struct {
 	Promotion *Promotion `json:"promotion,omitempty"`
 
 	// Approve is the command that approves exactly this payload; only
-	// for a pending gate whose payload matches.
+	// for a pending gate whose payload matches and whose deadline is
+	// ahead.
 	Approve string `json:"approve_command,omitempty"`
+
+	// Times is its age and, with a deadline, the time it has left.
+	Times
+	// Grant, for an egress-grant gate, is how long its rule holds and for
+	// whom: "permanent", or its scope and expiry.
+	Grant string `json:"grant,omitempty"`
 }
 
 // Inspect reports on g in yard y, checking an approval against the
@@ -67,6 +76,7 @@ func Inspect(y *yard.Yard, home string, g *gate.Gate) *Report {
 	}
 	org, err := config.LoadOrg(y)
 	loaded := err == nil
+	r.Times = Timing(g, org, state.Now())
 	if loaded {
 		r.Destination, err = executor.Where(y, org, g)
 	}
@@ -88,7 +98,16 @@ func Inspect(y *yard.Yard, home string, g *gate.Gate) *Report {
 	if g.Intent == intent.TrustPromote {
 		r.Promotion = promotion(y, home, g)
 	}
-	if g.State == state.Filed && r.PayloadMatches {
+	if g.Intent == intent.EgressGrant && r.PayloadMatches {
+		var approved time.Time
+		if g.Approval != nil {
+			approved = g.Approval.At
+		}
+		r.Grant = grant.Describe(g.Payload, g.Task, approved)
+	}
+	if g.State == state.Filed && r.Left != nil && *r.Left <= 0 {
+		r.Waiting = "past its deadline " + r.Times.Deadline.Format(time.RFC3339) + ", undecided: impexec marks it expired, and an approval is refused"
+	} else if g.State == state.Filed && r.PayloadMatches {
 		r.Approve = g.ApproveCommand()
 	}
 	return r

@@ -72,6 +72,16 @@ func NewUpstream(roots *x509.CertPool, opts Options) *Upstream {
 // its end. A 101 response's body is the connection itself, an
 // io.ReadWriteCloser.
 func (u *Upstream) RoundTrip(addr netip.AddrPort, req *http.Request) (*http.Response, error) {
+	return u.RoundTripWithin(addr, req, 0)
+}
+
+// RoundTripWithin is RoundTrip waiting up to wait, not the Options'
+// ResponseHeaderTimeout, from sending the request to the response head;
+// 0 is the Options' timeout.
+func (u *Upstream) RoundTripWithin(addr netip.AddrPort, req *http.Request, wait time.Duration) (*http.Response, error) {
+	if wait <= 0 {
+		wait = u.opts.ResponseHeaderTimeout
+	}
 	if p := req.URL.Port(); !samePort(p, addr.Port()) {
 		return nil, fmt.Errorf("dial: URL port %q is not the checked address %s", p, addr)
 	}
@@ -84,7 +94,7 @@ func (u *Upstream) RoundTrip(addr netip.AddrPort, req *http.Request) (*http.Resp
 		if err != nil {
 			return nil, err
 		}
-		resp, err := u.send(c, req)
+		resp, err := u.send(c, req, wait)
 		if err == nil {
 			return resp, nil
 		}
@@ -116,9 +126,9 @@ func samePort(p string, port uint16) bool {
 var errStale = errors.New("kept-alive connection closed by the server")
 
 // send writes req on c and reads the response head.
-func (u *Upstream) send(c *upConn, req *http.Request) (*http.Response, error) {
+func (u *Upstream) send(c *upConn, req *http.Request, wait time.Duration) (*http.Response, error) {
 	c.idle = 0
-	c.SetDeadline(time.Now().Add(u.opts.ResponseHeaderTimeout))
+	c.SetDeadline(time.Now().Add(wait))
 	err := writeRequest(c.bw, req)
 	if req.Body != nil {
 		req.Body.Close()

@@ -38,7 +38,7 @@ func TestEffectDurableBeforeExecuted(t *testing.T) {
 				if err := os.WriteFile(r.Yard.PolicyPath(), []byte(grantPolicy), 0o640); err != nil {
 					t.Fatal(err)
 				}
-				payload, err := grant.Rule("yuko", []byte(`{"name":"docs","match":{"host":"docs.python.org"},"verdict":"allow"}`))
+				payload, err := grant.Rule("yuko", "", []byte(`{"name":"docs","match":{"host":"docs.python.org"},"verdict":"allow"}`))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -43,6 +43,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/impyard/impyard/lib/approval"
@@ -86,8 +87,21 @@ type Runner struct {
 	// gates: from then on it watches them and has taken up every gate
 	// waiting at start.
 	Ready func()
+	// Now is the clock expiring grants are swept by; nil is time.Now.
+	Now func() time.Time
 
 	orgs config.Keeper
+
+	// warned is the UTC day each imp's budget warning was last written.
+	warnedMu sync.Mutex
+	warned   map[string]string
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 // Org is org.toml as this runner acts on it: re-read each time, and when

@@ -20,6 +20,7 @@ import (
 	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/notify"
 	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/token"
 	"github.com/impyard/impyard/lib/yard"
@@ -32,7 +33,8 @@ const (
 )
 
 // errNoDecision is a gate-filed event for a gate a trust rule approved as
-// it was filed: no decision waits, so the owner is not told.
+// it was filed, or a gate-expiring one for a gate decided since: no
+// decision waits, so the owner is not told.
 var errNoDecision = errors.New("filed already approved by a trust rule; no decision waits")
 
 // Notify delivers the outbox (lib/notify) until ctx is done, a pass every
@@ -67,7 +69,8 @@ func (r *Runner) notifyPass(ctx context.Context, told string) string {
 	return err.Error()
 }
 
-// NotifyOnce makes one pass over the outbox: every entry due at now is
+// NotifyOnce writes the budget warnings due at now (Warn) and makes one
+// pass over the outbox: every entry due at now is
 // delivered to each receiver [notify] names that does not have it yet,
 // dropped when the owner did not ask for its event, or given its next
 // attempt after backoff. Without a readable org.toml nothing moves.
@@ -83,6 +86,7 @@ func (r *Runner) NotifyOnce(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("notifications wait: %w", err)
 	}
+	r.Warn(org, now)
 	entries, bad := notify.Pending(r.Yard)
 	for _, err := range bad {
 		r.logf("notify: %v", err)
@@ -294,7 +298,22 @@ func (r *Runner) message(en *notify.Entry, secrets []string) (*notify.Message, e
 		m.Reason = fmt.Sprintf("the owner denied %s, which earned trust would have approved: the earned [[trust]] entries of %s for %s are removed from imps/%s/imp.toml, so its gates wait for the owner again",
 			g.ID, g.Imp, g.Intent, g.Imp)
 		m.Summary = notify.Summarize(g.Payload, 200, secrets)
-	case notify.Pause, notify.Resume:
+	case notify.GateExpiring:
+		g, err := gate.Get(r.Yard, en.Subject)
+		if err != nil {
+			return nil, err
+		}
+		if g.State != state.Filed {
+			return nil, errNoDecision
+		}
+		org, _ := r.Org()
+		m.Gate, m.Task, m.Intent, m.Rationale = g.ID, g.Task, g.Intent, notify.Excerpt(g.Rationale, notify.TextMax, secrets)
+		m.Summary = notify.Summarize(g.Payload, 200, secrets)
+		m.Reason = fmt.Sprintf("expires undecided at %s, filed %s; then its task goes to review", store.Second(g.Deadline(org)).Format(time.RFC3339), store.Second(g.Created).Format(time.RFC3339))
+		if g.Matches() {
+			m.SHA256, m.Approve = g.SHA256[:gate.ShaDigits], g.ApproveCommand()
+		}
+	case notify.Pause, notify.Resume, notify.BudgetWarning:
 		m.Reason = notify.Excerpt(en.Why, notify.TextMax, secrets)
 	default:
 		t, err := queue.Get(r.Yard, en.Subject)

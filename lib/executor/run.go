@@ -15,7 +15,9 @@ import (
 // reports each gate written, a rescan every rescan interval catches anything
 // missed, and at start it takes up every gate still approved or left
 // executing by a dead executor, then calls Ready. At most workers gates
-// run at once.
+// run at once. Beside them it keeps the filed gates' deadlines (expire):
+// the gates past theirs become expired, at start too, and the reminders
+// due are written.
 func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) error {
 	if workers < 1 {
 		workers = 1
@@ -49,6 +51,15 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 		}()
 	}
 	r.recordSigners()
+	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); r.expire(ctx, wake) }()
 	// A resume releases the gates a pause held: take up every approved
 	// gate again at once rather than at the next rescan.
 	go func() {
@@ -75,6 +86,9 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 			if g.State == state.Approved || g.State == state.Executing {
 				start(g.ID)
 			}
+			if g.State == state.Filed {
+				poke()
+			}
 		},
 		Rescan: func() {
 			if err := gate.Repair(r.Yard); err != nil {
@@ -84,6 +98,8 @@ func (r *Runner) Run(ctx context.Context, rescan time.Duration, workers int) err
 				r.earnedAll(org)
 			}
 			r.recordSigners()
+			r.sweepGrants()
+			poke()
 		},
 		Scanned: func() {
 			if r.Ready != nil {

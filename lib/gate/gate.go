@@ -38,6 +38,7 @@ import (
 	"github.com/impyard/impyard/lib/event"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/notify"
+	"github.com/impyard/impyard/lib/rate"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/strictjson"
@@ -82,6 +83,11 @@ type Gate struct {
 	// Trust is why the gate was filed as it was, recorded at filing; nil
 	// on gates filed before it was recorded.
 	Trust *Trust `json:"trust,omitempty"`
+
+	// Expires, when set at filing, is the gate's deadline (see Deadline);
+	// Reminded is when the owner was told it nears (see Remind).
+	Expires  *time.Time `json:"expires,omitempty"`
+	Reminded *time.Time `json:"reminded,omitempty"`
 }
 
 // Trust is the verdict a gate was filed under: for a proposal, the trust
@@ -95,7 +101,15 @@ type Trust struct {
 	// auto-approval's signature covers what the entry said, not only
 	// where it was.
 	Rule json.RawMessage `json:"rule,omitempty"`
+	// Reason is set when the entry would have approved the gate but
+	// something held it back for a human: RateReason when the entry's
+	// rate was spent.
+	Reason string `json:"reason,omitempty"`
 }
+
+// RateReason is a Trust's Reason on a gate its auto entry would have
+// approved past the entry's rate.
+const RateReason = "rate"
 
 // Sum is the sha256 of the verdict's canonical JSON, which an approval signs; ""
 // for a gate filed before verdicts were recorded.
@@ -255,10 +269,24 @@ type FileOptions struct {
 	Signer *approval.Key
 	// Trust is recorded in the gate: the verdict it was filed under.
 	Trust *Trust
+	// Expires, when positive, is how long the gate waits for a decision
+	// before it becomes expired, whatever its executor says.
+	Expires time.Duration
 	// ID, when set, files under that id, so a filer that retries files
 	// once: the same id with the same payload returns the gate already
 	// filed; with another payload it is a conflict.
 	ID string
+	// Dedupe, when positive, makes a gate of the same imp, intent and
+	// payload sha256 that is still filed, or was decided less than
+	// Dedupe ago, the answer instead of a new gate (see Submit).
+	Dedupe time.Duration
+	// Rate, on an Approved gate with a Trust entry, bounds that entry's
+	// auto-approvals of the imp: when Rate.N gates of the imp were
+	// approved by the entry in the Rate.Period before now, the gate is
+	// filed for a human instead, its Trust's Reason RateReason. The
+	// count is read from the gates themselves, under the lock that files
+	// them, so neither a restart nor a concurrent filer passes it.
+	Rate rate.Limit
 }
 
 // ErrConflict is an id filed again with a different payload.
@@ -266,49 +294,63 @@ var ErrConflict = errors.New("conflict")
 
 // File freezes a payload into a new gate and returns it.
 func File(y *yard.Yard, o FileOptions) (*Gate, error) {
+	g, _, err := Submit(y, o)
+	return g, err
+}
+
+// Submit is File that may answer with an earlier gate: with o.Dedupe,
+// duplicate says g is the gate of the same imp, intent and payload that
+// was pending, or decided within o.Dedupe, and nothing was filed. The
+// search and the filing are one transaction under the gates' lock, so of
+// identical proposals made at once exactly one is filed.
+func Submit(y *yard.Yard, o FileOptions) (g *Gate, duplicate bool, err error) {
 	if err := id.CheckName(o.Imp); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !id.ValidIntent(o.Intent) {
-		return nil, fmt.Errorf("invalid intent %q: use a rule name (a-z, 0-9, '.', '_', '-')", o.Intent)
+		return nil, false, fmt.Errorf("invalid intent %q: use a rule name (a-z, 0-9, '.', '_', '-')", o.Intent)
 	}
 	if len(o.Payload) > MaxPayload {
-		return nil, fmt.Errorf("payload is %d bytes, over the %d limit", len(o.Payload), MaxPayload)
+		return nil, false, fmt.Errorf("payload is %d bytes, over the %d limit", len(o.Payload), MaxPayload)
 	}
 	if o.Task != "" {
 		if err := id.Check(id.Task, o.Task); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	if o.Run != "" {
 		if err := id.Check(id.Run, o.Run); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	if o.ID != "" {
 		if err := id.Check(id.Gate, o.ID); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	if o.Approved && o.Signer == nil {
-		return nil, ErrNoSigner
+		return nil, false, ErrNoSigner
 	}
 	canon, err := Canonical(o.Payload)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	s, err := gates(y)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	first := state.Transition{To: state.Filed, By: o.By, Actor: o.Actor, Why: o.Rationale}
 	first.Stamp(state.Now())
 	now := first.At
-	g := &Gate{
+	g = &Gate{
 		Schema: store.Schema(Kind, Major), Imp: o.Imp, Intent: o.Intent, Task: o.Task, Run: o.Run,
 		Rationale: o.Rationale, State: state.Filed, SHA256: Sum(canon), Payload: canon,
 		Created: now, Updated: now, Trust: o.Trust,
 		History: []state.Transition{first},
+	}
+	if o.Expires > 0 {
+		d := now.Add(o.Expires)
+		g.Expires = &d
 	}
 	g, _, err = transition.Create(s, func(tx *store.Tx) (*Gate, bool, error) {
 		if o.ID != "" {
@@ -324,6 +366,24 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 			}
 			g.ID = o.ID
 		}
+		if g.ID == "" && (o.Dedupe > 0 || o.Approved && !o.Rate.IsZero() && o.Trust != nil) {
+			prev, approvals, err := recent(y, o, g.SHA256, now)
+			if err != nil {
+				return nil, false, err
+			}
+			if prev != nil {
+				duplicate = true
+				return prev, true, nil
+			}
+			if o.Approved && !o.Rate.Allows(approvals) {
+				o.Approved = false
+				t := *o.Trust
+				t.Level, t.Reason = config.Gate, RateReason
+				t.Why = fmt.Sprintf("%s: rate %s: %d auto-approvals of %s in the last %s; gated for a human", t.Entry, o.Rate, approvals, o.Imp, o.Rate.Period)
+				g.Trust = &t
+				g.History[0].By = o.Imp
+			}
+		}
 		if g.ID == "" {
 			g.ID = s.NewID(tx, func(gateID string) []string { return []string{name(pending, gateID), name(resolved, gateID)} })
 		}
@@ -336,9 +396,43 @@ func File(y *yard.Yard, o FileOptions) (*Gate, error) {
 		return tx.Check(name(pending, g.ID), name(resolved, g.ID))
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return g, nil
+	return g, duplicate, nil
+}
+
+// recent reads the imp's gates for Submit: the one a new gate of sum
+// would duplicate (o.Dedupe), and how many the trust entry of o
+// auto-approved within o.Rate's period before now.
+func recent(y *yard.Yard, o FileOptions, sum string, now time.Time) (dup *Gate, approvals int, err error) {
+	since := o.Rate.Since(now)
+	// A gate neither window reaches has not been written since both
+	// began. File times are the system clock's, as is now outside tests;
+	// the minute covers file systems' coarse times.
+	back := max(o.Dedupe, o.Rate.Period)
+	_, err = Each(y, Filter{All: true, Imp: o.Imp, WrittenSince: time.Now().Add(-back - time.Minute)}, func(g *Gate) error {
+		if o.Dedupe > 0 && dup == nil && g.Intent == o.Intent && g.SHA256 == sum {
+			if at, decided := g.Decided(); !decided || now.Sub(at) < o.Dedupe {
+				dup = g
+			}
+		}
+		if o.Approved && o.Trust != nil && g.Trust != nil && g.Trust.Level == config.Auto &&
+			g.Trust.Entry == o.Trust.Entry && !g.Created.Before(since) {
+			approvals++
+		}
+		return nil
+	})
+	return dup, approvals, err
+}
+
+// Decided returns when the gate left filed, and whether it has.
+func (g *Gate) Decided() (time.Time, bool) {
+	for _, h := range g.History {
+		if h.From == state.Filed {
+			return h.At, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // Timeline returns who the gate is and where it stands.
@@ -495,6 +589,14 @@ type Change struct {
 	// Signer signs an approval, over the exact values written; a move to
 	// approved without one is refused.
 	Signer *approval.Key
+	// Deadline, when set, is the gate's deadline as the decider's
+	// org.toml says (Gate.Deadline): an approval at or past it is
+	// refused with ErrExpired.
+	Deadline func(g *Gate) time.Time
+
+	// why, when set, gives the transition's reason from the gate as read
+	// under the lock.
+	why func(g *Gate) string
 }
 
 // Move applies one transition under the gates lock and records it (see
@@ -625,10 +727,18 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 			if c.SHA != "" && !strings.HasPrefix(g.SHA256, strings.ToLower(c.SHA)) {
 				return fmt.Errorf("gate %s: payload sha256 is %s, which does not start with %s; not the payload that was reviewed", gateID, g.SHA256, c.SHA)
 			}
+			if c.To == state.Approved && g.State == state.Filed && c.Deadline != nil {
+				if d := c.Deadline(g); !d.IsZero() && !h.At.Before(d) {
+					return fmt.Errorf("gate %s: %w: its deadline was %s (filed %s); nothing was approved", gateID, ErrExpired, stamp(d), stamp(g.Created))
+				}
+			}
 			if c.Edit != nil {
 				if err := c.Edit(g); err != nil {
 					return err
 				}
+			}
+			if c.why != nil {
+				h.Why = c.why(g)
 			}
 			if resign(g) {
 				h.Why = "approved again with a signature (its first approval had none)"
@@ -651,6 +761,12 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 	if errors.Is(err, errRepeat) {
 		return held, true, nil
 	}
+	if c.To == state.Approved && errors.Is(err, state.ErrIllegal) {
+		if g, gerr := Get(y, gateID); gerr == nil && g.State == state.Expired {
+			h := g.History[len(g.History)-1]
+			return nil, false, fmt.Errorf("gate %s: %w at %s: %s; nothing was approved", gateID, ErrExpired, stamp(h.At), h.Why)
+		}
+	}
 	if err != nil && !errors.Is(err, transition.ErrUnrecorded) {
 		return nil, false, err
 	}
@@ -667,6 +783,10 @@ type Filter struct {
 	// the files of gates it is done with (see transition.Source).
 	Known   *transition.Known
 	Settled func(*Gate) bool
+	// WrittenSince, when set, passes over the resolved gates whose file
+	// was last written before it, by its modification time, unread: a
+	// gate's file is rewritten at each move, so none of them moved since.
+	WrittenSince time.Time
 	// Edited lists gates whose state was edited by hand (ErrHandEdited)
 	// rather than reporting them as unreadable; only EachListed says
 	// what is wrong with them, so only a listing sets it.
@@ -748,6 +868,12 @@ func each[R any](y *yard.Yard, f Filter, prep func(*Gate, error) *R, gateOf func
 	srcs := []transition.Source[*R]{
 		{Rel: filepath.Join("gates", resolved), Parse: parse, Known: f.Known, Settled: settled, Want: func(gid string) bool {
 			resolvedIDs[gid] = true
+			if f.All && !f.WrittenSince.IsZero() {
+				fi, err := os.Lstat(y.Path("gates", resolved, gid+".json"))
+				// One that cannot be looked at is read, and reported if
+				// it cannot be read either.
+				return err != nil || !fi.ModTime().Before(f.WrittenSince)
+			}
 			return f.All
 		}},
 		{Rel: filepath.Join("gates", pending), Parse: parse, Known: f.Known, Settled: settled, Want: func(gid string) bool { return !resolvedIDs[gid] }},

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -223,4 +224,47 @@ func BenchmarkMeteredStream(b *testing.B) {
 	b.ReportMetric(mb/withMeter.Seconds(), "metered-MB/s")
 	b.ReportMetric(mb/without.Seconds(), "plain-MB/s")
 	b.ReportMetric(without.Seconds()/withMeter.Seconds(), "metered/plain")
+}
+
+// BenchmarkFrameMeter is the cost of reading a WebSocket's frames for
+// usage as they are relayed: 1 MiB of Responses events, one text frame
+// each, through the frame meter, against the same bytes copied plain in
+// the same run.
+func BenchmarkFrameMeter(b *testing.B) {
+	var buf bytes.Buffer
+	delta := wsFrame(1, true, false, `{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"`+strings.Repeat("tok ", 40)+`"}`)
+	for buf.Len() < 1<<20 {
+		buf.Write(delta)
+	}
+	buf.Write(wsFrame(1, true, false, completed("gpt-5", 100, 200)))
+	stream := buf.Bytes()
+	relay := func(b *testing.B, wrap func(io.Reader) io.Reader) {
+		b.SetBytes(int64(len(stream)))
+		for b.Loop() {
+			io.CopyBuffer(io.Discard, wrap(bytes.NewReader(stream)), make([]byte, 32<<10))
+		}
+	}
+	b.Run("plain", func(b *testing.B) { relay(b, func(r io.Reader) io.Reader { return struct{ io.Reader }{r} }) })
+	b.Run("metered", func(b *testing.B) { relay(b, func(r io.Reader) io.Reader { return meterFrames(r) }) })
+}
+
+// BenchmarkDecodeBody is the cost of decoding a 64 KiB JSON request
+// body for the judge, per encoding; "identity" is the body taken as it
+// is.
+func BenchmarkDecodeBody(b *testing.B) {
+	plain := []byte(`{"model":"gpt-5","input":[` + strings.Repeat(`{"role":"user","content":"a line of a long prompt"},`, 1300) + `{}]}`)
+	for _, name := range []string{"identity", "gzip", "br", "zstd"} {
+		body := plain
+		if enc := encoders[name]; enc != nil {
+			body = enc(b, plain)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(plain)))
+			for b.Loop() {
+				if _, err := decode(name, body, 1<<20); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

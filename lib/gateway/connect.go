@@ -58,6 +58,10 @@ func (s *session) connect(rec *Record, req *http1.Request) bool {
 	case judge.Allow:
 		s.terminate(rec, req, t, subject)
 	default:
+		if s.uncredentialed(req, subject, pol.policy, &judge.Request{Protocol: "https", Method: http.MethodConnect, Host: host, Port: port}) {
+			s.challenge(rec, req, reasonNoCredentials, req.Close)
+			return !req.Close
+		}
 		return s.refuse(rec, req, http.StatusForbidden, "")
 	}
 	return false
@@ -281,8 +285,10 @@ func closeWrite(c io.Closer) {
 }
 
 // switchProtocols relays a 101 answer to an upgrade a rule allowed, then
-// pipes the two connections unread, as a tunnel.
-func (s *session) switchProtocols(rec *Record, req *http1.Request, resp *http.Response) {
+// pipes the two connections, as a tunnel: unread, or with metered set
+// (a WebSocket under a metering rule), the upstream's frames read for
+// usage on the way.
+func (s *session) switchProtocols(rec *Record, req *http1.Request, resp *http.Response, metered bool) {
 	up, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok {
 		rec.Status, rec.Error = http.StatusBadGateway, "upstream switched protocols without a connection to hand over"
@@ -304,8 +310,16 @@ func (s *session) switchProtocols(rec *Record, req *http1.Request, resp *http.Re
 		// The TCP connection itself, which can half-close.
 		client = s.raw
 	}
+	var fm *frameMeter
+	if metered {
+		fm = newFrameMeter(up)
+		up = fm
+	}
 	in, out := pipe(client, s.br, up, s.g.lim.IdleTimeout)
 	rec.BytesIn += in
 	rec.BytesOut = out
+	if fm != nil {
+		rec.Usage = fm.usage()
+	}
 	s.g.outcome(rec)
 }

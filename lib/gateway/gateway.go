@@ -25,6 +25,11 @@
 //   - Inside a CONNECT, the SNI and every request's Host must name the
 //     CONNECT host (no domain fronting); Proxy-Authorization and other
 //     hop-by-hop headers are never forwarded.
+//   - What is judged is what goes out: a request body sent with
+//     Content-Encoding gzip, br or zstd is judged decoded, within the body
+//     size limit, and forwarded as received; one that does not decode so
+//     is refused. A WebSocket is judged at its handshake, and only a rule
+//     with websocket set allows one.
 //   - Limits on header size, body size, slow clients and connection count
 //     are answered with a status and a record, not a hang. Each listener
 //     (each box) has connection slots of its own, a connection that sends
@@ -47,6 +52,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -57,6 +63,7 @@ import (
 	"github.com/impyard/impyard/lib/dial"
 	"github.com/impyard/impyard/lib/http1"
 	"github.com/impyard/impyard/lib/judge"
+	"github.com/impyard/impyard/lib/rate"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -145,6 +152,9 @@ type Config struct {
 	// can lose the record of a request already forwarded: only for
 	// measuring what the sync costs (impgw serve's hidden benchmark flag).
 	Unsynced bool
+	// Now is the clock a request is judged at, so that a rule stops
+	// applying when its expires time comes; nil is time.Now.
+	Now func() time.Time
 }
 
 // Gateway is a running proxy.
@@ -159,6 +169,11 @@ type Gateway struct {
 	mu        sync.Mutex
 	listeners []netip.AddrPort
 	conns     map[net.Conn]*connState
+
+	// rates counts the requests of each subject that rules with a rate
+	// allowed; it lives as long as the gateway, as a rule's rate is a
+	// bound on a loop, not a budget (budgets are in the ledger).
+	rates rate.Window
 
 	audit     *store.Log
 	auditDown atomic.Bool // the last append failed
@@ -175,6 +190,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	lim := cfg.Limits
 	if lim == (Limits{}) {
@@ -478,7 +496,11 @@ type Call struct {
 	Subject string
 	Task    string
 	// ID is the request's decision record id, which Spend.Call repeats.
-	ID   string
+	ID string
+	// Path is the request's path, which names the model of some APIs.
+	Path string
+	// Body is the request body as judged: decoded, when it was sent
+	// with a Content-Encoding.
 	Body []byte
 }
 
@@ -536,6 +558,24 @@ func retryAfter(err error, now time.Time) string {
 		return ""
 	}
 	return http1.RetryAfter(at, now)
+}
+
+// takeRates counts a request of subject against each rule that allowed
+// it at a rate, or says which it would pass and the Retry-After until it
+// would not. Counts are taken rule by rule: a request refused by its
+// second rule has spent a request of its first, as a loop's retries
+// should.
+func (g *Gateway) takeRates(subject string, rated []judge.Rated, now time.Time) (why, retry string) {
+	for _, r := range rated {
+		if ok, wait := g.rates.Take(subject+"\x00"+r.Rule, r.Rate, now); !ok {
+			who := "subject " + strconv.Quote(subject)
+			if subject == "" {
+				who = "the anonymous subject"
+			}
+			return fmt.Sprintf("rule %q allows %s per subject and %s has reached it", r.Rule, r.Rate, who), http1.RetryAfter(now.Add(wait), now)
+		}
+	}
+	return "", ""
 }
 
 // unrecorded is the reason given when a decision record is not accepted.

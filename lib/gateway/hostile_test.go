@@ -200,7 +200,8 @@ func TestMCPJudging(t *testing.T) {
 		{"duplicate key", `{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"tools/list","params":{"name":"get_issue"}}`, json, 403},
 		{"not JSON with a JSON type", `method=tools/call`, json, 403},
 		{"JSON-RPC with a text type", call("tools/call", "delete_repo", 1), map[string]string{"Content-Type": "text/plain"}, 403},
-		{"gzip body", call("tools/call", "get_issue", 1), map[string]string{"Content-Type": "application/json", "Content-Encoding": "gzip"}, 415},
+		{"body that is not the gzip it claims", call("tools/call", "get_issue", 1), map[string]string{"Content-Type": "application/json", "Content-Encoding": "gzip"}, 400},
+		{"deflate body", call("tools/call", "get_issue", 1), map[string]string{"Content-Type": "application/json", "Content-Encoding": "deflate"}, 415},
 	} {
 		resp, _ := h.do(c, "POST", u, tc.body, tc.hdr)
 		if resp.StatusCode != tc.status {

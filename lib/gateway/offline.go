@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -13,7 +12,8 @@ import (
 
 // NewRequest describes a request to the judge exactly as the gateway
 // would see it: method and an absolute http or https URL (for CONNECT, a
-// host:port), the client's headers and body. It is how impgw judge dry-runs
+// host:port), the client's headers and body, decoded as the gateway
+// decodes a Content-Encoding. It is how impgw judge dry-runs
 // a request. An error is what the gateway would refuse before judging.
 func NewRequest(method, rawURL string, h http.Header, body []byte, subject string) (*judge.Request, error) {
 	if h == nil {
@@ -30,11 +30,11 @@ func NewRequest(method, rawURL string, h http.Header, body []byte, subject strin
 	if err != nil {
 		return nil, err
 	}
-	jr, reason := newJudgeRequest(&t, method, h, body, subject)
-	if reason != "" {
-		return nil, errors.New(reason)
+	plain, err := decode(h.Get("Content-Encoding"), body, DefaultLimits().MaxBodyBytes)
+	if err != nil {
+		return nil, err
 	}
-	return jr, nil
+	return newJudgeRequest(&t, method, h, plain, subject), nil
 }
 
 // Decide judges jr as the gateway does: a CONNECT by what it shows, any
@@ -50,7 +50,9 @@ func Decide(p *judge.Policy, jr *judge.Request) judge.Decision {
 // re-judging under another policy. It reports false for records whose
 // outcome no policy decides: rejects and the gateway's own refusals.
 // Redacted header and query values stay redacted, so a rule on their content cannot
-// be replayed faithfully.
+// be replayed faithfully; a redacted query value counts as present. The
+// request is judged at the record's time, and a rule reading the body or
+// the task, which records do not hold, leaves the Decision Unknown.
 func (r *Record) JudgeRequest() (*judge.Request, bool) {
 	if r.Verdict == VerdictReject || r.RefusedBy != "" || r.Request.Host == "" {
 		return nil, false
@@ -73,6 +75,8 @@ func (r *Record) JudgeRequest() (*judge.Request, bool) {
 		MCP:          q.MCP,
 		MCPError:     q.MCPError,
 		Placeholders: q.Placeholders,
+		Time:         r.Time,
+		FromRecord:   true,
 	}
 	if ap, err := netip.ParseAddrPort(r.Addr); err == nil {
 		jr.Addr = ap.Addr()

@@ -47,17 +47,28 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	rec.Request.BodySize, rec.BytesIn = int64(len(body)), int64(len(body))
 	keep := !req.Close
 
-	jr, reason := newJudgeRequest(t, req.Method, req.Header, body, subject)
-	rec.Request.MCP, rec.Request.MCPError, rec.Request.Placeholders = jr.MCP, jr.MCPError, jr.Placeholders
-	if reason != "" {
-		return s.deny(rec, req, http.StatusUnsupportedMediaType, reason, keep)
+	// What is judged and metered is the body decoded; what goes upstream
+	// is body, the bytes as sent, which decode to it.
+	plain, unpack, err := s.decodeBody(req.Header.Get("Content-Encoding"), body, g.lim.MaxBodyBytes)
+	if err != nil {
+		return s.deny(rec, req, decodeStatus(err), err.Error(), keep)
 	}
+	defer unpack()
+	rec.Request.BodySize = int64(len(plain))
+
+	jr := newJudgeRequest(t, req.Method, req.Header, plain, subject)
+	rec.Request.MCP, rec.Request.MCPError, rec.Request.Placeholders = jr.MCP, jr.MCPError, jr.Placeholders
 	if req.ContentLength != 0 {
 		// Reading the body took time: judge by the policy as it is now.
 		pol = g.policy.get()
 	}
+	jr.Task, jr.Time = rec.task, g.cfg.Now()
 	d := pol.policy.Judge(jr)
 	rec.decided(d)
+	if d.Verdict != judge.Allow && s.uncredentialed(req, subject, pol.policy, jr) {
+		s.challenge(rec, req, reasonNoCredentials, !keep)
+		return keep
+	}
 	if d.Verdict != judge.Allow {
 		if a, err := netip.ParseAddr(t.host); err == nil {
 			// An IP host is its own address: the judge saw it already.
@@ -67,8 +78,13 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	}
 	addr, d, status, reason := s.pickAddr(pol.policy, jr, d)
 	rec.decided(d)
+	if status == 0 && len(d.Rated) > 0 {
+		if why, retry := g.takeRates(subject, d.Rated, time.Now()); why != "" {
+			status, reason, rec.retry = http.StatusTooManyRequests, why, retry
+		}
+	}
 	if status == 0 && d.Meter != "" && g.cfg.Admit != nil && subject != "" {
-		end, err := g.cfg.Admit(Call{Subject: subject, Task: rec.task, ID: rec.ID, Body: body})
+		end, err := g.cfg.Admit(Call{Subject: subject, Task: rec.task, ID: rec.ID, Path: t.path, Body: plain})
 		switch {
 		case errors.Is(err, ErrUnmetered):
 			status, reason = http.StatusServiceUnavailable, err.Error()
@@ -94,8 +110,10 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	}
 	if d.Meter != "" {
 		// Usage is read from the bytes relayed: a compressed response
-		// would hide it, and identity is always acceptable.
+		// would hide it, and identity is always acceptable; so is a
+		// WebSocket without permessage-deflate.
 		delete(out.Header, "Accept-Encoding")
+		delete(out.Header, "Sec-Websocket-Extensions")
 	}
 	if d.Inject != nil {
 		rec.Request.Headers = RecordHeaders(req.Header, append([]string{d.Inject.Header}, pol.policy.Redact()...)...)
@@ -105,10 +123,17 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 		return s.deny(rec, req, http.StatusServiceUnavailable, unrecorded, keep)
 	}
 	sent := time.Now()
-	resp, err := pol.upstream.RoundTrip(addr, out)
+	resp, err := pol.upstream.RoundTripWithin(addr, out, d.Timeout)
 	rec.UpstreamMS = float64(time.Since(sent).Microseconds()) / 1000
 	if err != nil {
 		rec.Status, rec.Error = upstreamStatus(err), "upstream: "+err.Error()
+		if rec.Status == http.StatusGatewayTimeout {
+			wait := d.Timeout
+			if wait == 0 {
+				wait = g.lim.UpstreamTimeout
+			}
+			rec.Error = fmt.Sprintf("upstream: no response within %s: %v", wait, err)
+		}
 		g.outcome(rec)
 		s.writeError(rec, req, nil, !keep)
 		return keep
@@ -124,7 +149,7 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 			s.writeError(rec, req, nil, true)
 			return false
 		}
-		s.switchProtocols(rec, req, resp)
+		s.switchProtocols(rec, req, resp, d.WebSocket && d.Meter != "")
 		return false
 	}
 	var ur *usageReader
@@ -144,10 +169,9 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	return !closeConn
 }
 
-// newJudgeRequest describes a request to the judge: MCP calls lifted from
-// the body, placeholders found. A non-empty reason means the gateway
-// cannot judge it at all.
-func newJudgeRequest(t *target, method string, h http.Header, body []byte, subject string) (*judge.Request, string) {
+// newJudgeRequest describes a request to the judge, body decoded: MCP
+// calls lifted from it, placeholders found.
+func newJudgeRequest(t *target, method string, h http.Header, body []byte, subject string) *judge.Request {
 	jr := &judge.Request{
 		Subject:  subject,
 		Protocol: t.protocol,
@@ -158,6 +182,7 @@ func newJudgeRequest(t *target, method string, h http.Header, body []byte, subje
 		Query:    t.query,
 		Header:   h,
 		BodySize: int64(len(body)),
+		Body:     body,
 	}
 	u := ""
 	if strings.Contains(t.host, judge.PlaceholderPrefix) || strings.Contains(t.path, judge.PlaceholderPrefix) || strings.Contains(t.query, judge.PlaceholderPrefix) {
@@ -165,16 +190,13 @@ func newJudgeRequest(t *target, method string, h http.Header, body []byte, subje
 		u = t.url()
 	}
 	jr.Placeholders = judge.FindPlaceholders(h, u, body)
-	if ce := h.Get("Content-Encoding"); len(body) > 0 && ce != "" && !strings.EqualFold(ce, "identity") {
-		return jr, "cannot inspect a body with Content-Encoding " + clip(ce)
-	}
 	lifted, err := mcp.Lift(h.Get("Content-Type"), body)
 	if err != nil {
 		jr.MCPError = err.Error()
 	} else if lifted.Calls != nil {
 		jr.MCP = &lifted
 	}
-	return jr, ""
+	return jr
 }
 
 // decided copies a judge decision into the record.
@@ -213,8 +235,7 @@ func (s *session) readBody(req *http1.Request) (body []byte, release func(), err
 		hold = lim.MaxBodyBytes
 	}
 	if !s.g.bodies.take(hold) {
-		return nil, release, &http1.Error{Status: http.StatusServiceUnavailable,
-			Reason: "the gateway holds as many request bodies as it may; retry shortly"}
+		return nil, release, errBudget
 	}
 	defer func() {
 		if err != nil {
@@ -324,6 +345,20 @@ func (s *session) outbound(req *http1.Request, t *target, jr *judge.Request, d j
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	return out, "", ""
+}
+
+// decodeStatus is the answer to a body decodeBody refused.
+func decodeStatus(err error) int {
+	var he *http1.Error
+	switch {
+	case errors.As(err, &he):
+		return he.Status
+	case errors.Is(err, ErrBomb):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrEncoding):
+		return http.StatusUnsupportedMediaType
+	}
+	return http.StatusBadRequest
 }
 
 func upstreamStatus(err error) int {

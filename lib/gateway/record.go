@@ -91,7 +91,8 @@ const (
 const RefusedByGateway = "gateway"
 
 // Redacted replaces the value of a sensitive header in a record.
-const Redacted = "<redacted>"
+// It is the judge's marker, so a replayed query counts it as present.
+const Redacted = judge.RecordRedacted
 
 // sensitive headers have their values replaced by Redacted; their presence
 // is still recorded.
@@ -119,7 +120,13 @@ var credentialParams = []string{"token", "access_token", "api_key", "key", "sig"
 // (percent-encoded or not, any case), names a credential, or one the
 // policy's redact list (extra, lower-cased) names.
 func credentialParam(name string, extra []string) bool {
-	if u, err := url.QueryUnescape(name); err == nil {
+	// Decoded until it stops changing (a few rounds at most): a server
+	// that decodes twice reads %2574oken as token.
+	for range 4 {
+		u, err := url.QueryUnescape(name)
+		if err != nil || u == name {
+			break
+		}
 		name = u
 	}
 	name = strings.ToLower(name)
@@ -211,7 +218,7 @@ type RequestInfo struct {
 	Path         string
 	Query        string
 	Headers      map[string]string // lower-case names, values joined, sensitive ones redacted
-	BodySize     int64
+	BodySize     int64             // as judged: decoded, when sent with a Content-Encoding
 	MCP          *mcp.Lifted
 	MCPError     string
 	Placeholders []judge.Placeholder

@@ -208,15 +208,36 @@ func (s *session) authenticate(rec *Record, req *http1.Request) (string, bool) {
 	}
 	subject, task, err := auth(s.raw, req.Header.Get("Proxy-Authorization"))
 	if err != nil {
-		rec.Verdict, rec.Reason, rec.Status = VerdictDeny, "proxy authentication: "+err.Error(), http.StatusProxyAuthRequired
-		rec.RefusedBy = RefusedByGateway
-		s.g.record(rec, true)
-		s.writeError(rec, req, http.Header{"Proxy-Authenticate": {`Basic realm="impgw"`}}, req.Close || req.ContentLength != 0)
+		s.challenge(rec, req, err.Error(), req.Close || req.ContentLength != 0)
 		return "", false
 	}
 	rec.Request.Imp, rec.task = subject, task
 	return subject, true
 }
+
+// challenge answers 407 with a Basic challenge, the gateway's refusal,
+// recorded: a client that holds proxy credentials sends them then.
+func (s *session) challenge(rec *Record, req *http1.Request, reason string, closeConn bool) {
+	rec.Verdict, rec.Reason, rec.Status = VerdictDeny, "proxy authentication: "+reason, http.StatusProxyAuthRequired
+	rec.RefusedBy = RefusedByGateway
+	s.g.record(rec, true)
+	s.writeError(rec, req, http.Header{"Proxy-Authenticate": {`Basic realm="impgw"`}}, closeConn)
+}
+
+// uncredentialed reports a request or CONNECT sent without proxy
+// credentials, judged anonymous and refused, that a rule scoped to a
+// subject would match: the client is asked for its credentials (407)
+// instead. Clients such as git send them only when asked, and would
+// otherwise pass as nobody. Inside a tunnel the CONNECT spoke for the
+// subject already.
+func (s *session) uncredentialed(req *http1.Request, subject string, p *judge.Policy, jr *judge.Request) bool {
+	return s.tunnel == nil && s.g.cfg.Authenticate != nil && subject == "" &&
+		len(req.Header["Proxy-Authorization"]) == 0 && p.Credentials(jr)
+}
+
+// reasonNoCredentials is why an uncredentialed request is asked for
+// credentials.
+const reasonNoCredentials = "no proxy credentials, and only a rule for a subject would match"
 
 func (s *session) newRecord(start time.Time, req *http1.Request, pol *judge.Policy) *Record {
 	rec := &Record{ID: newID(), Time: start, Client: s.client, redact: pol.Redact()}

@@ -37,6 +37,7 @@ const (
 type usageReader struct {
 	io.ReadCloser
 	meter string
+	key   []byte // the member that holds usage: usageKey, or geminiKey
 	sse   bool
 	// buf is the JSON body so far, or the event stream's unfinished line.
 	buf  []byte
@@ -46,7 +47,11 @@ type usageReader struct {
 }
 
 func newUsageReader(body io.ReadCloser, meter, contentType string) *usageReader {
-	return &usageReader{ReadCloser: body, meter: meter,
+	key := usageKey
+	if meter == judge.MeterGemini {
+		key = geminiKey
+	}
+	return &usageReader{ReadCloser: body, meter: meter, key: key,
 		sse: strings.HasPrefix(strings.ToLower(strings.TrimSpace(contentType)), "text/event-stream")}
 }
 
@@ -107,12 +112,12 @@ func (r *usageReader) lines(b []byte) {
 // relaying them.
 func (r *usageReader) whole(b []byte) {
 	for {
-		k := bytes.Index(b, usageKey)
+		k := bytes.Index(b, r.key)
 		if k < 0 {
 			return
 		}
-		if !objectAfter(b[k+len(usageKey):]) {
-			b = b[k+len(usageKey):]
+		if !objectAfter(b[k+len(r.key):]) {
+			b = b[k+len(r.key):]
 			continue
 		}
 		start := bytes.LastIndexByte(b[:k], '\n') + 1
@@ -125,7 +130,10 @@ func (r *usageReader) whole(b []byte) {
 	}
 }
 
-var usageKey = []byte(`"usage"`)
+var (
+	usageKey  = []byte(`"usage"`)
+	geminiKey = []byte(`"usageMetadata"`)
+)
 
 // objectAfter reports whether b, what follows a member's name, starts
 // its value with an object.
@@ -147,35 +155,47 @@ func objectAfter(b []byte) bool {
 // object.
 func (r *usageReader) event(line []byte) {
 	data, ok := bytes.CutPrefix(line, []byte("data:"))
-	if ok && hasUsage(data) {
+	if ok && hasUsage(data, r.key) {
 		r.parse(data)
 	}
 }
 
-// hasUsage reports whether b has a "usage" member whose value is an
-// object.
-func hasUsage(b []byte) bool {
+// hasUsage reports whether b has a key member, "usage" or
+// "usageMetadata", whose value is an object.
+func hasUsage(b, key []byte) bool {
 	for {
-		k := bytes.Index(b, usageKey)
+		k := bytes.Index(b, key)
 		if k < 0 {
 			return false
 		}
-		b = b[k+len(usageKey):]
+		b = b[k+len(key):]
 		if objectAfter(b) {
 			return true
 		}
 	}
 }
 
-// usageBody is where the two APIs put usage: at the top (a JSON
-// response, OpenAI's chat chunks, Anthropic's message_delta), under
-// response (OpenAI's Responses API events) or under message (Anthropic's
-// message_start).
+// usageBody is where the APIs put usage: at the top (a JSON response,
+// OpenAI's chat chunks, Anthropic's message_delta, Gemini's responses
+// and stream chunks, under usageMetadata), under response (OpenAI's
+// Responses API events) or under message (Anthropic's message_start).
 type usageBody struct {
-	Model    string       `json:"model"`
-	Usage    *usageTokens `json:"usage"`
-	Response *usageBody   `json:"response"`
-	Message  *usageBody   `json:"message"`
+	Model         string       `json:"model"`
+	Usage         *usageTokens `json:"usage"`
+	Response      *usageBody   `json:"response"`
+	Message       *usageBody   `json:"message"`
+	ModelVersion  string       `json:"modelVersion"`
+	UsageMetadata *geminiUsage `json:"usageMetadata"`
+}
+
+// geminiUsage is Gemini's usageMetadata. Cached prompt tokens are part
+// of promptTokenCount; tool-use prompts and thinking are counted apart,
+// and billed as input and output.
+type geminiUsage struct {
+	PromptTokenCount        *int64 `json:"promptTokenCount"`
+	ToolUsePromptTokenCount *int64 `json:"toolUsePromptTokenCount"`
+	CandidatesTokenCount    *int64 `json:"candidatesTokenCount"`
+	ThoughtsTokenCount      *int64 `json:"thoughtsTokenCount"`
 }
 
 type usageTokens struct {
@@ -193,6 +213,10 @@ type usageTokens struct {
 // earlier one: Anthropic's stream counts input in message_start and
 // output, cumulative, in each message_delta.
 func (r *usageReader) parse(b []byte) {
+	if r.meter == judge.MeterGemini {
+		r.parseGemini(b)
+		return
+	}
 	var v usageBody
 	if json.Unmarshal(b, &v) != nil {
 		return
@@ -208,6 +232,49 @@ func (r *usageReader) parse(b []byte) {
 			r.tokens(o.Usage)
 		}
 	}
+}
+
+// parseGemini reads a Gemini response, stream chunk, or the JSON array
+// of chunks streamGenerateContent answers without alt=sse. Each chunk's
+// figures are the call's so far, so the last replaces the others.
+func (r *usageReader) parseGemini(b []byte) {
+	var chunks []usageBody
+	if b = bytes.TrimSpace(b); len(b) > 0 && b[0] == '[' {
+		if json.Unmarshal(b, &chunks) != nil {
+			return
+		}
+	} else {
+		chunks = make([]usageBody, 1)
+		if json.Unmarshal(b, &chunks[0]) != nil {
+			return
+		}
+	}
+	for _, c := range chunks {
+		if c.ModelVersion != "" {
+			r.u.Model = c.ModelVersion
+		}
+		if g := c.UsageMetadata; g != nil {
+			if n, ok := sum(g.PromptTokenCount, g.ToolUsePromptTokenCount); ok {
+				r.u.InputTokens, r.seen = n, true
+			}
+			if n, ok := sum(g.CandidatesTokenCount, g.ThoughtsTokenCount); ok {
+				r.u.OutputTokens, r.seen = n, true
+			}
+		}
+	}
+}
+
+// sum adds the counts given, ignoring negative ones; false if there is
+// none to add.
+func sum(counts ...*int64) (int64, bool) {
+	var n int64
+	any := false
+	for _, c := range counts {
+		if c != nil && *c >= 0 {
+			n, any = n+*c, true
+		}
+	}
+	return n, any
 }
 
 func (r *usageReader) tokens(t *usageTokens) {
@@ -253,24 +320,31 @@ func (r *usageReader) usage() *Usage {
 	return &u
 }
 
-// Asked is what a model call's request asks for: the model it names and
-// the most output tokens it allows (max_tokens, max_output_tokens or
-// max_completion_tokens, the largest when several are given), 0 when the
-// body names none or is not a JSON object. A limit written as a
-// fraction or an exponent counts by its value, as an upstream may read
-// it so.
+// Asked is what a model call's request asks for: the model it names
+// (in the body, or for Gemini in the path, models/NAME:generateContent)
+// and the most output tokens it allows (max_tokens, max_output_tokens,
+// max_completion_tokens or Gemini's generationConfig.maxOutputTokens,
+// the largest when several are given), 0 when the body names none or is
+// not a JSON object. A limit written as a fraction or an exponent counts
+// by its value, as an upstream may read it so.
 func (c Call) Asked() (model string, maxOutput int64) {
 	var req struct {
 		Model               any     `json:"model"`
 		MaxTokens           float64 `json:"max_tokens"`
 		MaxOutputTokens     float64 `json:"max_output_tokens"`
 		MaxCompletionTokens float64 `json:"max_completion_tokens"`
+		GenerationConfig    struct {
+			MaxOutputTokens float64 `json:"maxOutputTokens"`
+		} `json:"generationConfig"`
 	}
 	if json.Unmarshal(c.Body, &req) != nil {
 		return "", 0
 	}
 	model, _ = req.Model.(string)
-	m := max(req.MaxTokens, req.MaxOutputTokens, req.MaxCompletionTokens, 0)
+	if _, rest, ok := strings.Cut(c.Path, "/models/"); model == "" && ok {
+		model, _, _ = strings.Cut(rest, ":")
+	}
+	m := max(req.MaxTokens, req.MaxOutputTokens, req.MaxCompletionTokens, req.GenerationConfig.MaxOutputTokens, 0)
 	if m >= 1<<53 {
 		m = 1 << 53
 	}

@@ -31,6 +31,10 @@ const (
 		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"hi\"}}\n\n" +
 		"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":15}}\n\n" +
 		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	geminiJSON = `{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"}}],"usageMetadata":{"promptTokenCount":31,"candidatesTokenCount":9,"totalTokenCount":52,"cachedContentTokenCount":20,"thoughtsTokenCount":12},"modelVersion":"gemini-2.5-pro"}`
+	geminiSSE  = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"he\"}]}}],\"usageMetadata\":{\"promptTokenCount\":40,\"totalTokenCount\":40},\"modelVersion\":\"gemini-2.5-flash\"}\r\n\r\n" +
+		"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"llo\"}]}}],\"usageMetadata\":{\"promptTokenCount\":40,\"candidatesTokenCount\":2,\"totalTokenCount\":42},\"modelVersion\":\"gemini-2.5-flash\"}\r\n\r\n" +
+		"data: {\"candidates\":[{\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":40,\"candidatesTokenCount\":6,\"toolUsePromptTokenCount\":3,\"totalTokenCount\":49},\"modelVersion\":\"gemini-2.5-flash\"}\r\n\r\n"
 )
 
 func TestUsageReader(t *testing.T) {
@@ -49,6 +53,12 @@ func TestUsageReader(t *testing.T) {
 		{"cache figures under the openai meter", judge.MeterOpenAI, "application/json", `{"model":"gpt-5","usage":{"prompt_tokens":3,"cache_creation_input_tokens":150000,"completion_tokens":5}}`, Usage{Model: "gpt-5", InputTokens: 3, OutputTokens: 5}},
 		{"sse without a final newline", judge.MeterOpenAI, "text/event-stream", strings.TrimRight(openAISSE[:strings.Index(openAISSE, "data: [DONE]")], "\n"), Usage{Model: "gpt-5", InputTokens: 100, OutputTokens: 200}},
 		{"crlf sse", judge.MeterAnthropic, "text/event-stream", strings.ReplaceAll(anthropicSSE, "\n", "\r\n"), Usage{Model: "claude-x", InputTokens: 25, OutputTokens: 15}},
+		{"gemini json", judge.MeterGemini, "application/json", geminiJSON, Usage{Model: "gemini-2.5-pro", InputTokens: 31, OutputTokens: 21}},
+		{"gemini sse", judge.MeterGemini, "text/event-stream", geminiSSE, Usage{Model: "gemini-2.5-flash", InputTokens: 43, OutputTokens: 6}},
+		{"gemini json array", judge.MeterGemini, "application/json", "[" + geminiJSON + ",\r\n" + `{"usageMetadata":{"promptTokenCount":31,"candidatesTokenCount":15,"thoughtsTokenCount":12}}` + "]", Usage{Model: "gemini-2.5-pro", InputTokens: 31, OutputTokens: 27}},
+		{"openai names under the gemini meter", judge.MeterGemini, "application/json", openAIJSON, Usage{Unknown: true}},
+		{"gemini names under the openai meter", judge.MeterOpenAI, "text/event-stream", geminiSSE, Usage{Unknown: true}},
+		{"gemini negative counts", judge.MeterGemini, "application/json", `{"usageMetadata":{"promptTokenCount":-1,"candidatesTokenCount":-2}}`, Usage{Unknown: true}},
 		{"no usage", judge.MeterOpenAI, "application/json", `{"model":"gpt-5","choices":[]}`, Usage{Model: "gpt-5", Unknown: true}},
 		{"malformed json", judge.MeterOpenAI, "application/json", `{"model":"gpt-5","usage":{"prompt_tokens":12,`, Usage{Unknown: true}},
 		{"usage of the wrong type", judge.MeterOpenAI, "application/json", `{"usage":{"prompt_tokens":"12"}}`, Usage{Unknown: true}},
@@ -62,18 +72,32 @@ func TestUsageReader(t *testing.T) {
 		{"broken event among good ones", judge.MeterAnthropic, "text/event-stream", "data: {\"usage\":{\n\n" + anthropicSSE, Usage{Model: "claude-x", InputTokens: 25, OutputTokens: 15}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// One byte at a time: every line and object split everywhere.
-			for _, body := range []io.Reader{strings.NewReader(tc.body), iotest.OneByteReader(strings.NewReader(tc.body))} {
-				r := newUsageReader(io.NopCloser(body), tc.meter, tc.ctype)
-				got, err := io.ReadAll(r)
-				if err != nil || string(got) != tc.body {
-					t.Fatalf("relayed %d bytes of %d, %v", len(got), len(tc.body), err)
-				}
-				if u := r.usage(); *u != tc.want {
-					t.Errorf("usage %+v, want %+v", *u, tc.want)
-				}
-			}
+			relaySplit(t, tc.body, tc.want, func(r io.Reader) metered { return newUsageReader(io.NopCloser(r), tc.meter, tc.ctype) })
 		})
+	}
+}
+
+// metered relays a body and reads its usage: a usageReader, a
+// frameMeter.
+type metered interface {
+	io.Reader
+	usage() *Usage
+}
+
+// relaySplit reads body through wrap whole and one byte at a time
+// (every line, object and frame split everywhere), and checks that it
+// is relayed unchanged and its usage is want.
+func relaySplit(t *testing.T, body string, want Usage, wrap func(io.Reader) metered) {
+	t.Helper()
+	for _, r := range []io.Reader{strings.NewReader(body), iotest.OneByteReader(strings.NewReader(body))} {
+		m := wrap(r)
+		got, err := io.ReadAll(m)
+		if err != nil || string(got) != body {
+			t.Fatalf("relayed %d bytes of %d, %v", len(got), len(body), err)
+		}
+		if u := m.usage(); *u != want {
+			t.Errorf("usage %+v, want %+v", *u, want)
+		}
 	}
 }
 

@@ -19,7 +19,7 @@ func TestRuleAndApply(t *testing.T) {
 	os.MkdirAll(y.Path("policies"), 0o750)
 	os.WriteFile(y.PolicyPath(), []byte(policy), 0o640)
 
-	rule, err := Rule("yuko", []byte(`{"name":"docs","match":{"host":"docs.python.org","method":"GET"},"verdict":"allow"}`))
+	rule, err := Rule("yuko", "", []byte(`{"name":"docs","match":{"host":"docs.python.org","method":"GET"},"verdict":"allow"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestRuleAndApply(t *testing.T) {
 	if _, err := build("rex", rule, true); err == nil || !strings.Contains(err.Error(), "may not set match.subject") {
 		t.Errorf("yuko's grant in granted form for rex: %v", err)
 	}
-	detail, err := Apply(y, "yuko", rule)
+	detail, err := Apply(y, Grant{Imp: "yuko"}, rule)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestRuleAndApply(t *testing.T) {
 	if b, err := os.ReadFile(y.PolicyPath() + ".1"); err != nil || string(b) != policy {
 		t.Errorf("backup missing or changed: %v", err)
 	}
-	if d, _ := Apply(y, "yuko", rule); !strings.Contains(d, "already present") {
+	if d, _ := Apply(y, Grant{Imp: "yuko"}, rule); !strings.Contains(d, "already present") {
 		t.Errorf("second apply: %s", d)
 	}
 	if _, err := os.Stat(y.PolicyPath() + ".2"); err == nil {
@@ -75,7 +75,7 @@ func TestRuleRefusesEscapes(t *testing.T) {
 		{`{"name":"x","match":{"host":"a.example","subject":["yuko","org"]},"verdict":"allow"}`, "may not set match.subject"},
 		{`{"name":"x","match":{"host":"a.example","method":"GET","method":"CONNECT"},"verdict":"allow"}`, "duplicate"},
 	} {
-		_, err := Rule("yuko", []byte(tc.rule))
+		_, err := Rule("yuko", "", []byte(tc.rule))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Rule(%s) = %v, want an error naming %q", tc.rule, err, tc.want)
 		}
@@ -92,7 +92,7 @@ func TestRuleRefuses(t *testing.T) {
 		`{"name":"x","match":{"host":"a.example","port":0},"verdict":"allow"}`,
 		`[1,2]`,
 	} {
-		if _, err := Rule("yuko", []byte(bad)); err == nil {
+		if _, err := Rule("yuko", "", []byte(bad)); err == nil {
 			t.Errorf("accepted %s", bad)
 		}
 	}
@@ -100,7 +100,7 @@ func TestRuleRefuses(t *testing.T) {
 	os.MkdirAll(y.Path("policies"), 0o750)
 	os.WriteFile(y.PolicyPath(), []byte(policy), 0o640)
 	raw := []byte(`{"match":{"host":"a.example"},"name":"x","verdict":"allow"}`)
-	if _, err := Apply(y, "yuko", raw); err == nil || !strings.Contains(err.Error(), "not in granted form") {
+	if _, err := Apply(y, Grant{Imp: "yuko"}, raw); err == nil || !strings.Contains(err.Error(), "not in granted form") {
 		t.Errorf("ungranted rule applied: %v", err)
 	}
 	if b, _ := os.ReadFile(y.PolicyPath()); string(b) != policy {

@@ -19,11 +19,11 @@ func TestApplyRefusesUnsafePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	yardtest.Foreign(t, y.PolicyPath())
-	rule, err := Rule("yuko", []byte(`{"name":"docs","match":{"host":"docs.python.org","method":"GET"},"verdict":"allow"}`))
+	rule, err := Rule("yuko", "", []byte(`{"name":"docs","match":{"host":"docs.python.org","method":"GET"},"verdict":"allow"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Apply(y, "yuko", rule); !errors.Is(err, yard.ErrUnsafe) {
+	if _, err := Apply(y, Grant{Imp: "yuko"}, rule); !errors.Is(err, yard.ErrUnsafe) {
 		t.Fatalf("Apply: %v; want ErrUnsafe", err)
 	}
 	yardtest.StillForeign(t, y.PolicyPath(), policy)

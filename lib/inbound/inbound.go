@@ -21,9 +21,11 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/impyard/impyard/lib/config"
@@ -39,16 +41,17 @@ const (
 	// MaxBody bounds a delivery's body (413 beyond).
 	MaxBody = 1 << 20
 	// InFlight bounds the deliveries read at once (503 beyond), so bodies
-	// held together stay under InFlight*MaxBody.
-	InFlight          = 16
-	readHeaderTimeout = 10 * time.Second
-	readTimeout       = 30 * time.Second
-	// bodyTimeout bounds the read of a body once it holds a slot: a
-	// sender that trickles bytes would otherwise keep the slot for all of
-	// readTimeout, and InFlight such senders would refuse every other.
+	// held together stay under InFlight*MaxBody. One client address
+	// holds at most [inbound] conns_per_client of them (at most half),
+	// and a body below min_body_rate loses its slot, so a slow sender
+	// leaves the rest to deliveries arriving at a normal pace.
+	InFlight    = 16
+	readTimeout = 30 * time.Second
+	// bodyTimeout bounds the read of a body once it holds a slot, however
+	// fast it comes: a sender keeping just above the minimum rate would
+	// otherwise keep the slot for all of readTimeout.
 	bodyTimeout    = 10 * time.Second
 	writeTimeout   = 30 * time.Second
-	idleTimeout    = 60 * time.Second
 	maxHeaderBytes = 16 << 10
 )
 
@@ -60,6 +63,7 @@ var (
 	ErrUnknownSource = errors.New("no such inbound source")
 	ErrMethod        = errors.New("only POST is served")
 	ErrTooLarge      = errors.New("body over the limit")
+	ErrSlow          = errors.New("body arrived too slowly")
 	ErrBusy          = errors.New("too many deliveries at once")
 	ErrSignature     = errors.New("bad or missing signature")
 	ErrStale         = errors.New("timestamp outside the window")
@@ -79,6 +83,14 @@ type Relay struct {
 	now func() time.Time
 	// bodyTimeout is bodyTimeout, shorter in tests.
 	bodyTimeout time.Duration
+	// bodyGrace is bodyGrace, shorter in tests.
+	bodyGrace time.Duration
+	// The limits on slow senders, from [inbound].
+	connsPerClient int
+	minBodyRate    int64
+	headerTimeout  time.Duration
+	// clients is the listener's bound per client, once Serve runs.
+	clients atomic.Pointer[clientLimit]
 	// tls, when set, is the certificate the listener serves HTTPS with.
 	tls *certFiles
 
@@ -100,7 +112,18 @@ func New(y *yard.Yard, h string, in config.Inbound, logf func(format string, a .
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	r := &Relay{yard: y, sources: map[string]*source{}, slots: make(chan struct{}, InFlight), logf: logf, now: time.Now, bodyTimeout: bodyTimeout, pruned: map[string]time.Time{}}
+	r := &Relay{yard: y, sources: map[string]*source{}, slots: make(chan struct{}, InFlight), logf: logf, now: time.Now, bodyTimeout: bodyTimeout, bodyGrace: bodyGrace, pruned: map[string]time.Time{},
+		connsPerClient: in.ConnsPerClient, minBodyRate: in.MinBodyRate, headerTimeout: in.HeaderTimeout.Duration}
+	// A configuration not read from org.toml (a test's) has no defaults.
+	if r.connsPerClient <= 0 {
+		r.connsPerClient = config.DefaultConnsPerClient
+	}
+	if r.minBodyRate <= 0 {
+		r.minBodyRate = config.DefaultMinBodyRate
+	}
+	if r.headerTimeout <= 0 {
+		r.headerTimeout = config.DefaultInboundHeaderTimeout
+	}
 	if in.TLSCert != "" {
 		c, err := tlsFiles(h, in.TLSCert, in.TLSKey, logf)
 		if err != nil {
@@ -157,17 +180,25 @@ func (r *Relay) Sources() []string { return slices.Sorted(maps.Keys(r.sources)) 
 
 // Serve serves the relay on ln until ctx ends, then gives open
 // deliveries up to grace to finish; over TLS when [inbound] names a
-// certificate.
+// certificate. Each client address holds at most conns_per_client
+// connections, counted before the TLS handshake, which like the headers
+// must be over within header_timeout.
 func (r *Relay) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	cl := limitClients(ln, r.connsPerClient)
+	r.clients.Store(cl)
+	ln = cl
 	srv := &http.Server{
 		Handler:           r,
-		ReadHeaderTimeout: readHeaderTimeout,
+		ReadHeaderTimeout: r.headerTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	// One connection, one delivery: an idle kept-alive connection would
+	// count against its sender's conns_per_client while holding nothing,
+	// and webhook senders gain little from reuse.
+	srv.SetKeepAlivesEnabled(false)
 	if r.tls != nil {
 		ln = tls.NewListener(ln, r.tls.config())
 	}
@@ -223,7 +254,7 @@ func refuse(status int, err error) answer { return answer{status: status, err: e
 // shown is a refusal as the sender hears it: the sentinel's text, never
 // the detail (a file name, a lock) the record keeps.
 func (a answer) shown() string {
-	for _, s := range []error{ErrUnknownSource, ErrMethod, ErrTooLarge, ErrBusy, ErrSignature, ErrStale, ErrReplay, ErrNotOwner, ErrMalformed, ErrFile} {
+	for _, s := range []error{ErrUnknownSource, ErrMethod, ErrTooLarge, ErrSlow, ErrBusy, ErrSignature, ErrStale, ErrReplay, ErrNotOwner, ErrMalformed, ErrFile} {
 		if errors.Is(a.err, s) {
 			return s.Error()
 		}
@@ -249,14 +280,15 @@ func (r *Relay) deliver(w http.ResponseWriter, req *http.Request, rec *Record) a
 	default:
 		return refuse(http.StatusServiceUnavailable, ErrBusy)
 	}
-	// A connection without deadlines (a test's recorder) reads as before.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(r.bodyTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, MaxBody))
+	paced := newPaced(req.Body, w, time.Now(), r.bodyGrace, r.bodyTimeout, r.minBodyRate)
+	body, err := io.ReadAll(http.MaxBytesReader(w, io.NopCloser(paced), MaxBody))
 	rec.Bytes = int64(len(body))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
 		return refuse(http.StatusRequestEntityTooLarge, fmt.Errorf("%w of %d bytes", ErrTooLarge, MaxBody))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return refuse(http.StatusRequestTimeout, fmt.Errorf("%w: %d bytes in %s, below %d bytes a second or past %s: %v", ErrSlow, len(body), time.Since(paced.start).Round(time.Millisecond), r.minBodyRate, r.bodyTimeout, err))
 	case err != nil:
 		return refuse(http.StatusBadRequest, fmt.Errorf("%w: reading the body: %v", ErrMalformed, err))
 	}

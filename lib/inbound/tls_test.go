@@ -1,7 +1,6 @@
 package inbound_test
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -79,15 +78,8 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rel.Serve(ctx, ln, time.Second) }()
-	t.Cleanup(func() { cancel(); <-done })
-	url := "https://" + ln.Addr().String() + inbound.Prefix + "github"
+	addr := serveRelay(t, rel)
+	url := "https://" + addr + inbound.Prefix + "github"
 
 	// served reports the certificate a fresh connection is given, and
 	// posts one signed delivery over it.
@@ -111,7 +103,7 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("served %v with status %d, want the first certificate and 202", got.Subject, code)
 	}
 	// Plain HTTP on the TLS listener files nothing.
-	resp, err := http.Post("http://"+ln.Addr().String()+inbound.Prefix+"github", "application/json", strings.NewReader(`{"n":9}`))
+	resp, err := http.Post("http://"+addr+inbound.Prefix+"github", "application/json", strings.NewReader(`{"n":9}`))
 	if err == nil {
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusAccepted {

@@ -19,9 +19,16 @@
 //   - A credential placeholder passes only in the header where the
 //     deciding rule injects that very secret.
 //   - A protocol upgrade passes only under a rule whose headerContains
-//     names upgrade, and a CONNECT inside a request only under a rule
-//     whose method names CONNECT: the gateway cannot read what follows.
+//     names upgrade, or, for a WebSocket upgrade (GET with Upgrade:
+//     websocket alone), a rule with websocket set; a CONNECT inside a
+//     request only under a rule whose method names CONNECT: the gateway
+//     cannot read what follows.
 //   - A JSON-RPC batch passes only if every call in it would pass alone.
+//   - A query, JSON body or MCP arguments the judge cannot read without
+//     guessing (see query.go and body.go) hold no condition on them; a
+//     body is read once per request however many rules read it.
+//   - A rule that expires matches nothing from its expires on, and
+//     nothing when the request's time is unknown.
 //
 // A Policy is immutable and safe for concurrent use. The common case, an
 // allowed request to a named host, does not allocate.
@@ -31,10 +38,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/impyard/impyard/lib/mcp"
+	"github.com/impyard/impyard/lib/rate"
 )
 
 // Verdict is what the gateway does with a request. The zero value is
@@ -68,7 +78,7 @@ type Request struct {
 	Host     string      // canonical, from CanonicalHost
 	Port     int         // 1..65535
 	Path     string      // as sent, not unescaped; rules see its NormalPath
-	Query    string      // raw query, for the record; no rule matches it
+	Query    string      // raw query, as sent; query rules see it decoded (see query.go)
 	Header   http.Header // as received, hop-by-hop headers included
 	BodySize int64       // bytes, after any Content-Encoding is undone
 
@@ -78,6 +88,16 @@ type Request struct {
 	Addr netip.Addr // resolved destination; the zero Addr: not resolved yet
 
 	Placeholders []Placeholder // from FindPlaceholders
+
+	// Body is the body as forwarded, Content-Encoding undone; json rules
+	// read it only when its length is BodySize.
+	Body []byte
+	Task string    // the task the subject's credentials were issued for; "" for none
+	Time time.Time // when the request is judged; zero: no rule that expires matches
+	// FromRecord: rebuilt from a decision record, which holds no body and
+	// redacts some query values (see RecordRedacted), nor a task. A rule
+	// reading the body or task then decides nothing: Decision.Unknown.
+	FromRecord bool
 }
 
 // Decision is the judge's answer, with what the gateway needs to act on it.
@@ -89,7 +109,25 @@ type Decision struct {
 	NeedsAddr bool           // resolve, then judge again with the address before connecting
 	Networks  []netip.Prefix // the deciding rule's network field; read-only
 	Inject    *Inject        // the deciding rule's credential, if any; read-only
-	Meter     string         // the deciding rule's meter: MeterOpenAI, MeterAnthropic or ""
+	Meter     string         // the deciding rule's meter: MeterOpenAI, MeterAnthropic, MeterGemini or ""
+	// WebSocket: the request asks for a WebSocket upgrade, which the
+	// deciding rule's websocket key allows.
+	WebSocket bool
+	Timeout   time.Duration // the deciding rule's upstream timeout; 0 for the gateway's default
+	// Unknown: the request came from a record, and the first rule that
+	// could match reads the body or the task, which records do not hold.
+	// The verdict is Deny, and no more than a placeholder.
+	Unknown bool
+	// Rated are the rules with a rate that allowed the request (each
+	// call of a batch), each once: the gateway counts the request
+	// against each per subject and refuses it past any (429).
+	Rated []Rated
+}
+
+// Rated is a rule that allowed a request and the rate it allows it at.
+type Rated struct {
+	Rule string
+	Rate rate.Limit
 }
 
 // Meters: the model APIs whose token usage the gateway reads from a
@@ -97,6 +135,7 @@ type Decision struct {
 const (
 	MeterOpenAI    = "openai"
 	MeterAnthropic = "anthropic"
+	MeterGemini    = "gemini"
 )
 
 // Inject names a secret the gateway sets as a header on the way out.
@@ -123,6 +162,7 @@ type Rule struct {
 // Policy is a parsed policy. A nil *Policy denies everything.
 type Policy struct {
 	rules      []rule
+	docs       *docTries
 	report     bool
 	upstreamCA string
 	redact     []string // lower-case header names
@@ -137,6 +177,9 @@ type rule struct {
 	m           matcher
 	inject      *Inject
 	meter       string
+	websocket   bool // the rule may allow a WebSocket upgrade
+	timeout     time.Duration
+	rate        rate.Limit // zero: no rate
 	allowReason string
 	denyReason  string
 	maybeReason string
@@ -228,7 +271,7 @@ func (p *Policy) prepare(r *Request) (input, Decision, bool) {
 	if c, err := CanonicalHost(r.Host); err != nil || c != r.Host {
 		return input{}, deny("", "host is not in canonical form"), false
 	}
-	in := input{Request: r, upgrade: wantsUpgrade(r.Header)}
+	in := input{Request: r, upgrade: wantsUpgrade(r.Header), docs: p.docs}
 	in.path = NormalPath(r.Path)
 	// The normal form is checked too: a stray % before an escape ("%2%66")
 	// is a double-encoded slash to a server that decodes twice, and reads
@@ -285,6 +328,8 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 		case fieldTraversal:
 			traversed = traversed || rl.verdict != Deny
 			continue
+		case fieldUnknown:
+			return Decision{Rule: rl.name, Reason: rl.label + " reads the request body or task, which a record does not hold", Unknown: true}, false
 		default:
 			continue
 		}
@@ -296,7 +341,7 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 				if rl.verdict == Deny {
 					continue
 				}
-				return Decision{Verdict: Allow, Rule: rl.name, Reason: rl.maybeReason, NeedsAddr: true, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter}, true
+				return Decision{Verdict: Allow, Rule: rl.name, Reason: rl.maybeReason, NeedsAddr: true, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter, Timeout: rl.timeout, Rated: rl.rated()}, true
 			}
 			if !containsAddr(rl.m.networks, in.addr) {
 				continue
@@ -305,13 +350,21 @@ func (p *Policy) judgeOne(in *input) (d Decision, maybe bool) {
 		if rl.verdict == Deny {
 			return soften(deny(rl.name, rl.denyReason), rl.report, in), false
 		}
-		return admit(Decision{Verdict: Allow, Rule: rl.name, Reason: rl.allowReason, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter}, rl, in), false
+		return admit(Decision{Verdict: Allow, Rule: rl.name, Reason: rl.allowReason, Networks: rl.m.networks, Inject: rl.inject, Meter: rl.meter, Timeout: rl.timeout, Rated: rl.rated()}, rl, in), false
 	}
 	reason := reasonNoMatch
 	if traversed {
 		reason = reasonTraversal
 	}
 	return soften(deny("", reason), p.report, in), false
+}
+
+// rated is the rule's rate as a Decision carries it, nil without one.
+func (rl *rule) rated() []Rated {
+	if rl.rate.IsZero() {
+		return nil
+	}
+	return []Rated{{rl.name, rl.rate}}
 }
 
 // soften applies report mode to a deny: it becomes an allow that keeps
@@ -332,6 +385,8 @@ func admit(d Decision, rl *rule, in *input) Decision {
 		who = rl.label
 	}
 	switch {
+	case in.upgrade && rl != nil && !rl.m.upgrade && rl.websocket && webSocket(in.Request):
+		d.WebSocket = true
 	case in.upgrade && (rl == nil || !rl.m.upgrade):
 		return deny(d.Rule, "request asks for a protocol upgrade and "+who+" does not allow it")
 	case asciiEqualFold(in.Method, "CONNECT") && (rl == nil || !rl.m.connect):
@@ -387,6 +442,11 @@ func (p *Policy) judgeBatch(in *input, calls []mcp.Call) Decision {
 			return deny(d.Rule, callLabel(i, in.call)+": allowed by a rule with another credential than the calls before it")
 		}
 		out.NeedsAddr = out.NeedsAddr || d.NeedsAddr
+		for _, r := range d.Rated {
+			if !slices.ContainsFunc(out.Rated, func(o Rated) bool { return o.Rule == r.Rule }) {
+				out.Rated = append(out.Rated, r)
+			}
+		}
 		switch {
 		case d.WouldDeny && !out.WouldDeny:
 			out.WouldDeny, out.Rule, out.Reason = true, d.Rule, d.Reason
@@ -478,6 +538,38 @@ func (p *Policy) JudgeConnectAddr(host string, port int, subject string, addr ne
 	return deny("", reasonNoMatch)
 }
 
+// Credentials reports whether r, a request or CONNECT without a subject
+// that the policy does not allow, meets an allow or tunnel rule scoped
+// to a subject in every other field, the network aside: proxy
+// credentials could change the answer, so the gateway asks for them
+// (407) rather than refuse. A CONNECT (r.Method CONNECT) is compared on
+// what it shows.
+func (p *Policy) Credentials(r *Request) bool {
+	if r == nil || r.Subject != "" {
+		return false
+	}
+	in, _, ok := p.prepare(r)
+	if !ok {
+		return false
+	}
+	if r.MCP != nil && !r.MCP.Batch && len(r.MCP.Calls) == 1 {
+		in.call = &r.MCP.Calls[0]
+	}
+	connect := asciiEqualFold(r.Method, "CONNECT")
+	for i := range p.rules {
+		rl := &p.rules[i]
+		if len(rl.m.subjects) == 0 || rl.verdict == Deny {
+			continue
+		}
+		m := rl.m
+		m.subjects, m.networks = nil, nil
+		if connect && m.connectMismatch(&in) == fieldNone || !connect && m.mismatch(&in) == fieldNone {
+			return true
+		}
+	}
+	return false
+}
+
 // Explain says, for each rule in order up to the first that matches, why
 // it did not match the request; for a batch, per call. A request refused
 // before any rule is tried yields one Trace with the reason.
@@ -525,7 +617,14 @@ func (p *Policy) explain(in *input, prefix string) []Trace {
 				continue
 			}
 		}
-		return append(out, Trace{Rule: rl.name, Matched: true, Why: prefix + "matches: " + rl.verdict.String()})
+		why := prefix + "matches: " + rl.verdict.String()
+		if c := rl.m.conditions(in); c != "" {
+			why += " (" + c + ")"
+		}
+		if !rl.rate.IsZero() {
+			why += fmt.Sprintf(", at most %s per subject (past it 429 with Retry-After)", rl.rate)
+		}
+		return append(out, Trace{Rule: rl.name, Matched: true, Why: why})
 	}
 	return out
 }

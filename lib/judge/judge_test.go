@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/impyard/impyard/lib/mcp"
 )
@@ -41,13 +42,35 @@ func base() *Request {
 	}
 }
 
+// matchCase is a match field under test: base(), changed by mod, under a
+// lone allow rule with match, is allowed when want is.
+type matchCase struct {
+	name  string
+	match string
+	mod   func(*Request)
+	want  bool
+}
+
+func runMatchCases(t *testing.T, tests []matchCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := policy(t, `{"name":"r","match":`+tt.match+`,"verdict":"allow"}`)
+			r := base()
+			tt.mod(r)
+			got := p.Judge(r)
+			if (got.Verdict == Allow) != tt.want {
+				t.Errorf("match %s, body %.80q: got %+v, want match=%v\ntrace: %+v", tt.match, r.Body, got, tt.want, p.Explain(r))
+			}
+			if !tt.want && got.Rule != "" {
+				t.Errorf("a rule that does not match decided: %+v", got)
+			}
+		})
+	}
+}
+
 func TestMatchFields(t *testing.T) {
-	tests := []struct {
-		name  string
-		match string
-		mod   func(*Request)
-		want  bool
-	}{
+	runMatchCases(t, []matchCase{
 		{"no match field", `{}`, func(r *Request) {}, true},
 
 		{"protocol", `{"protocol":"https"}`, func(r *Request) {}, true},
@@ -140,21 +163,7 @@ func TestMatchFields(t *testing.T) {
 
 		{"all fields hold", `{"host":"api.example.com","method":"GET","port":443}`, func(r *Request) {}, true},
 		{"one field fails", `{"host":"api.example.com","method":"GET","port":80}`, func(r *Request) {}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := policy(t, `{"name":"r","match":`+tt.match+`,"verdict":"allow"}`)
-			r := base()
-			tt.mod(r)
-			got := p.Judge(r)
-			if (got.Verdict == Allow) != tt.want {
-				t.Errorf("match %s: got %+v, want match=%v\ntrace: %+v", tt.match, got, tt.want, p.Explain(r))
-			}
-			if !tt.want && got.Rule != "" {
-				t.Errorf("a rule that does not match decided: %+v", got)
-			}
-		})
-	}
+	})
 }
 
 func TestDecisions(t *testing.T) {
@@ -857,5 +866,103 @@ func TestMeterOfTheDecidingRule(t *testing.T) {
 		if d.Verdict != Allow || d.Meter != want {
 			t.Errorf("%s: %v meter %q, want allow meter %q", host, d.Verdict, d.Meter, want)
 		}
+	}
+}
+
+// A websocket rule lets a WebSocket handshake through, and only that:
+// another upgrade, or a WebSocket upgrade listing another protocol too,
+// stays denied; without the key a WebSocket is denied as before.
+func TestWebSocketRule(t *testing.T) {
+	p := policy(t,
+		`{"name": "responses", "match": {"protocol": "https", "host": "api.openai.com", "pathPrefix": "/v1/responses"}, "verdict": "allow", "websocket": true, "meter": "openai", "timeout": "600s"}`,
+		`{"name": "plain", "match": {"protocol": "https", "host": "api.example.com"}, "verdict": "allow", "websocket": false}`)
+	ws := func(host, method string, h http.Header) Decision {
+		return p.Judge(&Request{Protocol: "https", Method: method, Host: host, Port: 443, Path: "/v1/responses", Header: h, Addr: mustAddr("93.184.216.34")})
+	}
+	up := http.Header{"Upgrade": {"websocket"}, "Connection": {"Upgrade"}}
+	if d := ws("api.openai.com", "GET", up); d.Verdict != Allow || !d.WebSocket || d.Meter != MeterOpenAI || d.Timeout != 600*time.Second {
+		t.Errorf("websocket under a websocket rule: %+v", d)
+	}
+	if d := ws("api.openai.com", "POST", http.Header{}); d.Verdict != Allow || d.WebSocket {
+		t.Errorf("a plain request under a websocket rule: %+v", d)
+	}
+	for name, tc := range map[string]struct {
+		host, method string
+		h            http.Header
+	}{
+		"h2c":                  {"api.openai.com", "GET", http.Header{"Upgrade": {"h2c"}, "Connection": {"Upgrade"}}},
+		"two protocols":        {"api.openai.com", "GET", http.Header{"Upgrade": {"websocket, h2c"}, "Connection": {"Upgrade"}}},
+		"two Upgrade fields":   {"api.openai.com", "GET", http.Header{"Upgrade": {"websocket", "websocket"}}},
+		"POST":                 {"api.openai.com", "POST", up},
+		"websocket: false":     {"api.example.com", "GET", up},
+		"connection upgrade":   {"api.openai.com", "GET", http.Header{"Connection": {"upgrade"}}},
+		"lower-case field key": {"api.openai.com", "GET", http.Header{"upgrade": {"h2c"}}},
+	} {
+		if d := ws(tc.host, tc.method, tc.h); d.Verdict != Deny || d.WebSocket || !strings.Contains(d.Reason, "protocol upgrade") {
+			t.Errorf("%s: %+v, want denied as an upgrade", name, d)
+		}
+	}
+}
+
+// A rule's timeout rides on its decisions; other rules have none.
+func TestRuleTimeout(t *testing.T) {
+	p := policy(t,
+		`{"name": "slow", "match": {"protocol": "https", "host": "api.anthropic.com"}, "verdict": "allow", "meter": "anthropic", "timeout": "10m"}`,
+		`{"name": "near", "match": {"host": "localhost", "network": "127.0.0.0/8"}, "verdict": "allow", "timeout": "1.5s"}`,
+		`{"name": "plain", "match": {"protocol": "https", "host": "example.com"}, "verdict": "allow"}`)
+	for host, want := range map[string]time.Duration{"api.anthropic.com": 10 * time.Minute, "localhost": 1500 * time.Millisecond, "example.com": 0} {
+		r := &Request{Protocol: "https", Method: "POST", Host: host, Port: 443}
+		d := p.Judge(r)
+		if d.Timeout != want {
+			t.Errorf("%s before the address: timeout %v, want %v", host, d.Timeout, want)
+		}
+		r.Addr = mustAddr("93.184.216.34")
+		if host == "localhost" {
+			r.Addr = mustAddr("127.0.0.1")
+		}
+		if d := p.Judge(r); d.Verdict != Allow || d.Timeout != want {
+			t.Errorf("%s: %v timeout %v, want allow %v", host, d.Verdict, d.Timeout, want)
+		}
+	}
+}
+
+// Credentials holds for an anonymous request that only a rule scoped to
+// a subject would allow, and for nothing else.
+func TestCredentials(t *testing.T) {
+	p := policy(t,
+		`{"name": "open", "match": {"protocol": "https", "host": "example.com"}, "verdict": "allow"}`,
+		`{"name": "git", "match": {"host": "git.example.com", "pathPrefix": "/repo.git/", "subject": "yuko", "network": "10.0.0.0/8"}, "verdict": "allow"}`,
+		`{"name": "deny-scoped", "match": {"host": "secret.example.com", "subject": "*"}, "verdict": "deny"}`,
+		`{"name": "pipe", "match": {"host": "pinned.example.com", "subject": "yuko"}, "verdict": "tunnel"}`)
+	req := func(subject, method, host, path string) *Request {
+		return &Request{Subject: subject, Protocol: "http", Method: method, Host: host, Port: 80, Path: path, Header: http.Header{}}
+	}
+	for _, tc := range []struct {
+		r    *Request
+		want bool
+	}{
+		{req("", "GET", "git.example.com", "/repo.git/info/refs"), true},
+		{req("", "CONNECT", "git.example.com", ""), true},
+		{req("", "CONNECT", "pinned.example.com", ""), true},
+		{req("", "GET", "git.example.com", "/other.git/info/refs"), false},
+		{req("yuko", "GET", "git.example.com", "/repo.git/info/refs"), false},
+		{req("", "GET", "secret.example.com", "/"), false},
+		{req("", "GET", "example.com", "/"), false},
+		{req("", "GET", "Git.Example.com", "/repo.git/"), false},
+	} {
+		if got := p.Credentials(tc.r); got != tc.want {
+			t.Errorf("%s %s%s subject %q: Credentials %v, want %v", tc.r.Method, tc.r.Host, tc.r.Path, tc.r.Subject, got, tc.want)
+		}
+	}
+	if (*Policy)(nil).Credentials(req("", "GET", "git.example.com", "/repo.git/")) {
+		t.Error("a nil policy asks for credentials")
+	}
+}
+
+func TestGeminiMeter(t *testing.T) {
+	p := policy(t, `{"name": "gemini", "match": {"protocol": "https", "host": "generativelanguage.googleapis.com"}, "verdict": "allow", "meter": "gemini"}`)
+	d := p.Judge(&Request{Protocol: "https", Method: "POST", Host: "generativelanguage.googleapis.com", Port: 443, Addr: mustAddr("142.250.74.10")})
+	if d.Verdict != Allow || d.Meter != MeterGemini {
+		t.Errorf("%+v, want allow metered by gemini", d)
 	}
 }

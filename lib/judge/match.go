@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gobwas/glob"
 
@@ -30,6 +31,12 @@ type matcher struct {
 	// eitherPath: a prefix need hold for the path read one way only, with
 	// or without ;parameters (deny rules); else both ways (see path.go).
 	eitherPath bool
+	query      []queryCond
+	queryExact bool        // a parameter not named in query is no match
+	json       []valueCond // pointers into a JSON body
+	jsonAbsent []valueCond // pointers that must not resolve (values nil)
+	tasks      []pattern
+	expires    time.Time // zero: never; else the rule holds only before it
 }
 
 type hostPattern struct {
@@ -50,13 +57,17 @@ type headerCond struct {
 }
 
 type mcpMatch struct {
-	methods []string
-	tools   []pattern
+	methods   []string
+	tools     []pattern
+	arguments []valueCond // pointers into params.arguments of tools/call
 }
 
 // requestLevel reports fields that only a request, not a CONNECT, shows.
+// A task and an expiry are among them: a CONNECT is judged without its
+// task or the time, so a rule with either is decided per request.
 func (m *matcher) requestLevel() bool {
-	return len(m.methods) > 0 || len(m.prefixes) > 0 || len(m.headers) > 0 || m.maxBody >= 0 || m.mcp != nil
+	return len(m.methods) > 0 || len(m.prefixes) > 0 || len(m.headers) > 0 || m.maxBody >= 0 || m.mcp != nil ||
+		m.query != nil || m.queryExact || m.json != nil || m.jsonAbsent != nil || m.tasks != nil || !m.expires.IsZero()
 }
 
 // field names the match field that failed, so that matching has one
@@ -75,6 +86,12 @@ const (
 	fieldBody
 	fieldHeader
 	fieldMCP
+	fieldExpired
+	fieldTask
+	fieldQuery
+	fieldJSON
+	fieldArguments
+	fieldUnknown // the body decides, and a record does not hold it
 )
 
 // input is a request with what the judge derives from it once.
@@ -86,6 +103,51 @@ type input struct {
 	upgrade   bool       // the request asks for a protocol upgrade
 	path      string     // NormalPath of the request's path
 	bare      string     // path without ;parameters
+
+	// Read on first use, once per request however many rules ask.
+	docs      *docTries
+	params    []param
+	paramsOK  bool
+	paramsSet bool
+	body      document
+	bodySet   bool
+	args      document
+	argsOf    *mcp.Call // the call args was read from
+}
+
+// queryParams is the request's decoded query.
+func (in *input) queryParams() ([]param, bool) {
+	if !in.paramsSet {
+		in.params, in.paramsOK = parseQuery(in.Query)
+		in.paramsSet = true
+	}
+	return in.params, in.paramsOK
+}
+
+// jsonBody is the request body read against the policy's body pointers:
+// only a body declared JSON, and not over MaxJSONBody, is read.
+func (in *input) jsonBody() document {
+	if !in.bodySet {
+		in.bodySet = true
+		ct := in.Header.Values("Content-Type")
+		if len(ct) == 1 && mcp.IsJSONType(ct[0]) && int64(len(in.Body)) == in.BodySize && len(in.Body) <= MaxJSONBody {
+			in.body = readDocument(in.Body, in.docs.body, in.docs.bodySlots)
+		}
+	}
+	return in.body
+}
+
+// arguments is the judged call's params.arguments read against the
+// policy's argument pointers.
+func (in *input) arguments() document {
+	if in.argsOf != in.call {
+		in.argsOf = in.call
+		in.args = document{}
+		if in.call != nil && in.call.Method == "tools/call" && len(in.call.Arguments) > 0 {
+			in.args = readDocument(in.call.Arguments, in.docs.args, in.docs.argSlots)
+		}
+	}
+	return in.args
 }
 
 // connectMismatch checks the fields a CONNECT shows. Network is left to
@@ -108,6 +170,9 @@ func (m *matcher) mismatch(in *input) field {
 	if f := m.connectMismatch(in); f != fieldNone {
 		return f
 	}
+	if f := m.timeMismatch(in); f != fieldNone {
+		return f
+	}
 	if len(m.methods) > 0 && !containsFold(m.methods, in.Method) {
 		return fieldMethod
 	}
@@ -127,10 +192,95 @@ func (m *matcher) mismatch(in *input) field {
 			return fieldHeader
 		}
 	}
-	if m.mcp != nil && !m.mcp.match(in.call) {
-		return fieldMCP
+	if m.query != nil || m.queryExact {
+		if !m.queryHolds(in) {
+			return fieldQuery
+		}
+	}
+	if m.json != nil || m.jsonAbsent != nil {
+		if in.FromRecord {
+			return fieldUnknown
+		}
+		if !m.jsonHolds(in) {
+			return fieldJSON
+		}
+	}
+	if m.mcp != nil {
+		if !m.mcp.match(in.call) {
+			return fieldMCP
+		}
+		if m.mcp.arguments != nil {
+			if in.FromRecord {
+				return fieldUnknown
+			}
+			if !m.argumentsHold(in) {
+				return fieldArguments
+			}
+		}
 	}
 	return fieldNone
+}
+
+// timeMismatch checks the fields a request's circumstances decide: when
+// it is judged and for which task.
+func (m *matcher) timeMismatch(in *input) field {
+	switch {
+	case !m.expires.IsZero() && (in.Time.IsZero() || !in.Time.Before(m.expires)):
+		return fieldExpired
+	case m.tasks != nil && in.FromRecord:
+		return fieldUnknown
+	case m.tasks != nil && (in.Task == "" || !anyGlob(m.tasks, in.Task)):
+		return fieldTask
+	}
+	return fieldNone
+}
+
+func (m *matcher) queryHolds(in *input) bool {
+	params, ok := in.queryParams()
+	if !ok {
+		return false
+	}
+	for i := range m.query {
+		if !m.query[i].holds(params, in.FromRecord) {
+			return false
+		}
+	}
+	if m.queryExact {
+		for _, p := range params {
+			if !slices.ContainsFunc(m.query, func(c queryCond) bool { return c.name == p.name }) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (m *matcher) jsonHolds(in *input) bool {
+	doc := in.jsonBody()
+	return doc.ok && valuesHold(m.json, doc) && absentHold(m.jsonAbsent, doc)
+}
+
+func (m *matcher) argumentsHold(in *input) bool {
+	doc := in.arguments()
+	return doc.ok && valuesHold(m.mcp.arguments, doc)
+}
+
+func valuesHold(conds []valueCond, doc document) bool {
+	for i := range conds {
+		if !conds[i].holds(doc.values[conds[i].slot]) {
+			return false
+		}
+	}
+	return true
+}
+
+func absentHold(conds []valueCond, doc document) bool {
+	for _, c := range conds {
+		if doc.values[c.slot] != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *matcher) pathMatch(in *input) bool {
@@ -217,6 +367,19 @@ func headerHas(h http.Header, name, substr string) bool {
 		}
 	}
 	return false
+}
+
+// webSocket reports a WebSocket opening handshake (RFC 6455): a GET
+// whose one Upgrade value is websocket. An Upgrade that lists other
+// protocols too could be answered with one of those.
+func webSocket(r *Request) bool {
+	var up []string
+	for k, vs := range r.Header {
+		if asciiEqualFold(k, "upgrade") {
+			up = append(up, vs...)
+		}
+	}
+	return r.Method == http.MethodGet && len(up) == 1 && asciiEqualFold(strings.TrimSpace(up[0]), "websocket")
 }
 
 func wantsUpgrade(h http.Header) bool {
@@ -323,6 +486,20 @@ func (m *matcher) why(f field, in *input) string {
 				return "no header " + h.name + " containing " + quote(h.substr)
 			}
 		}
+	case fieldExpired:
+		if in.Time.IsZero() {
+			return "expires " + m.expires.UTC().Format(time.RFC3339) + " and the request's time is unknown"
+		}
+		return "expired " + m.expires.UTC().Format(time.RFC3339)
+	case fieldTask:
+		if in.Task == "" {
+			return "no task, and the rule names tasks " + list(patterns(m.tasks))
+		}
+		return "task " + quote(in.Task) + " not in " + list(patterns(m.tasks))
+	case fieldQuery, fieldJSON, fieldArguments:
+		return m.conditions(in)
+	case fieldUnknown:
+		return "reads the request body or task, which a record does not hold: cannot be re-judged"
 	case fieldMCP:
 		switch c := in.call; {
 		case c == nil:
@@ -336,6 +513,68 @@ func (m *matcher) why(f field, in *input) string {
 		}
 	}
 	return "matches"
+}
+
+// conditions names each query, json and argument condition of the rule
+// and whether it held, for Explain.
+func (m *matcher) conditions(in *input) string {
+	var out []string
+	held := func(ok bool) string {
+		if ok {
+			return " held"
+		}
+		return " failed"
+	}
+	if m.query != nil || m.queryExact {
+		params, ok := in.queryParams()
+		if !ok {
+			out = append(out, "query unreadable (malformed or double-encoded escape, control character or ;) failed")
+		} else {
+			for i := range m.query {
+				out = append(out, m.query[i].describe()+held(m.query[i].holds(params, in.FromRecord)))
+			}
+			if m.queryExact {
+				extra := ""
+				for _, p := range params {
+					if !slices.ContainsFunc(m.query, func(c queryCond) bool { return c.name == p.name }) {
+						extra = p.name
+						break
+					}
+				}
+				if extra != "" {
+					out = append(out, "queryExact failed (parameter "+quote(extra)+" is not named)")
+				} else {
+					out = append(out, "queryExact held")
+				}
+			}
+		}
+	}
+	if m.json != nil || m.jsonAbsent != nil {
+		doc := in.jsonBody()
+		if !doc.ok {
+			out = append(out, "body is not a JSON document the judge reads (declared JSON, at most 1 MiB, valid, no key twice on a pointer's path) failed")
+		} else {
+			for i := range m.json {
+				c := &m.json[i]
+				out = append(out, "json "+c.ptr.text+" = "+c.describe()+held(c.holds(doc.values[c.slot])))
+			}
+			for _, c := range m.jsonAbsent {
+				out = append(out, "json "+c.ptr.text+" absent"+held(doc.values[c.slot] == nil))
+			}
+		}
+	}
+	if m.mcp != nil && m.mcp.arguments != nil && m.mcp.match(in.call) {
+		doc := in.arguments()
+		if !doc.ok {
+			out = append(out, "arguments are not a JSON document the judge reads (valid, no key twice on a pointer's path) failed")
+		} else {
+			for i := range m.mcp.arguments {
+				c := &m.mcp.arguments[i]
+				out = append(out, "argument "+c.ptr.text+" = "+c.describe()+held(c.holds(doc.values[c.slot])))
+			}
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func patterns(ps []pattern) []string {

@@ -11,9 +11,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gobwas/glob"
 
+	"github.com/impyard/impyard/lib/rate"
 	"github.com/impyard/impyard/lib/strictjson"
 )
 
@@ -41,6 +43,11 @@ type ruleFile struct {
 	Mode    *string         `json:"mode"`
 	Inject  *injectFile     `json:"inject"`
 	Meter   *string         `json:"meter"`
+	// WebSocket and Timeout: see parseRule.
+	WebSocket *bool   `json:"websocket"`
+	Timeout   *string `json:"timeout"`
+	Rate      *string `json:"rate"`
+	Expires   *string `json:"expires"`
 }
 
 type matchFile struct {
@@ -54,11 +61,17 @@ type matchFile struct {
 	MCP            *mcpFile        `json:"mcp"`
 	Network        json.RawMessage `json:"network"`
 	Subject        json.RawMessage `json:"subject"`
+	Query          json.RawMessage `json:"query"`
+	QueryExact     *bool           `json:"queryExact"`
+	JSON           json.RawMessage `json:"json"`
+	JSONAbsent     json.RawMessage `json:"jsonAbsent"`
+	Task           json.RawMessage `json:"task"`
 }
 
 type mcpFile struct {
-	Method json.RawMessage `json:"method"`
-	Tool   json.RawMessage `json:"tool"`
+	Method    json.RawMessage `json:"method"`
+	Tool      json.RawMessage `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
 }
 
 type injectFile struct {
@@ -139,7 +152,34 @@ func Parse(data []byte) (*Policy, error) {
 		names[rl.name] = true
 		p.rules = append(p.rules, rl)
 	}
+	p.docs = compileTries(p.rules)
 	return p, nil
+}
+
+// docTries gathers the pointers of every rule, so that a request's body
+// and each call's arguments are read once for all of them.
+type docTries struct {
+	body, args          *trie
+	bodySlots, argSlots int
+}
+
+func compileTries(rules []rule) *docTries {
+	d := &docTries{body: newTrie(), args: newTrie()}
+	for i := range rules {
+		m := &rules[i].m
+		for j := range m.json {
+			m.json[j].slot = d.body.add(m.json[j].ptr, &d.bodySlots)
+		}
+		for j := range m.jsonAbsent {
+			m.jsonAbsent[j].slot = d.body.add(m.jsonAbsent[j].ptr, &d.bodySlots)
+		}
+		if m.mcp != nil {
+			for j := range m.mcp.arguments {
+				m.mcp.arguments[j].slot = d.args.add(m.mcp.arguments[j].ptr, &d.argSlots)
+			}
+		}
+	}
+	return d
 }
 
 func checkSchema(raw json.RawMessage) error {
@@ -261,6 +301,11 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 			return rule{}, fmt.Errorf("match.%w", err)
 		}
 	}
+	if f.Expires != nil {
+		if rl.m.expires, err = time.Parse(time.RFC3339, *f.Expires); err != nil {
+			return rule{}, fmt.Errorf("expires: %s is not an RFC 3339 time like 2026-01-02T15:04:05Z", quote(*f.Expires))
+		}
+	}
 	if f.Inject != nil {
 		if rl.inject, err = parseInject(f.Inject); err != nil {
 			return rule{}, fmt.Errorf("inject.%w", err)
@@ -272,8 +317,32 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 		}
 		if rl.m.upgrade {
 			// After the switch of protocols the gateway reads no
-			// response, so a metered rule would let usage pass unseen.
+			// response, so a metered rule would let usage pass unseen;
+			// a WebSocket's frames it does read (the websocket key).
 			return rule{}, errors.New("meter: a metering rule cannot allow a protocol upgrade: the gateway reads no usage after it")
+		}
+	}
+	if f.WebSocket != nil {
+		rl.websocket = *f.WebSocket
+		switch {
+		case rl.websocket && rl.verdict != Allow:
+			return rule{}, errors.New("websocket: only an allow rule lets a WebSocket through")
+		case rl.websocket && rl.meter != "" && rl.meter != MeterOpenAI:
+			// Frames are read only for the Responses API's events.
+			return rule{}, fmt.Errorf("websocket: the gateway reads usage from WebSocket frames only under meter %s", MeterOpenAI)
+		}
+	}
+	if f.Timeout != nil {
+		if rl.timeout, err = parseTimeout(*f.Timeout, rl.verdict); err != nil {
+			return rule{}, fmt.Errorf("timeout: %w", err)
+		}
+	}
+	if f.Rate != nil {
+		if rl.verdict != Allow {
+			return rule{}, errors.New("rate: only an allow rule has requests to count: a deny refuses them all and a tunnel's are never seen")
+		}
+		if rl.rate, err = rate.Parse(*f.Rate); err != nil {
+			return rule{}, fmt.Errorf("rate: %w", err)
 		}
 	}
 	rl.m.eitherPath = rl.verdict == Deny
@@ -286,6 +355,9 @@ func parseRule(raw json.RawMessage, policyReport bool) (rule, error) {
 		// A tunnel is decided from the CONNECT alone and carries bytes the
 		// gateway never reads: request fields could never hold, and there
 		// is no request to inject into.
+		if !rl.m.expires.IsZero() {
+			return rule{}, errors.New("expires: a tunnel rule cannot expire: the gateway cannot close a pipe it opened when the rule ends")
+		}
 		if rl.m.requestLevel() {
 			return rule{}, errors.New("verdict: a tunnel rule can match only protocol, host, port, network and subject")
 		}
@@ -387,6 +459,42 @@ func parseMatch(f *matchFile) (matcher, error) {
 			if m.mcp.tools, err = globList(f.MCP.Tool); err != nil {
 				return m, fmt.Errorf("mcp.tool: %w", err)
 			}
+		}
+		if f.MCP.Arguments != nil {
+			if m.mcp.arguments, err = parseValueConds(f.MCP.Arguments); err != nil {
+				return m, fmt.Errorf("mcp.arguments: %w", err)
+			}
+		}
+	}
+	if f.Query != nil {
+		if m.query, err = parseQueryConds(f.Query); err != nil {
+			return m, fmt.Errorf("query: %w", err)
+		}
+	}
+	if f.QueryExact != nil {
+		m.queryExact = *f.QueryExact
+	}
+	if f.JSON != nil {
+		if m.json, err = parseValueConds(f.JSON); err != nil {
+			return m, fmt.Errorf("json: %w", err)
+		}
+	}
+	if f.JSONAbsent != nil {
+		ptrs, err := stringList(f.JSONAbsent)
+		if err != nil {
+			return m, fmt.Errorf("jsonAbsent: %w", err)
+		}
+		for _, text := range ptrs {
+			p, err := parsePointer(text)
+			if err != nil {
+				return m, fmt.Errorf("jsonAbsent: %w", err)
+			}
+			m.jsonAbsent = append(m.jsonAbsent, valueCond{ptr: p})
+		}
+	}
+	if f.Task != nil {
+		if m.tasks, err = globList(f.Task); err != nil {
+			return m, fmt.Errorf("task: %w", err)
 		}
 	}
 	if f.Network != nil {
@@ -601,11 +709,30 @@ func isToken(s string) bool {
 // parseMeter checks a rule's meter: a model API the gateway can read
 // usage from, on a rule whose responses it reads.
 func parseMeter(m string, v Verdict) (string, error) {
-	if m != MeterOpenAI && m != MeterAnthropic {
-		return "", fmt.Errorf("%s is not %s or %s", quote(m), MeterOpenAI, MeterAnthropic)
+	if m != MeterOpenAI && m != MeterAnthropic && m != MeterGemini {
+		return "", fmt.Errorf("%s is not %s, %s or %s", quote(m), MeterOpenAI, MeterAnthropic, MeterGemini)
 	}
 	if v != Allow {
 		return "", errors.New("only an allow rule meters: the gateway reads no response of a deny or tunnel rule")
 	}
 	return m, nil
+}
+
+// MaxTimeout bounds a rule's timeout: a request that waits longer for
+// its answer holds a connection slot and a body for no good reason.
+const MaxTimeout = 24 * time.Hour
+
+// parseTimeout reads a rule's upstream timeout, a Go duration such as
+// "600s" or "10m", on a rule whose requests go upstream.
+func parseTimeout(t string, v Verdict) (time.Duration, error) {
+	d, err := time.ParseDuration(t)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%s is not a duration like \"600s\" or \"10m\"", quote(t))
+	case d <= 0 || d > MaxTimeout:
+		return 0, fmt.Errorf("%s is not above 0 and at most %s", quote(t), MaxTimeout)
+	case v != Allow:
+		return 0, errors.New("only an allow rule has an upstream to wait for")
+	}
+	return d, nil
 }

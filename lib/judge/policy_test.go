@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/impyard/impyard/lib/mcp"
 )
@@ -32,7 +33,14 @@ func parse(t testing.TB, data string) *Policy {
 
 func TestBrokenPolicies(t *testing.T) {
 	tests := map[string]string{
-		"bad-meter.json":                    `rules[0] "a": meter: "gemini" is not openai or anthropic`,
+		"bad-meter.json":                    `rules[0] "a": meter: "grok" is not openai, anthropic or gemini`,
+		"websocket-with-gemini-meter.json":  `rules[0] "a": websocket: the gateway reads usage from WebSocket frames only under meter openai`,
+		"websocket-on-deny.json":            `rules[0] "a": websocket: only an allow rule lets a WebSocket through`,
+		"websocket-string.json":             `rules[0] "a": websocket: cannot use JSON string as bool`,
+		"bad-timeout.json":                  `rules[0] "a": timeout: "10 minutes" is not a duration like "600s" or "10m"`,
+		"zero-timeout.json":                 `rules[0] "a": timeout: "0s" is not above 0 and at most 24h0m0s`,
+		"long-timeout.json":                 `rules[0] "a": timeout: "25h" is not above 0 and at most 24h0m0s`,
+		"tunnel-with-timeout.json":          `rules[0] "a": timeout: only an allow rule has an upstream to wait for`,
 		"tunnel-with-meter.json":            `rules[0] "a": meter: only an allow rule meters: the gateway reads no response of a deny or tunnel rule`,
 		"upgrade-with-meter.json":           `rules[0] "a": meter: a metering rule cannot allow a protocol upgrade: the gateway reads no usage after it`,
 		"bad-cidr.json":                     `rules[0] "a": match.network: "10.0.0.0/33" is not a CIDR prefix like 10.0.0.0/8`,
@@ -251,11 +259,17 @@ func TestShippedPolicy(t *testing.T) {
 		want Decision
 	}{
 		{"model call", &Request{Subject: "yuko", Protocol: "https", Method: "POST", Host: "chatgpt.com", Port: 443, Path: "/backend-api/codex/responses", BodySize: 6500, Addr: public},
-			Decision{Verdict: Allow, Rule: "model-api", Reason: `rule "model-api" allows it`}},
+			Decision{Verdict: Allow, Rule: "model-api", Reason: `rule "model-api" allows it`, Timeout: 600 * time.Second}},
 		{"model GET", &Request{Subject: "yuko", Protocol: "https", Method: "GET", Host: "chatgpt.com", Port: 443, Path: "/backend-api/codex/responses", Addr: public},
 			Decision{Reason: "no rule matched"}},
 		{"model call before DNS", &Request{Protocol: "https", Method: "POST", Host: "api.anthropic.com", Port: 443, Path: "/v1/messages"},
-			Decision{Verdict: Allow, Rule: "model-api", Reason: `rule "model-api" allows it`, NeedsAddr: true}},
+			Decision{Verdict: Allow, Rule: "model-api", Reason: `rule "model-api" allows it`, Timeout: 600 * time.Second, NeedsAddr: true}},
+		{"codex websocket", &Request{Subject: "yuko", Protocol: "https", Method: "GET", Host: "chatgpt.com", Port: 443, Path: "/backend-api/codex/responses", Addr: public,
+			Header: http.Header{"Upgrade": {"websocket"}, "Connection": {"Upgrade"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}},
+			Decision{Verdict: Allow, Rule: "model-api-websocket", Reason: `rule "model-api-websocket" allows it`, WebSocket: true, Timeout: 600 * time.Second}},
+		{"another upgrade to the model", &Request{Subject: "yuko", Protocol: "https", Method: "GET", Host: "api.openai.com", Port: 443, Path: "/v1/responses", Addr: public,
+			Header: http.Header{"Upgrade": {"h2c"}, "Connection": {"Upgrade"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="}}},
+			Decision{Rule: "model-api-websocket", Reason: `request asks for a protocol upgrade and rule "model-api-websocket" does not allow it`}},
 		{"model host on loopback", &Request{Protocol: "https", Method: "POST", Host: "api.openai.com", Port: 443, Path: "/v1/responses", Addr: mustAddr("127.0.0.1")},
 			Decision{Rule: "model-api", Reason: `destination 127.0.0.1 is loopback and rule "model-api" does not allow that network`}},
 		{"mcp initialize", call("initialize", ""),

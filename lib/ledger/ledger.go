@@ -376,6 +376,28 @@ func Over(b config.Budget, proactive Totals) string {
 	return ""
 }
 
+// Share is the largest share of a cap of b that proactive spend of a day
+// has used (1 is the cap reached), with the cap's key and its figures in
+// words; 0 and "" when b caps nothing. Calls in flight count at what they
+// reserved, as they do for Over.
+func Share(b config.Budget, proactive Totals) (share float64, key, used string) {
+	consider := func(s float64, k, u string) {
+		if s > share || key == "" {
+			share, key, used = s, k, u
+		}
+	}
+	if b.Daily > 0 {
+		consider(proactive.Cost/b.Daily, "daily", fmt.Sprintf("spent %.4g of its daily %.4g", proactive.Cost, b.Daily))
+	}
+	if b.Bytes > 0 {
+		consider(float64(proactive.Bytes)/float64(b.Bytes), "bytes", fmt.Sprintf("moved %d of its daily %d bytes", proactive.Bytes, b.Bytes))
+	}
+	if b.TokensDaily > 0 {
+		consider(float64(proactive.Tokens())/float64(b.TokensDaily), "tokens_daily", fmt.Sprintf("used %d of its daily %d model tokens", proactive.Tokens(), b.TokensDaily))
+	}
+	return share, key, used
+}
+
 // reserved says how many calls proactive counts at their reservation,
 // for a refusal's reason; "" for none.
 func reserved(proactive Totals) string {

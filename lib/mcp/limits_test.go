@@ -20,6 +20,11 @@ func runLift(t *testing.T, tests []liftCase) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Lift(tt.ctype, []byte(tt.body))
+			// The arguments are compared in TestLiftArguments; the
+			// tables here are about what is lifted, not what rides along.
+			for i := range got.Calls {
+				got.Calls[i].Arguments = nil
+			}
 			gotErr := ""
 			if err != nil {
 				gotErr = err.Error()

@@ -50,6 +50,9 @@ const (
 type Call struct {
 	Method string `json:"method"`         // verbatim
 	Tool   string `json:"tool,omitempty"` // params.name, only for tools/call
+	// Arguments is params.arguments of a tools/call as sent, for a judge
+	// to read; never recorded (arguments may hold what records must not).
+	Arguments json.RawMessage `json:"-"`
 }
 
 // Lifted is what a body holds. Calls == nil: the body is not JSON-RPC.
@@ -84,7 +87,7 @@ func Lift(contentType string, body []byte) (Lifted, error) {
 	if disguisedJSON(body) {
 		return Lifted{}, errEncoding
 	}
-	declared := isJSONType(contentType)
+	declared := IsJSONType(contentType)
 	if text[0] != '{' && text[0] != '[' {
 		if declared && !json.Valid(body) {
 			return Lifted{}, errNotJSON
@@ -221,6 +224,7 @@ func request(obj map[string]json.RawMessage) (Call, error) {
 	if call.Tool, ok = plainString(p["name"]); !ok {
 		return Call{}, errToolName
 	}
+	call.Arguments = p["arguments"]
 	return call, nil
 }
 
@@ -248,7 +252,9 @@ func quote(s string) string {
 	return strconv.Quote(s)
 }
 
-func isJSONType(contentType string) bool {
+// IsJSONType reports a Content-Type that declares JSON: application/json,
+// text/json or application/*+json, parameters and letter case aside.
+func IsJSONType(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
 		mt, _, _ = strings.Cut(contentType, ";")

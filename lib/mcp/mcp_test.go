@@ -50,14 +50,14 @@ func TestLift(t *testing.T) {
 	getIssue := rpc("tools/call", `{"name":"get_issue","arguments":{"n":1}}`)
 	runLift(t, []liftCase{
 		// Plain requests.
-		{"tools/call", jsonType, getIssue, Lifted{Calls: []Call{{"tools/call", "get_issue"}}}, ""},
+		{"tools/call", jsonType, getIssue, Lifted{Calls: []Call{{Method: "tools/call", Tool: "get_issue"}}}, ""},
 		{"notification without id", jsonType, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, Lifted{Calls: []Call{{Method: "notifications/initialized"}}}, ""},
 		{"initialize", jsonType, rpc("initialize", `{"protocolVersion":"2025-06-18","capabilities":{}}`), Lifted{Calls: []Call{{Method: "initialize"}}}, ""},
 		{"string id", jsonType, `{"jsonrpc":"2.0","id":"a","method":"tools/list","params":{}}`, Lifted{Calls: []Call{{Method: "tools/list"}}}, ""},
 		{"null id", jsonType, `{"jsonrpc":"2.0","id":null,"method":"ping"}`, Lifted{Calls: []Call{{Method: "ping"}}}, ""},
 		{"array params", jsonType, rpc("sum", `[1,2]`), Lifted{Calls: []Call{{Method: "sum"}}}, ""},
-		{"content type with parameters", "Application/JSON; charset=utf-8", getIssue, Lifted{Calls: []Call{{"tools/call", "get_issue"}}}, ""},
-		{"leading whitespace", jsonType, "\r\n\t " + getIssue, Lifted{Calls: []Call{{"tools/call", "get_issue"}}}, ""},
+		{"content type with parameters", "Application/JSON; charset=utf-8", getIssue, Lifted{Calls: []Call{{Method: "tools/call", Tool: "get_issue"}}}, ""},
+		{"leading whitespace", jsonType, "\r\n\t " + getIssue, Lifted{Calls: []Call{{Method: "tools/call", Tool: "get_issue"}}}, ""},
 		{"verbatim method, no case folding", jsonType, rpc("Tools/Call", `{"name":"delete_repo"}`), Lifted{Calls: []Call{{Method: "Tools/Call"}}}, ""},
 
 		// Not JSON-RPC.
@@ -74,9 +74,9 @@ func TestLift(t *testing.T) {
 		{"invalid UTF-8 outside JSON-RPC", jsonType, "{\"text\":\"\xff\"}", Lifted{}, ""},
 
 		// The content type does not decide.
-		{"text/plain JSON-RPC", "text/plain", getIssue, Lifted{Calls: []Call{{"tools/call", "get_issue"}}}, ""},
-		{"no content type", "", getIssue, Lifted{Calls: []Call{{"tools/call", "get_issue"}}}, ""},
-		{"unparseable content type", "%%%", getIssue, Lifted{Calls: []Call{{"tools/call", "get_issue"}}}, ""},
+		{"text/plain JSON-RPC", "text/plain", getIssue, Lifted{Calls: []Call{{Method: "tools/call", Tool: "get_issue"}}}, ""},
+		{"no content type", "", getIssue, Lifted{Calls: []Call{{Method: "tools/call", Tool: "get_issue"}}}, ""},
+		{"unparseable content type", "%%%", getIssue, Lifted{Calls: []Call{{Method: "tools/call", Tool: "get_issue"}}}, ""},
 		{"ndjson hiding JSON-RPC", "application/x-ndjson", getIssue + "\n" + getIssue, Lifted{}, "body is not valid JSON"},
 		{"text/plain broken JSON-RPC", "text/plain", `{"jsonrpc":"2.0","method":"tools/call",}`, Lifted{}, "body is not valid JSON"},
 		{"UTF-8 byte-order mark", "text/plain", "\xef\xbb\xbf" + getIssue, Lifted{}, "JSON body is not plain UTF-8 (byte-order mark or UTF-16/32)"},
@@ -126,17 +126,17 @@ func TestLift(t *testing.T) {
 		{"tools/call empty name", jsonType, rpc("tools/call", `{"name":""}`), Lifted{}, `tools/call "params.name" must be a non-empty string of at most 256 bytes without control characters`},
 		{"tools/call numeric name", jsonType, rpc("tools/call", `{"name":1}`), Lifted{}, `tools/call "params.name" must be a non-empty string of at most 256 bytes without control characters`},
 		{"tools/call long name", jsonType, rpc("tools/call", `{"name":"`+strings.Repeat("a", 257)+`"}`), Lifted{}, `tools/call "params.name" must be a non-empty string of at most 256 bytes without control characters`},
-		{"tools/call longest name", jsonType, rpc("tools/call", `{"name":"`+strings.Repeat("a", 256)+`"}`), Lifted{Calls: []Call{{"tools/call", strings.Repeat("a", 256)}}}, ""},
+		{"tools/call longest name", jsonType, rpc("tools/call", `{"name":"`+strings.Repeat("a", 256)+`"}`), Lifted{Calls: []Call{{Method: "tools/call", Tool: strings.Repeat("a", 256)}}}, ""},
 		{"tools/call NUL in name", jsonType, rpc("tools/call", `{"name":"get_issue\u0000delete"}`), Lifted{}, `tools/call "params.name" must be a non-empty string of at most 256 bytes without control characters`},
 		{"response", jsonType, `{"jsonrpc":"2.0","id":1,"result":{}}`, Lifted{}, "JSON-RPC response sent by the client"},
 		{"error response", jsonType, `{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}`, Lifted{}, "JSON-RPC response sent by the client"},
 		{"invalid UTF-8", jsonType, rpc("tools/call", "{\"name\":\"get_issue\",\"arguments\":{\"a\":\"\xff\"}}"), Lifted{}, "JSON-RPC body is not valid UTF-8"},
 
 		// Batches.
-		{"batch", jsonType, "[" + rpc("tools/list", "") + "," + getIssue + "]", Lifted{Calls: []Call{{Method: "tools/list"}, {"tools/call", "get_issue"}}, Batch: true}, ""},
-		{"batch of one", jsonType, "[" + getIssue + "]", Lifted{Calls: []Call{{"tools/call", "get_issue"}}, Batch: true}, ""},
-		{"batch hiding a call", "text/plain", "[" + rpc("initialize", "{}") + "," + rpc("tools/call", `{"name":"create_pull_request"}`) + "]", Lifted{Calls: []Call{{Method: "initialize"}, {"tools/call", "create_pull_request"}}, Batch: true}, ""},
-		{"batch of 1000", jsonType, batch(1000, getIssue), Lifted{Calls: slices.Repeat([]Call{{"tools/call", "get_issue"}}, 1000), Batch: true}, ""},
+		{"batch", jsonType, "[" + rpc("tools/list", "") + "," + getIssue + "]", Lifted{Calls: []Call{{Method: "tools/list"}, {Method: "tools/call", Tool: "get_issue"}}, Batch: true}, ""},
+		{"batch of one", jsonType, "[" + getIssue + "]", Lifted{Calls: []Call{{Method: "tools/call", Tool: "get_issue"}}, Batch: true}, ""},
+		{"batch hiding a call", "text/plain", "[" + rpc("initialize", "{}") + "," + rpc("tools/call", `{"name":"create_pull_request"}`) + "]", Lifted{Calls: []Call{{Method: "initialize"}, {Method: "tools/call", Tool: "create_pull_request"}}, Batch: true}, ""},
+		{"batch of 1000", jsonType, batch(1000, getIssue), Lifted{Calls: slices.Repeat([]Call{{Method: "tools/call", Tool: "get_issue"}}, 1000), Batch: true}, ""},
 		{"batch of 1001", jsonType, batch(1001, getIssue), Lifted{}, "JSON-RPC batch has more than 1000 calls"},
 		{"empty batch", jsonType, `[]`, Lifted{}, "JSON-RPC batch is empty"},
 		{"empty batch with spaces", "text/plain", ` [ ] `, Lifted{}, "JSON-RPC batch is empty"},
@@ -220,4 +220,28 @@ func FuzzLift(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A tools/call keeps its params.arguments as sent, for the judge's
+// argument rules; other methods carry none, and records never see them.
+func TestLiftArguments(t *testing.T) {
+	body := "[" + rpc("tools/call", `{"name":"create_issue","arguments":{"repo":"ourco/app","labels":["bug"]}}`) + "," +
+		rpc("tools/call", `{"name":"list_issues"}`) + "," + rpc("initialize", `{"arguments":{"x":1}}`) + "]"
+	got, err := Lift(jsonType, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`{"repo":"ourco/app","labels":["bug"]}`, "", ""}
+	for i, c := range got.Calls {
+		if string(c.Arguments) != want[i] {
+			t.Errorf("call %d arguments %q, want %q", i, c.Arguments, want[i])
+		}
+	}
+	rec, err := json.Marshal(got.Calls[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(rec), "ourco") {
+		t.Errorf("a call marshals its arguments: %s", rec)
+	}
 }

@@ -224,6 +224,10 @@ func title(m *Message) string {
 		return fmt.Sprintf("task %s of %s needs review", m.Task, m.Imp)
 	case TrustEarnedRemoved:
 		return fmt.Sprintf("earned trust of %s for %s taken back", m.Imp, m.Intent)
+	case GateExpiring:
+		return fmt.Sprintf("gate %s of %s (%s) expires soon, undecided", m.Gate, m.Imp, m.Intent)
+	case BudgetWarning:
+		return fmt.Sprintf("%s is near its budget", m.Imp)
 	case Pause, Resume:
 		what := "the yard"
 		if m.Imp != "" {

@@ -52,13 +52,21 @@ const (
 	// their subject is PauseSubject, their seq the pause file's.
 	Pause  = "pause"
 	Resume = "resume"
+	// GateExpiring is a gate nobody decided nearing its deadline
+	// ([notify] remind before it), told once; its id is
+	// <gate id>.expiring (see Expiring).
+	GateExpiring = "gate-expiring"
+	// BudgetWarning is an imp's proactive spend past [budget.<imp>] warn
+	// of a cap, told once per UTC day; its id is
+	// budget-<imp>.<YYYYMMDD> (see Warning).
+	BudgetWarning = "budget-warning"
 )
 
 // PauseSubject is the record id of pause and resume events.
 const PauseSubject = "pause"
 
 // Events are the events [notify] on may name.
-var Events = []string{GateFiled, TaskFailed, TaskNeedsReview, TrustEarnedRemoved, Pause, Resume}
+var Events = []string{GateFiled, TaskFailed, TaskNeedsReview, TrustEarnedRemoved, Pause, Resume, GateExpiring, BudgetWarning}
 
 // Always are the events told to every receiver whatever on says: trust
 // taken back changes what runs without asking, so the owner hears of it.
@@ -100,10 +108,27 @@ type Entry struct {
 // EventID is the id of the seq-th transition of the record rec.
 func EventID(rec string, seq int) string { return rec + "." + strconv.Itoa(seq) }
 
-// checkEventID refuses an entry id that is not <record id>.<seq>, before
-// it names a file.
+// expiringSeq and budgetPrefix make the ids of the two notifications
+// that are not a record's transition: a gate's reminder, one per gate,
+// and an imp's budget warning, one per imp and UTC day.
+const (
+	expiringSeq  = "expiring"
+	budgetPrefix = "budget-"
+)
+
+// checkEventID refuses an entry id that is not <record id>.<seq>, a
+// reminder's <gate id>.expiring or a warning's budget-<imp>.<YYYYMMDD>,
+// before it names a file.
 func checkEventID(s string) error {
 	rec, seq, ok := strings.Cut(s, ".")
+	if ok && seq == expiringSeq && id.Check(id.Gate, rec) == nil {
+		return nil
+	}
+	if imp, isBudget := strings.CutPrefix(rec, budgetPrefix); ok && isBudget && id.CheckName(imp) == nil {
+		if _, err := time.Parse(dayForm, seq); err == nil {
+			return nil
+		}
+	}
 	n, err := strconv.Atoi(seq)
 	if !ok || err != nil || n < 1 || strconv.Itoa(n) != seq || (rec != PauseSubject && id.Check(id.Gate, rec) != nil && id.Check(id.Task, rec) != nil) {
 		return fmt.Errorf("invalid notification id %q: want a gate or task id or %q, '.', and a transition number", s, PauseSubject)
@@ -125,19 +150,56 @@ func Enqueue(y *yard.Yard, e event.Event, notifies func(y *yard.Yard, event stri
 	if !slices.Contains(Events, e.Event) || !notifies(y, e.Event) {
 		return nil
 	}
-	eid := EventID(e.ID, e.Seq)
-	if err := checkEventID(eid); err != nil {
-		return err
-	}
-	d, err := y.Dir(dir)
-	if err != nil {
-		return err
-	}
-	en := Entry{Schema: store.Schema(Kind, Major), ID: eid, Event: e.Event, Imp: e.Imp, Subject: e.ID, Seq: e.Seq, At: e.TS}
+	en := Entry{ID: EventID(e.ID, e.Seq), Event: e.Event, Imp: e.Imp, Subject: e.ID, Seq: e.Seq, At: e.TS}
 	if e.ID == PauseSubject {
 		en.Why = e.Why
 	}
-	return d.Update(func(tx *store.Tx) error {
+	_, err := enqueue(y, en)
+	return err
+}
+
+// dayForm is the day in a budget warning's id.
+const dayForm = "20060102"
+
+// Expiring writes the outbox entry of gate gateID's reminder, due at at,
+// when notifies says a receiver wants gate-expiring. It returns whether
+// an entry is there now, written by this call or an earlier one (pending
+// or sent): the reminder is owed once per gate, whoever asks again.
+func Expiring(y *yard.Yard, imp, gateID string, at time.Time, notifies func(y *yard.Yard, event string) bool) (bool, error) {
+	if !notifies(y, GateExpiring) {
+		return false, nil
+	}
+	return enqueue(y, Entry{ID: gateID + "." + expiringSeq, Event: GateExpiring, Imp: imp, Subject: gateID, At: at})
+}
+
+// Warning writes the outbox entry of imp's budget warning for the UTC
+// day of at, saying why, when notifies says a receiver wants
+// budget-warning; as Expiring, it returns whether one is there now. An
+// entry written stays in sent/ for SentKeep, longer than its day, so a
+// warning is told once per day however often it is asked.
+func Warning(y *yard.Yard, imp, why string, at time.Time, notifies func(y *yard.Yard, event string) bool) (bool, error) {
+	if !notifies(y, BudgetWarning) {
+		return false, nil
+	}
+	if err := id.CheckName(imp); err != nil {
+		return false, err
+	}
+	return enqueue(y, Entry{ID: budgetPrefix + imp + "." + at.UTC().Format(dayForm), Event: BudgetWarning, Imp: imp, Subject: imp, Why: why, At: at})
+}
+
+// enqueue writes en in pending/ unless an entry of its id is there,
+// pending or sent; either way it returns true.
+func enqueue(y *yard.Yard, en Entry) (bool, error) {
+	eid := en.ID
+	if err := checkEventID(eid); err != nil {
+		return false, err
+	}
+	d, err := y.Dir(dir)
+	if err != nil {
+		return false, err
+	}
+	en.Schema, en.At = store.Schema(Kind, Major), en.At.UTC()
+	err = d.Update(func(tx *store.Tx) error {
 		if err := tx.Check(name(pending, eid), name(sent, eid)); err != nil {
 			return err
 		}
@@ -152,6 +214,7 @@ func Enqueue(y *yard.Yard, e event.Event, notifies func(y *yard.Yard, event stri
 		}
 		return tx.Write(name(pending, eid), b)
 	})
+	return err == nil, err
 }
 
 // Pending reads the entries still owed, oldest event first. A file that

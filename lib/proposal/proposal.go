@@ -34,6 +34,7 @@ import (
 	"github.com/impyard/impyard/lib/memory"
 	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/strictjson"
 	"github.com/impyard/impyard/lib/trust"
 	"github.com/impyard/impyard/lib/yard"
@@ -49,6 +50,7 @@ const (
 	Refused      Verdict = iota // nothing is filed
 	Gated                       // a gate is filed for a human
 	AutoApproved                // a gate is filed approved by a trust entry
+	Duplicate                   // nothing is filed: Gate is the identical proposal's gate (see the executor's dedupe)
 )
 
 func (v Verdict) String() string {
@@ -57,6 +59,8 @@ func (v Verdict) String() string {
 		return "gated"
 	case AutoApproved:
 		return "auto-approved"
+	case Duplicate:
+		return "duplicate"
 	}
 	return "refused"
 }
@@ -217,7 +221,7 @@ func decide(y *yard.Yard, p Proposal, take takeGate) (d Decision, env Envelope) 
 		return refuse(PayloadRefused, "%v", err), env
 	}
 	if env.Intent == intent.EgressGrant {
-		if payload, err = grant.Rule(p.Imp, payload); err != nil {
+		if payload, err = grant.Rule(p.Imp, p.Task, payload); err != nil {
 			return refuse(PayloadRefused, "%v", err), env
 		}
 	}
@@ -258,20 +262,29 @@ func decide(y *yard.Yard, p Proposal, take takeGate) (d Decision, env Envelope) 
 		}
 	}
 	fo := gate.FileOptions{Imp: p.Imp, Intent: env.Intent, Payload: payload, Rationale: env.Rationale,
-		Task: p.Task, Run: p.Run, By: p.Imp, Actor: "impgw",
+		Task: p.Task, Run: p.Run, By: p.Imp, Actor: "impgw", Dedupe: exe.DedupeWindow(),
 		Trust: &gate.Trust{Level: config.Gate, Entry: t.Entry, Why: t.Why, Rule: t.Rule}}
-	verdict := Gated
 	if t.Level == config.Auto {
-		verdict = AutoApproved
-		fo.Approved, fo.By, fo.Signer = true, "trust: "+t.Entry, p.Signer
+		fo.Approved, fo.By, fo.Signer, fo.Rate = true, "trust: "+t.Entry, p.Signer, t.Rate
 		fo.Trust.Level = config.Auto
 	}
-	g, err := gate.File(y, fo)
+	g, dup, err := gate.Submit(y, fo)
 	if err != nil {
 		undo()
 		d = refuse(NotFiled, "%v", err)
 		d.Entry = t.Entry
 		return d, env
 	}
-	return Decision{Verdict: verdict, Reason: t.Why, Entry: t.Entry, Gate: g, Wait: org.Gateway.Wait.Duration}, env
+	verdict, why := Gated, t.Why
+	switch {
+	case dup:
+		// Nothing was filed, so nothing counts against the run's caps.
+		undo()
+		verdict, why = Duplicate, fmt.Sprintf("an identical %s proposal of %s is gate %s (%s)", env.Intent, p.Imp, g.ID, g.State)
+	case g.State != state.Filed:
+		verdict = AutoApproved
+	case g.Trust != nil:
+		why = g.Trust.Why
+	}
+	return Decision{Verdict: verdict, Reason: why, Entry: t.Entry, Gate: g, Wait: org.Gateway.Wait.Duration}, env
 }

@@ -3,6 +3,7 @@ package proposal
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -205,18 +206,21 @@ func TestDeciderGateCap(t *testing.T) {
 		}
 		return d
 	}
-	gated := `{"intent":"email-send","payload":{"to":["x@elsewhere.com"]}}`
+	// Each payload its own, so the executor's dedupe files every one.
+	gated := func(i int) string {
+		return fmt.Sprintf(`{"intent":"email-send","payload":{"to":["x@elsewhere.com"],"subject":"n%d"}}`, i)
+	}
 	for range 5 {
 		propose(run, `{"intent":"launch-missiles","payload":{}}`)
 	}
 	var mu sync.Mutex
 	kinds := map[string]int{}
 	var wg sync.WaitGroup
-	for range 50 {
+	for i := range 50 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := propose(run, gated)
+			d := propose(run, gated(i))
 			mu.Lock()
 			kinds[d.Verdict.String()+"/"+d.Refusal.String()]++
 			mu.Unlock()
@@ -230,7 +234,7 @@ func TestDeciderGateCap(t *testing.T) {
 	if len(files) != 20 {
 		t.Errorf("%d gates in gates/pending, want 20", len(files))
 	}
-	if d := propose("r-0000000000000002", gated); d.Verdict != Gated {
+	if d := propose("r-0000000000000002", gated(50)); d.Verdict != Gated {
 		t.Errorf("another run: %+v", d)
 	}
 }

@@ -60,8 +60,12 @@ func TestKeeperKeepsTrust(t *testing.T) {
 	load := func() (*config.Org, error) {
 		return k.Load(y, func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) })
 	}
+	// Each proposal its own subject, so none is a duplicate of the last.
+	n := 0
 	propose := func() Decision {
-		d, _ := Decide(y, Proposal{Imp: "yuko", Run: run, Body: strings.NewReader(`{"intent":"email-send","payload":{"to":["x@elsewhere.com"]}}`), Rules: rules, Signer: key, Now: time.Now(), Org: load})
+		n++
+		body := fmt.Sprintf(`{"intent":"email-send","payload":{"to":["x@elsewhere.com"],"subject":"n%d"}}`, n)
+		d, _ := Decide(y, Proposal{Imp: "yuko", Run: run, Body: strings.NewReader(body), Rules: rules, Signer: key, Now: time.Now(), Org: load})
 		return d
 	}
 	if d := propose(); d.Verdict != Gated {

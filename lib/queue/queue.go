@@ -345,3 +345,26 @@ func IDs(y *yard.Yard) ([]string, error) {
 	}
 	return all, nil
 }
+
+// Repair records, in every imp's queue, the last transition of a task
+// whose writer died between its state write and its records. A queue's
+// next transition does this first; the supervisor calls Repair when it
+// starts, for queues that may not move again (their last task ended).
+// A queue without a marker takes no lock. It returns what it could not
+// repair, by queue, and goes on with the rest.
+func Repair(y *yard.Yard) []error {
+	imps, bad := y.Imps("queue")
+	for _, imp := range imps {
+		if _, marked := event.Interrupted(y.Path("queue", imp)); !marked {
+			continue
+		}
+		s, err := tasks(y, imp)
+		if err == nil {
+			err = transition.Repair(s)
+		}
+		if err != nil {
+			bad = append(bad, fmt.Errorf("queue %s: %w", imp, err))
+		}
+	}
+	return bad
+}

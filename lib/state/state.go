@@ -44,6 +44,9 @@ const (
 	Denied    = "denied"
 	Executing = "executing"
 	Executed  = "executed"
+	// Expired is a gate nobody decided before its deadline: final, and
+	// no one's denial.
+	Expired = "expired"
 	// Failed is shared with tasks.
 )
 
@@ -60,27 +63,30 @@ type Machine struct {
 }
 
 // TaskMachine: waiting -> running -> needs-review | done | failed;
-// needs-review -> done | failed; waiting | running -> cancelled; and retry,
+// needs-review -> done | failed; waiting | running | needs-review ->
+// cancelled (the owner closes a task in review whose gates will not
+// settle it: one expired, say); and retry,
 // failed -> waiting, as a new attempt. A task that cannot be started at all
 // (its imp has no usable configuration) fails from waiting, with the reason.
 var TaskMachine = Machine{kind: "task", edges: map[string][]string{
 	Waiting:     {Running, Cancelled, Failed},
 	Running:     {NeedsReview, Done, Failed, Cancelled},
-	NeedsReview: {Done, Failed},
+	NeedsReview: {Done, Failed, Cancelled},
 	Failed:      {Waiting},
 	Done:        nil,
 	Cancelled:   nil,
 }}
 
-// GateMachine: filed -> approved | denied; approved -> executing -> executed
-// | failed. An approved gate may also fail before it executes (its payload no
+// GateMachine: filed -> approved | denied | expired; approved -> executing
+// -> executed | failed. An approved gate may also fail before it executes (its payload no
 // longer matches its hash, or no executor is configured): nothing was sent.
 var GateMachine = Machine{kind: "gate", edges: map[string][]string{
-	Filed:     {Approved, Denied},
+	Filed:     {Approved, Denied, Expired},
 	Approved:  {Executing, Failed},
 	Executing: {Executed, Failed},
 	Executed:  nil,
 	Denied:    nil,
+	Expired:   nil,
 	Failed:    nil,
 }}
 

@@ -10,20 +10,22 @@ import (
 // a change to either machine has to change this table too.
 var (
 	taskLegal = map[[2]string]bool{
-		{Waiting, Running}:     true,
-		{Waiting, Cancelled}:   true,
-		{Waiting, Failed}:      true,
-		{Running, NeedsReview}: true,
-		{Running, Done}:        true,
-		{Running, Failed}:      true,
-		{Running, Cancelled}:   true,
-		{NeedsReview, Done}:    true,
-		{NeedsReview, Failed}:  true,
-		{Failed, Waiting}:      true,
+		{Waiting, Running}:       true,
+		{Waiting, Cancelled}:     true,
+		{Waiting, Failed}:        true,
+		{Running, NeedsReview}:   true,
+		{Running, Done}:          true,
+		{Running, Failed}:        true,
+		{Running, Cancelled}:     true,
+		{NeedsReview, Done}:      true,
+		{NeedsReview, Failed}:    true,
+		{NeedsReview, Cancelled}: true,
+		{Failed, Waiting}:        true,
 	}
 	gateLegal = map[[2]string]bool{
 		{Filed, Approved}:     true,
 		{Filed, Denied}:       true,
+		{Filed, Expired}:      true,
 		{Approved, Executing}: true,
 		{Approved, Failed}:    true,
 		{Executing, Executed}: true,
@@ -37,7 +39,7 @@ var (
 		{Running, Failed}:   true,
 	}
 	taskStates = []string{Waiting, Running, NeedsReview, Done, Failed, Cancelled}
-	gateStates = []string{Filed, Approved, Denied, Executing, Executed, Failed}
+	gateStates = []string{Filed, Approved, Denied, Expired, Executing, Executed, Failed}
 	runStates  = []string{Starting, Running, Exited, Failed}
 )
 
@@ -77,7 +79,7 @@ func TestStatesAndTerminal(t *testing.T) {
 		terminal []string
 	}{
 		{"task", TaskMachine, taskStates, []string{Done, Cancelled}},
-		{"gate", GateMachine, gateStates, []string{Executed, Denied, Failed}},
+		{"gate", GateMachine, gateStates, []string{Executed, Denied, Expired, Failed}},
 		{"run", RunMachine, runStates, []string{Exited, Failed}},
 	} {
 		got := c.machine.States()

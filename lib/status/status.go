@@ -104,6 +104,13 @@ type Spend struct {
 	Bytes      int64   `json:"bytes"`
 	DailyBytes int64   `json:"daily_bytes"`
 	Over       bool    `json:"over"`
+	// Share is the largest share of a cap (daily, bytes, tokens_daily)
+	// that proactive work has used today, 1 at the cap, ShareOf that
+	// cap's key; 0 and "" for an imp without caps. Warn is its
+	// [budget.<imp>] warn, past which the owner is told once a day.
+	Share   float64 `json:"share"`
+	ShareOf string  `json:"share_of,omitempty"`
+	Warn    float64 `json:"warn,omitempty"`
 }
 
 // Failure is a failed task or gate.
@@ -346,8 +353,9 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 			all.Merge(t)
 		}
 		b := org.Budget[imp]
+		share, of, _ := ledger.Share(b, spent[ledger.Proactive])
 		s.Spend = append(s.Spend, Spend{Imp: imp, Day: day, Cost: all.Cost, Daily: b.Daily, Bytes: all.Bytes, DailyBytes: b.Bytes,
-			Over: ledger.Over(b, spent[ledger.Proactive]) != ""})
+			Over: ledger.Over(b, spent[ledger.Proactive]) != "", Share: share, ShareOf: of, Warn: b.Warn})
 	}
 	return s, nil
 }
@@ -439,14 +447,17 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 	if len(s.Spend) == 0 {
 		fmt.Fprintln(tw, "  none")
 	} else {
-		fmt.Fprintln(tw, "  IMP\tCOST\tBUDGET\tBYTES\tBYTE BUDGET")
+		fmt.Fprintln(tw, "  IMP\tCOST\tBUDGET\tBYTES\tBYTE BUDGET\tUSED")
 		for _, sp := range s.Spend {
 			over := ""
-			if sp.Over {
+			switch {
+			case sp.Over:
 				over = "\t" + p.Paint(cli.Red, "over budget")
+			case sp.Warn > 0 && sp.Share >= sp.Warn:
+				over = "\t" + p.Paint(cli.Amber, "past warn")
 			}
-			fmt.Fprintf(tw, "  %s\t%.4g\t%s\t%d\t%s%s\n", sp.Imp, sp.Cost, orDash(sp.Daily > 0, fmt.Sprintf("%.4g", sp.Daily)),
-				sp.Bytes, orDash(sp.DailyBytes > 0, fmt.Sprint(sp.DailyBytes)), over)
+			fmt.Fprintf(tw, "  %s\t%.4g\t%s\t%d\t%s\t%s%s\n", sp.Imp, sp.Cost, orDash(sp.Daily > 0, fmt.Sprintf("%.4g", sp.Daily)),
+				sp.Bytes, orDash(sp.DailyBytes > 0, fmt.Sprint(sp.DailyBytes)), orDash(sp.ShareOf != "", fmt.Sprintf("%.0f%% of %s", 100*sp.Share, sp.ShareOf)), over)
 		}
 	}
 	tw.Flush()

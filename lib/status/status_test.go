@@ -127,7 +127,7 @@ func TestGather(t *testing.T) {
 			t.Errorf("%s = %q: not RFC 3339 UTC whole seconds", m[1], m[2])
 		}
 	}
-	for _, part := range []string{`"daemons":[`, `"tasks":[`, `"gates":[`, `"spend":[`, `"failures":[`, `"warnings":[]`} {
+	for _, part := range []string{`"daemons":[`, `"tasks":[`, `"gates":[`, `"spend":[`, `"share":1.5,"share_of":"daily"`, `"failures":[`, `"warnings":[]`} {
 		if !strings.Contains(buf.String(), part) {
 			t.Errorf("JSON lacks %s: %s", part, buf.String())
 		}
@@ -143,7 +143,7 @@ func TestGather(t *testing.T) {
 		`(?m)^  impgw +not running +\(does not answer at 127\.0\.0\.1:9\)$`,
 		`(?m)^  yuko +2 +0 +0 +1 +0 +0$`,
 		`(?m)^  ` + pending.ID + ` +yuko +message-user +filed +1h$`,
-		`(?m)^  yuko +1\.5 +1 +0 +1000 +over budget$`,
+		`(?m)^  yuko +1\.5 +1 +0 +1000 +150% of daily +over budget$`,
 		`(?m)^  \S+Z +gate +` + bad.ID + ` +kenji +no executor for message-user$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(buf.String()) {

@@ -74,8 +74,10 @@ func (s *Supervisor) finish(l *liveRun, r *run.Run, exit box.Exit, waitErr error
 	default:
 		if cto, cwhy := s.collect(l, r); cto != "" {
 			to, why = cto, cwhy
-		} else if open := openGates(s, l.task); len(open) > 0 {
+		} else if open, expired := openGates(s, l.task); len(open) > 0 {
 			to, why = state.NeedsReview, "box exited 0; waiting on gates "+strings.Join(open, ", ")
+		} else if len(expired) > 0 {
+			to, why = state.NeedsReview, "box exited 0; "+expiredWhy(expired)
 		}
 	}
 	t, err := queue.Get(s.Yard, l.task)
@@ -179,16 +181,26 @@ func reason(e box.Exit) string {
 	return fmt.Sprintf("box exited %d", e.Code)
 }
 
-// openGates lists the gates of a task not yet finished.
-func openGates(s *Supervisor, taskID string) []string {
-	var open []string
+// openGates lists the gates of a task not yet finished, and those that
+// expired undecided.
+func openGates(s *Supervisor, taskID string) (open, expired []string) {
 	gate.Each(s.Yard, gate.Filter{All: true}, func(g *gate.Gate) error {
-		if g.Task == taskID && !state.GateMachine.Terminal(g.State) {
+		switch {
+		case g.Task != taskID:
+		case !state.GateMachine.Terminal(g.State):
 			open = append(open, g.ID)
+		case g.State == state.Expired:
+			expired = append(expired, g.ID)
 		}
 		return nil
 	})
-	return open
+	return open, expired
+}
+
+// expiredWhy is why a task whose gates expired stays in review: nobody
+// decided what it proposed, which is neither done nor a denial.
+func expiredWhy(gates []string) string {
+	return "gate " + strings.Join(gates, ", ") + " expired undecided; the owner reviews what it proposed"
 }
 
 // reviews reads the gates once and lets them move tasks on: settled
@@ -249,7 +261,8 @@ func final(t *queue.Task) bool {
 
 // settle moves needs-review tasks on once all their gates are finished:
 // failed if one failed, done otherwise (a denied gate is a decision, and
-// the task's continuation, if it asked for one, carries it). A task whose
+// the task's continuation, if it asked for one, carries it). A task with
+// a gate that expired stays in review: nobody decided it. A task whose
 // box a pause stopped (LabelStopped) stays while its imp is paused, and
 // then fails, as it did not finish.
 func (s *Supervisor) settle(tasks []*queue.Task, gates []*gate.Gate, ps *pause.State) {
@@ -259,7 +272,7 @@ func (s *Supervisor) settle(tasks []*queue.Task, gates []*gate.Gate, ps *pause.S
 			if g.Task != t.ID {
 				continue
 			}
-			if !state.GateMachine.Terminal(g.State) {
+			if !state.GateMachine.Terminal(g.State) || g.State == state.Expired {
 				open = true
 				break
 			}

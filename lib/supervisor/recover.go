@@ -11,6 +11,7 @@ import (
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/token"
 )
 
 // Recover reconciles containerd with the queue after a restart: a running
@@ -76,6 +77,20 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 		}
 	}
 	s.sweepRuns(adopted)
+	// A queue whose last transition lost its records to a cut may never
+	// move again: its records are written now, not at its next add.
+	for _, err := range queue.Repair(s.Yard) {
+		s.logf("%v", err)
+	}
+	// A run that ended unseen (the supervisor or the host went down while
+	// its box ran) still has its token: revoked, nothing that kept it is
+	// let back in.
+	if err := token.RevokeRuns(s.Home, func(runID string) bool {
+		r, err := run.Read(s.Yard, runID)
+		return !adopted[runID] && err == nil && !r.Live()
+	}); err != nil {
+		s.logf("tokens: %v", err)
+	}
 	return nil
 }
 

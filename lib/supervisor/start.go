@@ -100,14 +100,17 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 		}
 		s.failRun(runID, task, ns, rt, r != nil, why)
 	}
-	if tok, err = token.Issue(s.Home, t.Imp, runID, t.ID); err != nil {
-		return false, err
-	}
 	if ns, err = netns.New(runID); err != nil {
 		undo(err.Error())
 		return false, err
 	}
 	if r, err = s.newRun(runID, t, ns, rt); err != nil {
+		undo(err.Error())
+		return false, err
+	}
+	// The token comes after the run's record, so that a token always has
+	// a run the supervisor's recovery can find ended, and revoke it with.
+	if tok, err = token.Issue(s.Home, t.Imp, runID, t.ID); err != nil {
 		undo(err.Error())
 		return false, err
 	}

@@ -241,6 +241,13 @@ func ProxyLookup(home, proxyAuthorization string) (string, *Subject, error) {
 // when a run ends, including one it adopted after a restart and whose
 // token it no longer holds.
 func RevokeRun(home, runID string) error {
+	return RevokeRuns(home, func(run string) bool { return run == runID })
+}
+
+// RevokeRuns forgets every token issued for a run that ended says has
+// ended: what the supervisor does when it starts, for the runs a crash
+// or a power cut ended without the supervisor seeing them end.
+func RevokeRuns(home string, ended func(runID string) bool) error {
 	d, err := dir(home)
 	if err != nil {
 		return err
@@ -260,7 +267,7 @@ func RevokeRun(home, runID string) error {
 				continue
 			}
 			var s Subject
-			if store.Decode(p, b, kind, major, &s) == nil && s.Run == runID {
+			if store.Decode(p, b, kind, major, &s) == nil && s.Run != "" && ended(s.Run) {
 				if err := tx.Remove(e.Name()); err != nil {
 					return err
 				}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/payload"
+	"github.com/impyard/impyard/lib/rate"
 )
 
 // Decision is the ladder's answer.
@@ -40,6 +41,9 @@ type Decision struct {
 	// Rule is the deciding entry itself (see Rule), nil when none
 	// matched: a gate records it, and an auto-approval signs it.
 	Rule json.RawMessage
+	// Rate is the deciding auto entry's rate: lib/gate files the
+	// approval for a human instead once the entry has spent it.
+	Rate rate.Limit
 }
 
 // Rule is the canonical JSON of a trust entry: every field that decides
@@ -53,7 +57,8 @@ func Rule(t config.Trust) json.RawMessage {
 		Level  string            `json:"level"`
 		Earned bool              `json:"earned,omitempty"`
 		Gates  []string          `json:"gates,omitempty"`
-	}{t.Intent, t.Imp, t.Match, t.Free, t.Level, t.Earned, t.Gates})
+		Rate   string            `json:"rate,omitempty"`
+	}{t.Intent, t.Imp, t.Match, t.Free, t.Level, t.Earned, t.Gates, t.Rate.String()})
 	return b
 }
 
@@ -127,7 +132,7 @@ func Decide(org *config.Org, impCfg *config.Imp, imp, intent string, body []byte
 			}
 			continue
 		}
-		return Decision{Level: t.Level, Entry: t.Where, Why: fmt.Sprintf("%s: level %s", t.Where, t.Level), Rule: Rule(t)}
+		return Decision{Level: t.Level, Entry: t.Where, Why: fmt.Sprintf("%s: level %s", t.Where, t.Level), Rule: Rule(t), Rate: t.Rate}
 	}
 	return Decision{Level: config.Gate, Why: why}
 }

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/payload"
+	"github.com/impyard/impyard/lib/rate"
 )
 
 var email = map[string]string{"to": payload.Addresses, "cc": payload.Addresses, "bcc": payload.Addresses,
@@ -166,5 +168,16 @@ func TestDecisionCarriesRule(t *testing.T) {
 	}
 	if d := Decide(org, nil, "yuko", "email-send", []byte(`{"to":["x@elsewhere.com"]}`)); d.Level != config.Gate || d.Rule != nil {
 		t.Errorf("no entry: %s %s", d.Level, d.Rule)
+	}
+}
+
+// An auto entry's rate is in its decision, for lib/gate to count, and in
+// its rule, so the approval's signature covers it.
+func TestDecisionCarriesRate(t *testing.T) {
+	org := testOrg()
+	org.Trust[0].Rate = rate.Limit{N: 10, Period: time.Hour}
+	d := Decide(org, nil, "yuko", "email-send", []byte(`{"to":["a@ourco.com"],"subject":"s"}`))
+	if want := `{"intent":"email-send","imp":"yuko","match":{"to":"*@OurCo.com"},"free":["subject","body"],"level":"auto","rate":"10/1h"}`; string(d.Rule) != want || d.Rate != org.Trust[0].Rate {
+		t.Errorf("decision rule %s rate %v, want %s and 10/1h", d.Rule, d.Rate, want)
 	}
 }
