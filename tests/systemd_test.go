@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -367,6 +368,9 @@ func TestMakeInstallUnits(t *testing.T) {
 		if !strings.Contains(string(b), "\nType=notify\n") {
 			t.Errorf("%s is not Type=notify", path)
 		}
+		if name != "impsup" {
+			sandboxed(t, path, string(b))
+		}
 		paths = append(paths, path)
 	}
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
@@ -375,5 +379,28 @@ func TestMakeInstallUnits(t *testing.T) {
 	}
 	if out, err := exec.Command("systemd-analyze", append([]string{"--man=no", "verify"}, paths...)...).CombinedOutput(); err != nil || len(out) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// sandboxed checks a unit of a daemon that starts no box: the file system
+// read-only but the yard and IMPYARD_HOME its Environment= names, which
+// it writes, a private /tmp and no new privileges; impgw's also waits
+// for the network to be online, which it forwards to.
+func sandboxed(t *testing.T, path, unit string) {
+	t.Helper()
+	for _, line := range []string{"ProtectSystem=strict", "ProtectHome=read-only", "PrivateTmp=yes", "NoNewPrivileges=yes"} {
+		if !strings.Contains(unit, "\n"+line+"\n") {
+			t.Errorf("%s lacks %s", path, line)
+		}
+	}
+	rw := regexp.MustCompile(`(?m)^ReadWritePaths=(.*)$`).FindStringSubmatch(unit)
+	for _, env := range []string{"IMPYARD_ROOT", "IMPYARD_HOME"} {
+		m := regexp.MustCompile(`(?m)^Environment=` + env + `=(\S+)$`).FindStringSubmatch(unit)
+		if m == nil || rw == nil || !slices.Contains(strings.Fields(rw[1]), m[1]) {
+			t.Errorf("%s: %s %v is not among ReadWritePaths %v", path, env, m, rw)
+		}
+	}
+	if strings.Contains(path, "impgw") && !strings.Contains(unit, "\nWants=network-online.target\n") {
+		t.Errorf("%s orders itself after network-online.target without wanting it", path)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/signers"
 	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/status"
 	"github.com/impyard/impyard/lib/transition"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -37,13 +38,17 @@ exit 1, naming the keys they do. The key is created on first use, with
 a notice, only in a yard without that record, or whose record names no
 owner key and only keys this home holds.
 
+An approval no executor will run now (org.toml does not load or names
+no executor for the intent, a pause holds the imp, impexec run is not
+running) is made, with a note on stderr saying why.
+
 An approval made whose audit record cannot be written yet exits 0 with a
 warning ("approved, but its record is not written yet"), as impq add does.
 
-Approving a gate already approved changes nothing and exits 0 with a
-note, once the approval made is verified (its signature, the payload's
-sha256, and --sha when given); otherwise, and for a gate denied,
-executing, executed or failed, it fails (exit 1) saying why. An approved
+Approving a gate already approved, or executing or executed since,
+changes nothing and exits 0 with a note, once the approval made is
+verified (its signature, the payload's sha256, and --sha when given);
+otherwise, and for a gate denied or failed, it fails (exit 1) saying why. An approved
 gate with no signature (approved before approvals were signed), an
 impyard.approval/1 one, or one signed by a key not in IMPYARD_HOME/keys/
 is signed by approving it again, recorded in its timeline.
@@ -188,8 +193,13 @@ func decide(e *cli.Env, args []string, root string, asJSON, old bool, c gate.Cha
 		rerr = fmt.Errorf("%s denied, but the earned trust entries it disagrees with were not removed: %w", g.ID, rerr)
 	}
 	if repeated {
-		h := g.History[len(g.History)-1]
-		fmt.Fprintf(e.Stderr, "%s: note: %s already %s by %s at %s; nothing to do\n", e.Name, g.ID, g.State, cli.Printable(h.By), h.At.UTC().Format(time.RFC3339))
+		// The decision repeated, and, for a gate that went on from it,
+		// how far it went.
+		h, since := g.Decision(c.To), ""
+		if g.State != c.To {
+			since = ", and " + g.State + " since"
+		}
+		fmt.Fprintf(e.Stderr, "%s: note: %s already %s by %s at %s%s; nothing to do\n", e.Name, g.ID, c.To, cli.Printable(h.By), h.At.UTC().Format(time.RFC3339), since)
 		if !asJSON {
 			return nil
 		}
@@ -218,6 +228,11 @@ func decide(e *cli.Env, args []string, root string, asJSON, old bool, c gate.Cha
 	}
 	if _, err := fmt.Fprintf(e.Stdout, "%s %s by %s%s\n", g.ID, g.State, c.By, again); err != nil {
 		return err
+	}
+	if g.State == state.Approved {
+		if why := status.Waiting(y, g); why != "" {
+			fmt.Fprintf(e.Stderr, "%s: note: no executor will run %s now: %s\n", e.Name, g.ID, cli.Printable(why))
+		}
 	}
 	if removed != "" {
 		if _, err := fmt.Fprintln(e.Stdout, removed); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/desk"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
@@ -19,7 +20,10 @@ List pending gates, oldest first; with --all, decided gates too. A
 pause in force (impsup pause) is shown first, one line each, on standard
 error with --json; while it holds, its imps' approved gates wait. Files
 that cannot be read are reported on standard error by name and the rest
-are still listed.
+are still listed. A gate whose state was edited by hand (a state no
+transition writes, one its directory or its timeline disagrees with) is
+listed, and named on standard error with what is wrong; --json adds
+"problem" saying it. No executor acts on such a gate.
 
 AGE is how long ago a gate was filed; LEFT, for a pending gate with a
 deadline (see EXPIRY), how long it has before it expires undecided,
@@ -29,7 +33,12 @@ left_seconds (see impgate show).
 The PAYLOAD column says whether each gate's payload still matches its
 sha256: "ok", or "EDITED" for a payload changed on disk after filing,
 which can never be approved or executed (deny it). --json prints each
-gate file with "payload_matches" (true or false) added.
+gate file with "payload_matches" (true or false) added, and "short_id".
+
+On a terminal the ID column shows each id's shortest unique
+abbreviation (at least 4 characters after "g-"), which every command
+that takes a gate id takes back; elsewhere, and in "short_id" with
+--json, the whole id stays for scripts.
 
 Examples:
   impgate ls
@@ -40,6 +49,7 @@ func ls(e *cli.Env, args []string) error {
 	fs := e.FlagSet("ls", lsUsage)
 	root := cli.RootFlag(fs)
 	var f gate.Filter
+	f.Edited = true
 	fs.BoolVar(&f.All, "all", false, "include decided gates")
 	fs.StringVar(&f.Imp, "imp", "", "only gates of imp `NAME`")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
@@ -75,15 +85,32 @@ func ls(e *cli.Env, args []string) error {
 	// org.toml gives the executors' deadlines; unreadable, only those set
 	// at filing are shown, as impexec, which expires gates, then holds.
 	org, _ := config.LoadOrg(y)
+	// Abbreviations unique among every gate, listed or not, as
+	// gate.Resolve takes them back.
+	ids, err := gate.IDs(y)
+	if err != nil {
+		return err
+	}
+	shorts := id.Shortest(ids)
 	header := "ID\tIMP\tINTENT\t" + p.Paint(cli.Plain, "STATE") + "\tAGE\tLEFT\tSHA256\tPAYLOAD\tRATIONALE"
 	return cli.List(e, *asJSON, header, func(g *listed) string {
 		match := "ok"
 		if !g.PayloadMatches {
 			match = p.Paint(cli.Red, "EDITED")
 		}
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", g.ID, cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), g.AgeText(), g.LeftText(), shortSHA(g.SHA256), match, cli.OneLine(g.Rationale, 50))
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Abbrev(g.ID, shorts), cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), g.AgeText(), g.LeftText(), shortSHA(g.SHA256), match, cli.OneLine(g.Rationale, 50))
 	}, func(fn func(*listed) error) ([]error, error) {
-		return gate.EachListed(y, f, func(l *gate.Listed) error { return fn(&listed{l, desk.Timing(l.Gate, org, now)}) })
+		// A gate whose state was edited by hand is listed, and what is
+		// wrong with it is warned of with the files that cannot be read.
+		var edited []error
+		bad, err := gate.EachListed(y, f, func(l *gate.Listed) error {
+			l.ShortID = shorts[l.ID]
+			if l.Problem != "" {
+				edited = append(edited, fmt.Errorf("%s; no executor acts on it until its state is what its timeline says", l.Problem))
+			}
+			return fn(&listed{l, desk.Timing(l.Gate, org, now)})
+		})
+		return append(bad, edited...), err
 	})
 }
 

@@ -36,8 +36,10 @@ line, blank lines and # comments ignored:
   deny GATE REASON...
   skip GATE
 
-The whole script is checked before anything is decided: a mistake on any
-line (exit 2) decides nothing. Each line then shows its gate and applies
+GATE is a gate id or a unique prefix of one, as impgate ls shows it on a
+terminal. The whole script is checked before anything is decided: a
+mistake on any line (exit 2), or a prefix that names no gate or several
+(exit 1, naming them), decides nothing. Each line then shows its gate and applies
 its decision, in order; the first line refused (a sha that does not match
 the payload, a gate already decided) stops the script with exit 1, and
 that line and those after it decide nothing.
@@ -117,8 +119,16 @@ func report(y *yard.Yard, g *gate.Gate) (*desk.Report, error) {
 // runScript shows and decides each line's gate in order, stopping at the
 // first line refused.
 func runScript(e *cli.Env, root, by string, lines []desk.Line) error {
-	if _, err := yard.Open(root); err != nil {
+	y, err := yard.Open(root)
+	if err != nil {
 		return err
+	}
+	// Every id, whole or a prefix, is resolved before anything is
+	// decided: an ambiguous one stops the script whole.
+	for i, l := range lines {
+		if lines[i].Gate, err = gate.Resolve(y, l.Gate); err != nil {
+			return fmt.Errorf("review script line %d: %w; nothing was decided", l.N, err)
+		}
 	}
 	for i, l := range lines {
 		if i > 0 {

@@ -57,7 +57,7 @@ func logCmd(ctx context.Context, e *cli.Env, args []string) error {
 		return cli.Usagef("log: unexpected argument %q", fs.Arg(0))
 	}
 	if *since != "" {
-		t, err := gateway.ParseSince(*since, time.Now())
+		t, err := cli.ParseSince(*since, time.Now())
 		if err != nil {
 			return cli.Usagef("log: %v", err)
 		}

@@ -14,13 +14,14 @@ import (
 	"github.com/impyard/impyard/lib/yard"
 )
 
-const replayUsage = `usage: impgw replay --policy FILE [--root DIR] [--json] [DECISIONS]
+const replayUsage = `usage: impgw replay --policy FILE [--root DIR] [--json] [--check] [DECISIONS]
 
 Re-judge every recorded decision in DECISIONS ('-' for standard input;
 default runs/decisions.jsonl in the yard) under the candidate policy FILE
 ('-' for standard input, but not both) and list each one whose
 verdict would flip, oldest first: what last week's traffic would have met
-under the edit. Nothing is changed or sent.
+under the edit. Nothing is changed or sent. With --check it exits 1 when
+any verdict would flip, so a script or CI can gate a policy edit on it.
 
 Records the gateway refused on its own (domain fronting, no such host, a
 body it cannot inspect, ...) and malformed requests it rejected do not
@@ -62,6 +63,7 @@ func replay(e *cli.Env, args []string) error {
 	root := cli.RootFlag(fs)
 	policy := fs.String("policy", "", "the candidate policy `FILE` ('-' for standard input; required)")
 	asJSON := fs.Bool("json", false, "print each flip as one JSON object")
+	check := fs.Bool("check", false, "exit 1 when any verdict would flip, as diff does")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -154,8 +156,15 @@ func replay(e *cli.Env, args []string) error {
 	}
 	fmt.Fprintf(e.Stderr, "impgw: %d decisions in %s: %d re-judged, %d would flip, %d not re-judged (rejects, the gateway's own refusals), %d unknown (the deciding rule reads a body or task records do not hold)\n",
 		seen, path, judged, flips, skipped, unknown)
+	if *check && flips > 0 {
+		return fmt.Errorf("%w: %d under %s", errFlips, flips, *policy)
+	}
 	return nil
 }
+
+// errFlips is replay --check's failure: the candidate policy would flip
+// recorded verdicts.
+var errFlips = errors.New("verdicts would flip")
 
 func ruleName(s string) string {
 	if s == "" {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/queue"
@@ -16,6 +18,8 @@ Cancel a waiting, running or needs-review task. A running task's box is
 stopped by the supervisor when it sees the cancellation. A task in review
 is closed: its gates stay as they are (a pending one can still be decided),
 but it ends; use it when a gate that expired or failed leaves it in review.
+Cancelling a task already cancelled changes nothing and exits 0 with a
+note; a task done or failed is refused (exit 1).
 
 Examples:
   impq cancel t-01jf8k2m3nx4k9q2
@@ -42,6 +46,18 @@ func cancel(e *cli.Env, args []string) error {
 		return err
 	}
 	t, err := queue.Move(y, taskID, queue.Change{To: state.Cancelled, By: by(*as), Actor: "impq", Why: *reason})
+	if errors.Is(err, state.ErrIllegal) {
+		// Cancelled already is the state asked for: a repeat, not a
+		// refusal (impyard(7), REPEATED ACTIONS).
+		if was, gerr := queue.Get(y, taskID); gerr == nil && was.State == state.Cancelled {
+			h := was.History[len(was.History)-1]
+			fmt.Fprintf(e.Stderr, "%s: note: %s already cancelled by %s at %s; nothing to do\n", e.Name, was.ID, cli.Printable(h.By), h.At.UTC().Format(time.RFC3339))
+			if !*asJSON {
+				return nil
+			}
+			t, err = was, nil
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -2,18 +2,21 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/queue"
+	runrec "github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
 )
 
 const showUsage = `usage: impq show [--json] TASK
 
 Show one task: its fields, its text and every transition with who, when
-and why.
+and why. A failed task's "box log" line names its last run's box.log.
 
 Examples:
   impq show t-01jf8k2m3nx4k9q2
@@ -70,6 +73,15 @@ func show(e *cli.Env, args []string) error {
 	}
 	field("runs", strings.Join(t.Runs, ", "))
 	field("reason", t.Reason)
+	if t.State == state.Failed && len(t.Runs) > 0 {
+		// Where the box said why: the first place to look.
+		log := runrec.Path(y, t.Runs[len(t.Runs)-1], runrec.BoxLog)
+		if _, err := os.Stat(log); err == nil {
+			field("box log", log)
+		} else {
+			field("box log", log+" (not there: no box wrote it)")
+		}
+	}
 	// The text is the sender's: its line breaks are kept, its carriage
 	// returns and escape sequences shown, so it cannot erase the fence.
 	fmt.Fprintf(w, "\n%s\n\n", cli.PrintableLines(strings.TrimRight(t.Text, "\n")))

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +19,7 @@ import (
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/mcpserv"
 	"github.com/impyard/impyard/lib/memory"
@@ -31,7 +37,10 @@ its version); each runtime (runc, crun, runsc) installed, its version and
 a probe box started under it, with a warning when the runc lacks the 2025
 escape fixes (a runtime no imp uses may be missing, with a warning);
 network namespaces, cgroups, the gateway CA, the
-policy (its schema; impgw judge checks its rules), org.toml and every
+policy (its schema, and every rule valid, by running impgw judge), every
+secret a configuration names (there, 0600, in a 0700 secrets/ folder),
+org.toml (when it does not load, containerd and the gateway are not
+checked) and every
 imp.toml (each also in strict modes: it and every directory up to the
 yard root owned by root or the yard's owner and writable by no one
 else, or every daemon refuses it), each imp's charter.md and memory.md (present, within the size
@@ -100,20 +109,27 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 	}
 	org, orgErr := config.LoadOrg(y)
 	check("org.toml", config.OrgPath(y), orgErr)
+	// A broken org.toml is the one failure: the addresses it names are
+	// unknown, and checking the defaults instead would report a
+	// containerd and a gateway that are fine as down.
+	notChecked := "not checked: org.toml does not load, and it names the address"
+	var r *box.Runner
 	if orgErr != nil {
 		org = config.Default()
-	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	r, err := box.New(cctx, org.Containerd.Address, org.Containerd.Namespace)
-	if err == nil {
-		v, verr := r.Version(cctx)
-		check("containerd", fmt.Sprintf("%s at %s, namespace %s", v, org.Containerd.Address, org.Containerd.Namespace), verr)
-		defer r.Close()
+		warn("containerd", notChecked)
 	} else {
-		check("containerd", "", err)
-		r = nil
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		r, err = box.New(cctx, org.Containerd.Address, org.Containerd.Namespace)
+		if err == nil {
+			v, verr := r.Version(cctx)
+			check("containerd", fmt.Sprintf("%s at %s, namespace %s", v, org.Containerd.Address, org.Containerd.Namespace), verr)
+			defer r.Close()
+		} else {
+			check("containerd", "", err)
+			r = nil
+		}
+		cancel()
 	}
-	cancel()
 	imps, _ := config.ImpNames(y)
 	runtimes(ctx, check, warn, r, org, usedRuntimes(y, org, imps))
 	name := "doctor-" + strings.TrimPrefix(id.New(id.Run), "r-")
@@ -132,7 +148,11 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 	} else {
 		check("ca", "", fmt.Errorf("%w (impgw ca init)", err))
 	}
-	check("policy", y.PolicyPath(), policyReadable(y))
+	rules, err := policyRules(ctx, y)
+	check("policy", y.PolicyPath()+" "+rules, err)
+	for _, sc := range secrets(y, home, org, orgErr == nil) {
+		check("secret", sc.detail, sc.err)
+	}
 	for _, im := range imps {
 		_, err := config.LoadImp(y, im)
 		check("imp.toml", config.ImpPath(y, im), err)
@@ -148,9 +168,12 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 	} else {
 		check("yard", "", err)
 	}
-	if err := runpkg.GatewayUp(org.Gateway.Listen); err == nil {
+	switch err := runpkg.GatewayUp(org.Gateway.Listen); {
+	case orgErr != nil:
+		warn("gateway", notChecked)
+	case err == nil:
 		check("gateway", "impgw answers at "+org.Gateway.Listen, nil)
-	} else {
+	default:
 		check("gateway", "", err)
 	}
 	mcpStates, err := mcpserv.ReadStatus(y)
@@ -289,14 +312,140 @@ func statAll(paths ...string) error {
 	return nil
 }
 
-// policyReadable checks that the policy is there and of a schema this
-// impyard reads. Its rules are the gateway's to judge (impgw judge loads
-// them the way impgw serve does), so that impsup links no judge.
-func policyReadable(y *yard.Yard) error {
+// policyRules checks the policy: there, of a schema this impyard reads,
+// and every rule valid. The rules are judged by impgw judge, which loads
+// them the way impgw serve does, run as its own process so that impsup
+// links no judge. It says how many rules there are.
+func policyRules(ctx context.Context, y *yard.Yard) (string, error) {
 	path := y.PolicyPath()
 	b, err := y.ReadAuthority(path)
 	if err != nil {
+		return "", err
+	}
+	if err := store.CheckSchema(path, b, "policy", 1); err != nil {
+		return "", err
+	}
+	var p policyNames
+	if err := json.Unmarshal(b, &p); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	gw, err := sibling("impgw")
+	if err != nil {
+		return "", fmt.Errorf("%s: its rules are not checked: %w", path, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(cctx, gw, "judge", "--root", y.Root, "--json", "GET", "https://doctor.invalid/")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var verdict struct {
+		Verdict string `json:"verdict"`
+	}
+	if jerr := json.Unmarshal(stdout.Bytes(), &verdict); jerr == nil && verdict.Verdict != "" {
+		return fmt.Sprintf("%d rules, each valid (impgw judge)", len(p.Rules)), nil
+	}
+	if why := strings.TrimSpace(stderr.String()); why != "" {
+		why, _, _ = strings.Cut(why, "\n")
+		return "", errors.New(strings.TrimPrefix(why, "impgw: error: "))
+	}
+	return "", fmt.Errorf("%s: impgw judge could not check it: %w", path, err)
+}
+
+// policyNames is what doctor reads of the policy itself: the rules, to
+// count them, and the secrets they inject, to check those files.
+type policyNames struct {
+	Rules []struct {
+		Name   string `json:"name"`
+		Inject *struct {
+			Secret string `json:"secret"`
+		} `json:"inject"`
+	} `json:"rules"`
+}
+
+// sibling finds another impyard binary: beside this one first, as make
+// install and the release put them, then on PATH.
+func sibling(name string) (string, error) {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return exec.LookPath(name)
+}
+
+// secretCheck is doctor's line for one secret a configuration names.
+type secretCheck struct {
+	detail string
+	err    error
+}
+
+// Doctor's errors about a secret file, for a caller that tells them apart.
+var (
+	errSecretMissing = errors.New("secret named but missing")
+	errSecretOpen    = errors.New("secret readable by others")
+)
+
+// secrets checks every secret a configuration names, the policy's
+// injections and org.toml's inbound sources (when org.toml loads): each
+// is a non-empty file of mode 0600 or stricter in a secrets/ folder of
+// mode 0700 or stricter.
+func secrets(y *yard.Yard, h string, org *config.Org, orgOK bool) []secretCheck {
+	users := map[string][]string{}
+	if b, err := y.ReadAuthority(y.PolicyPath()); err == nil {
+		var p policyNames
+		if json.Unmarshal(b, &p) == nil {
+			for i, r := range p.Rules {
+				if r.Inject != nil && r.Inject.Secret != "" {
+					users[r.Inject.Secret] = append(users[r.Inject.Secret], fmt.Sprintf("policy rules[%d] %q", i, r.Name))
+				}
+			}
+		}
+	}
+	if orgOK {
+		for _, s := range org.Inbound.Sources {
+			if s.Secret != "" {
+				users[s.Secret] = append(users[s.Secret], "inbound source "+s.Name)
+			}
+		}
+	}
+	dir := home.Dir(h)
+	var out []secretCheck
+	dirErr := private(dir.Secrets(), 0o700)
+	for _, name := range slices.Sorted(maps.Keys(users)) {
+		p := dir.Secret(name)
+		by := strings.Join(users[name], ", ")
+		var err error
+		if strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
+			err = fmt.Errorf("secret %q, named by %s, is not a plain name", name, by)
+		} else if err = private(p, 0o600); err == nil {
+			err = dirErr
+		}
+		if err != nil {
+			out = append(out, secretCheck{err: fmt.Errorf("%w (named by %s)", err, by)})
+			continue
+		}
+		out = append(out, secretCheck{detail: p + " for " + by})
+	}
+	return out
+}
+
+// private checks that path exists, is not empty when a file, and allows
+// no more than mode; a secret others can read is one they hold.
+func private(path string, mode os.FileMode) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s", errSecretMissing, path)
+	}
+	if err != nil {
 		return err
 	}
-	return store.CheckSchema(path, b, "policy", 1)
+	if perm := fi.Mode().Perm(); perm&^mode != 0 {
+		return fmt.Errorf("%w: %s is mode %04o, want %04o (chmod %o %s)", errSecretOpen, path, perm, mode, mode, path)
+	}
+	if fi.Mode().IsRegular() && fi.Size() == 0 {
+		return fmt.Errorf("secret %s is empty", path)
+	}
+	return nil
 }

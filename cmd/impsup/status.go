@@ -19,7 +19,8 @@ in runs/ are held) and whether impgw answers at org.toml's gateway listen
 address, and the most recent failed tasks and gates with their reason.
 An authority file that every daemon refuses for its owner or mode
 (org.toml, policies/gateway.json, an imp.toml; impyard-security(7)) is
-named among the warnings. It only reads; nothing in the yard is created or changed.
+named among the warnings. An org.toml that does not load is shown
+first, and the rest of the yard still after it. It only reads; nothing in the yard is created or changed.
 
 With --json, one JSON object with the parts paused (and pause, the
 pause file, while anything is paused), daemons, tasks, gates, spend,

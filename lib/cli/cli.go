@@ -203,12 +203,17 @@ func User() string {
 	return "unknown"
 }
 
-// Dispatch runs the subcommand named by args[0] from cmds, printing usage
+// Dispatch runs the subcommand named by args[0] from cmds, global flags
+// before it moved after it (Hoist), printing usage
 // for --help or help, help on a subcommand for "help COMMAND" or
 // "COMMAND help", the
 // version for --version and a shell completion script for "completion
 // SHELL"; no subcommand, or an unknown one, is one usage error line.
 func (e *Env) Dispatch(args []string, usage string, cmds map[string]func(args []string) error) int {
+	args, err := Hoist(args)
+	if err != nil {
+		return e.Report(err)
+	}
 	if len(args) > 0 {
 		switch args[0] {
 		case "-version", "--version":

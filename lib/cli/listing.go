@@ -39,3 +39,13 @@ func List[R any](e *Env, asJSON bool, header string, row func(R) string, each fu
 	}
 	return out.Flush()
 }
+
+// Abbrev is the id a table shows: on a terminal, where a person reads
+// and types it, its shortest unique abbreviation from shorts
+// (id.Shortest); elsewhere the whole id, which scripts keep.
+func (e *Env) Abbrev(full string, shorts map[string]string) string {
+	if short, ok := shorts[full]; ok && IsTerminal(e.Stdout) {
+		return short
+	}
+	return full
+}

@@ -68,7 +68,7 @@ func ParseScript(r io.Reader) ([]Line, error) {
 			return nil, bad("%q wants a gate id", f[0])
 		}
 		l.Gate = f[1]
-		if err := id.Check(id.Gate, l.Gate); err != nil {
+		if _, err := id.CheckPrefix(id.Gate, l.Gate); err != nil {
 			return nil, bad("%v", err)
 		}
 		switch l.Action {

@@ -40,16 +40,33 @@ var errNoDecision = errors.New("filed already approved by a trust rule; no decis
 // Notify delivers the outbox (lib/notify) until ctx is done, a pass every
 // poll.
 func (r *Runner) Notify(ctx context.Context, poll time.Duration) {
+	told := ""
 	for {
-		if err := r.NotifyOnce(ctx, time.Now()); err != nil && ctx.Err() == nil {
-			r.logf("notify: %v", err)
-		}
+		told = r.notifyPass(ctx, told)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(poll):
 		}
 	}
+}
+
+// notifyPass is one pass of Notify, its error logged only when it is
+// not told, the error of the pass before: a broken org.toml stops every
+// pass until it is fixed, and one line says so, not one a poll. It
+// returns what it told.
+func (r *Runner) notifyPass(ctx context.Context, told string) string {
+	err := r.NotifyOnce(ctx, time.Now())
+	if err == nil || ctx.Err() != nil {
+		if told != "" && ctx.Err() == nil {
+			r.logf("notify: notifications go on")
+		}
+		return ""
+	}
+	if err.Error() != told {
+		r.logf("notify: %v", err)
+	}
+	return err.Error()
 }
 
 // NotifyOnce writes the budget warnings due at now (Warn) and makes one

@@ -243,6 +243,48 @@ func TestNotifyBrokenConfigWaits(t *testing.T) {
 	}
 }
 
+// A broken org.toml is logged once per change, not once a poll: three
+// passes under one error say it once, a different error is said again,
+// and the fix is said once; the entry waits through it all and then goes.
+func TestNotifyBrokenConfigLoggedOnce(t *testing.T) {
+	r, received, _, logs := notifyRunner(t, "[notify]\ncommand = [\"RECEIVE\"]\n")
+	good, err := os.ReadFile(r.Yard.Path("org.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileGate(t, r, `{}`)
+	ctx := context.Background()
+	os.WriteFile(r.Yard.Path("org.toml"), []byte("[notify]\nformat = \"teams\"\n"), 0o640)
+	told := ""
+	for range 3 {
+		told = r.notifyPass(ctx, told)
+	}
+	os.WriteFile(r.Yard.Path("org.toml"), []byte("[notify]\nformat = \"matrix\"\n"), 0o640)
+	for range 2 {
+		told = r.notifyPass(ctx, told)
+	}
+	os.WriteFile(r.Yard.Path("org.toml"), good, 0o640)
+	for range 2 {
+		told = r.notifyPass(ctx, told)
+	}
+	var said []string
+	for _, l := range *logs {
+		if strings.HasPrefix(l, "notify: ") {
+			said = append(said, l)
+		}
+	}
+	if len(said) != 3 || !strings.Contains(said[0], `unknown format "teams"`) || !strings.Contains(said[1], `unknown format "matrix"`) ||
+		said[2] != "notify: notifications go on" {
+		t.Fatalf("logged %d lines, want 3 (teams, matrix, go on):\n%s", len(said), strings.Join(*logs, "\n"))
+	}
+	if told != "" {
+		t.Errorf("told %q after the fix", told)
+	}
+	if got := receivedMessages(t, received); len(got) != 1 {
+		t.Fatalf("after the fix %d messages were sent, want 1", len(got))
+	}
+}
+
 // A secret that cannot be read to be kept out holds the notification.
 func TestNotifyUnreadableSecretHolds(t *testing.T) {
 	r, received, _, _ := notifyRunner(t, "[notify]\ncommand = [\"RECEIVE\"]\n")

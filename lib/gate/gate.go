@@ -524,16 +524,29 @@ func parseGate(path string, b []byte) (*Gate, error) {
 	if err := store.Decode(path, b, Kind, Major, &g); err != nil {
 		return nil, err
 	}
-	switch {
-	case id.Check(id.Gate, g.ID) != nil || g.ID+".json" != filepath.Base(path):
+	if id.Check(id.Gate, g.ID) != nil || g.ID+".json" != filepath.Base(path) {
 		return nil, fmt.Errorf("%s: id %q does not match the file name", path, g.ID)
+	}
+	var last string
+	if len(g.History) > 0 {
+		last = g.History[len(g.History)-1].To
+	}
+	switch {
 	case !state.GateMachine.Known(g.State):
-		return nil, fmt.Errorf("%s: unknown state %q", path, g.State)
+		return &g, fmt.Errorf("%s: %w: unknown state %q", path, ErrHandEdited, g.State)
 	case (filepath.Base(filepath.Dir(path)) == pending) != (g.State == state.Filed):
-		return nil, fmt.Errorf("%s: state %q does not belong in %s/", path, g.State, filepath.Base(filepath.Dir(path)))
+		return &g, fmt.Errorf("%s: %w: state %q does not belong in %s/", path, ErrHandEdited, g.State, filepath.Base(filepath.Dir(path)))
+	case last != g.State:
+		return &g, fmt.Errorf("%s: %w: state %q, but its timeline ends in %q", path, ErrHandEdited, g.State, last)
 	}
 	return &g, nil
 }
+
+// ErrHandEdited is a gate file whose state no transition wrote: one not
+// in the gate state machine, one in the wrong directory, or one its
+// timeline does not end in. No daemon acts on such a gate; a listing
+// shows it with what is wrong (Filter.Edited).
+var ErrHandEdited = errors.New("state edited by hand")
 
 // Get reads one gate. A resolved copy wins over a pending one: a crash
 // between writing the decision and removing the pending file leaves both,
@@ -612,7 +625,8 @@ var errRepeat = errors.New("decision repeated")
 // it is, with repeated set: an approval again once the payload still
 // hashes to its sha256, c.SHA (when given) begins that sha256 and the
 // recorded approval verifies with the keyring keys loads (called only
-// then); a denial again whatever its reason (the first one's stays). A
+// then), and so too of a gate executing or executed since; a denial
+// again whatever its reason (the first one's stays). A
 // repeat that fails those checks wraps ErrDecided and says which. Of two
 // deciders racing, one writes and the other repeats, so a script that
 // retries a decision it is not sure was made gets the same answer twice.
@@ -623,7 +637,7 @@ func Decide(y *yard.Yard, gateID string, c Change, keys func() (*approval.Keyrin
 // checkRepeat checks that c asks again for the decision g holds, as
 // Decide describes.
 func checkRepeat(g *Gate, c Change, keys func() (*approval.Keyring, error)) error {
-	last := g.History[len(g.History)-1]
+	last := g.Decision(c.To)
 	if c.To == state.Denied {
 		return errRepeat
 	}
@@ -638,6 +652,19 @@ func checkRepeat(g *Gate, c Change, keys func() (*approval.Keyring, error)) erro
 		return fmt.Errorf("gate %s: %w: approved by %s at %s, but that approval does not verify: %w", g.ID, ErrDecided, last.By, stamp(last.At), err)
 	}
 	return errRepeat
+}
+
+// Decision is the last move of g to state to (approved, denied), as a
+// repeat of it names it wherever the gate went on from it; the last move
+// of all when it never was.
+func (g *Gate) Decision(to string) state.Transition {
+	last := g.History[len(g.History)-1]
+	for _, h := range g.History {
+		if h.To == to {
+			last = h
+		}
+	}
+	return last
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
@@ -676,8 +703,15 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 	resign := func(g *Gate) bool {
 		return c.To == state.Approved && g.State == state.Approved && (!g.Approval.Current() || foreign(g))
 	}
+	// An approval asked again of a gate that went on from approved to
+	// executing or executed asks for what is already so: the same
+	// checks make it a repeat, and nothing runs a second time.
+	approvedOn := func(g *Gate) bool {
+		return g.State == state.Approved || g.State == state.Executing || g.State == state.Executed
+	}
 	repeat := func(g *Gate) bool {
-		return again && g.State == c.To && (c.To == state.Denied || c.To == state.Approved && g.Approval.Current() && !foreign(g))
+		return again && (c.To == state.Denied && g.State == state.Denied ||
+			c.To == state.Approved && approvedOn(g) && g.Approval.Current() && !foreign(g))
 	}
 	var held *Gate
 	g, err := transition.Move(s, gateID, transition.Change[*Gate]{
@@ -782,6 +816,10 @@ type Filter struct {
 	// was last written before it, by its modification time, unread: a
 	// gate's file is rewritten at each move, so none of them moved since.
 	WrittenSince time.Time
+	// Edited lists gates whose state was edited by hand (ErrHandEdited)
+	// rather than reporting them as unreadable; only EachListed says
+	// what is wrong with them, so only a listing sets it.
+	Edited bool
 }
 
 // List reads the gates matching f, sorted by id. Unreadable files are
@@ -799,7 +837,7 @@ func List(y *yard.Yard, f Filter) (gates []*Gate, bad []error) {
 // returned in bad, by name, and the rest are still passed to fn; an error
 // from fn stops Each and is returned.
 func Each(y *yard.Yard, f Filter, fn func(*Gate) error) (bad []error, err error) {
-	return each(y, f, func(g *Gate) *Gate { return g }, func(g *Gate) *Gate { return g }, fn)
+	return each(y, f, func(g *Gate, _ error) *Gate { return g }, func(g *Gate) *Gate { return g }, fn)
 }
 
 // Listed is a gate as a listing shows it: the gate file and whether its
@@ -807,19 +845,31 @@ func Each(y *yard.Yard, f Filter, fn func(*Gate) error) (bad []error, err error)
 type Listed struct {
 	*Gate
 	PayloadMatches bool `json:"payload_matches"`
+	// Problem says what is wrong with a gate whose state was edited by
+	// hand (ErrHandEdited), listed with Filter.Edited.
+	Problem string `json:"problem,omitempty"`
+	// ShortID is the id's shortest unique abbreviation (id.Shortest),
+	// set by the listing.
+	ShortID string `json:"short_id,omitempty"`
 }
 
 // EachListed is Each for a listing: it works out each gate's
 // PayloadMatches, which re-encodes and hashes the payload, on the
 // goroutines that read the files rather than in fn.
 func EachListed(y *yard.Yard, f Filter, fn func(*Listed) error) (bad []error, err error) {
-	return each(y, f, func(g *Gate) *Listed { return &Listed{g, g.Matches()} }, func(l *Listed) *Gate { return l.Gate }, fn)
+	return each(y, f, func(g *Gate, edited error) *Listed {
+		l := &Listed{Gate: g, PayloadMatches: g.Matches()}
+		if edited != nil {
+			l.Problem = edited.Error()
+		}
+		return l
+	}, func(l *Listed) *Gate { return l.Gate }, fn)
 }
 
 // each reads the gates matching f and passes prep's value of each to fn;
 // prep runs on the reading goroutines, for the gates f selects only, and
 // gateOf takes the gate back out of its value.
-func each[R any](y *yard.Yard, f Filter, prep func(*Gate) *R, gateOf func(*R) *Gate, fn func(*R) error) (bad []error, err error) {
+func each[R any](y *yard.Yard, f Filter, prep func(*Gate, error) *R, gateOf func(*R) *Gate, fn func(*R) error) (bad []error, err error) {
 	if f.Imp != "" {
 		if err := id.CheckName(f.Imp); err != nil {
 			return []error{err}, nil
@@ -827,10 +877,14 @@ func each[R any](y *yard.Yard, f Filter, prep func(*Gate) *R, gateOf func(*R) *G
 	}
 	parse := func(path string, b []byte) (*R, error) {
 		g, err := parseGate(path, b)
+		var edited error
+		if f.Edited && errors.Is(err, ErrHandEdited) {
+			edited, err = err, nil
+		}
 		if err != nil || (f.Imp != "" && g.Imp != f.Imp) {
 			return nil, err // nil, nil: not selected
 		}
-		return prep(g), nil
+		return prep(g, edited), nil
 	}
 	// A resolved copy wins over a pending one (see Get), even one that
 	// cannot be read: it is reported, and the pending copy is not listed

@@ -33,12 +33,16 @@ func EarnDir(y *yard.Yard) (*store.Dir, error) { return y.Dir("gates", ".earn") 
 // Resolve returns the gate id that s names, whole or by a unique prefix
 // (see id.Resolve), among the gates pending and decided alike.
 func Resolve(y *yard.Yard, s string) (string, error) {
-	return id.Resolve(id.Gate, s, Dir(y), func() ([]string, error) {
-		p, err := y.IDs(id.Gate, ".json", "gates", pending)
-		if err != nil {
-			return nil, err
-		}
-		r, err := y.IDs(id.Gate, ".json", "gates", resolved)
-		return append(p, r...), err
-	})
+	return id.Resolve(id.Gate, s, Dir(y), func() ([]string, error) { return IDs(y) })
+}
+
+// IDs lists the ids of the gates pending and decided alike, those a
+// prefix may name (see id.Shortest).
+func IDs(y *yard.Yard) ([]string, error) {
+	p, err := y.IDs(id.Gate, ".json", "gates", pending)
+	if err != nil {
+		return nil, err
+	}
+	r, err := y.IDs(id.Gate, ".json", "gates", resolved)
+	return append(p, r...), err
 }

@@ -74,3 +74,33 @@ func TestResolvePassesOverCraftedNames(t *testing.T) {
 		t.Errorf("Resolve among crafted names = %q, %v; want the one real id", got, err)
 	}
 }
+
+// Shortest gives each id the fewest characters that begin no other, never
+// fewer than MinPrefix after the dash, and Resolve takes each back to its id.
+func TestShortest(t *testing.T) {
+	ids := []string{"g-01m8tg16agjyf77k", "g-01m8tg16agjzaaaa", "g-01m8zzzzzzzzzzzz", "g-01m9000000000000", "g-7zzzzzzzzzzzzzzz"}
+	want := map[string]string{
+		"g-01m8tg16agjyf77k": "g-01m8tg16agjy",
+		"g-01m8tg16agjzaaaa": "g-01m8tg16agjz",
+		"g-01m8zzzzzzzzzzzz": "g-01m8z",
+		"g-01m9000000000000": "g-01m9",
+		"g-7zzzzzzzzzzzzzzz": "g-7zzz",
+	}
+	got := Shortest(append(ids, ids[0]))
+	if len(got) != len(want) {
+		t.Fatalf("got %d abbreviations, want %d: %v", len(got), len(want), got)
+	}
+	for full, short := range want {
+		if got[full] != short {
+			t.Errorf("Shortest(%s) = %q, want %q", full, got[full], short)
+		}
+		back, err := Resolve(Gate, got[full], "gates", func() ([]string, error) { return ids, nil })
+		if err != nil || back != full {
+			t.Errorf("Resolve(%q) = %q, %v; want %s", got[full], back, err, full)
+		}
+	}
+	if _, err := Resolve(Gate, "g-01m8tg16agj", "gates", func() ([]string, error) { return ids, nil }); !errors.Is(err, ErrAmbiguous) ||
+		!strings.Contains(err.Error(), "g-01m8tg16agjyf77k, g-01m8tg16agjzaaaa") {
+		t.Errorf("one character short of both: %v; want ambiguous naming both", err)
+	}
+}

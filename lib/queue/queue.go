@@ -326,20 +326,24 @@ func Each(y *yard.Yard, f Filter, fn func(*Task) error) (bad []error, err error)
 // Resolve returns the task id that s names, whole or by a unique prefix
 // (see id.Resolve), among the tasks of every imp's queue.
 func Resolve(y *yard.Yard, s string) (string, error) {
-	return id.Resolve(id.Task, s, y.Path("queue"), func() ([]string, error) {
-		// Queue directories Imps refuses are passed over: a prefix
-		// names only tasks that can be read.
-		imps, _ := y.Imps("queue")
-		var all []string
-		for _, imp := range imps {
-			ids, err := y.IDs(id.Task, ".json", "queue", imp)
-			if err != nil {
-				return nil, err
-			}
-			all = append(all, ids...)
+	return id.Resolve(id.Task, s, y.Path("queue"), func() ([]string, error) { return IDs(y) })
+}
+
+// IDs lists the ids of the tasks of every imp's queue, those a prefix
+// may name (see id.Shortest).
+func IDs(y *yard.Yard) ([]string, error) {
+	// Queue directories Imps refuses are passed over: a prefix names
+	// only tasks that can be read.
+	imps, _ := y.Imps("queue")
+	var all []string
+	for _, imp := range imps {
+		ids, err := y.IDs(id.Task, ".json", "queue", imp)
+		if err != nil {
+			return nil, err
 		}
-		return all, nil
-	})
+		all = append(all, ids...)
+	}
+	return all, nil
 }
 
 // Repair records, in every imp's queue, the last transition of a task

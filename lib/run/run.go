@@ -302,6 +302,9 @@ func List(y *yard.Yard) ([]string, error) {
 	return ids, nil
 }
 
+// BoxLog is the name of a run's box output, beside run.json.
+const BoxLog = "box.log"
+
 // Path joins rel onto the run's directory.
 func Path(y *yard.Yard, runID string, rel ...string) string {
 	return filepath.Join(append([]string{y.Path("runs", runID)}, rel...)...)

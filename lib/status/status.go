@@ -56,6 +56,10 @@ type Status struct {
 	// MCPServers are org.toml's [mcp.<name>] and their processes, as the
 	// gateway last wrote them (mcp/servers.json).
 	MCPServers []mcpserv.State `json:"mcp_servers"`
+	// OrgError is why org.toml does not load, when it does not (other
+	// than for its owner or mode, a warning): shown first, and what
+	// org.toml would add (its imps' rows, budgets) is missing.
+	OrgError string `json:"org_error,omitempty"`
 	// Warnings are the parts that could not be read (a damaged task or
 	// gate file, an unreadable ledger); the rest is still shown.
 	Warnings []string `json:"warnings"`
@@ -152,8 +156,49 @@ type Options struct {
 // DefaultFailures is how many failures Gather shows by default.
 const DefaultFailures = 5
 
-// Gather reads the overview of y. An unreadable org.toml is an error; a
-// part that cannot be read is a warning and the rest is still gathered.
+// waiting says why impexec leaves the approved or executing gate g as it
+// is under org and ps: no executor for its intent, or, approved, a pause
+// of its imp; "" when nothing holds it.
+func waiting(org *config.Org, ps *pause.State, g *gate.Gate) string {
+	if g.Intent != config.TrustPromote {
+		if _, err := org.Executor(g.Intent); err != nil {
+			return err.Error()
+		}
+	}
+	if g.State == state.Approved {
+		// impexec holds it, approved, until resume.
+		if why := ps.Why(g.Imp); why != "" {
+			return "held: " + why
+		}
+	}
+	return ""
+}
+
+// Waiting says why no executor will run the approved gate g now, or ""
+// when one will: org.toml does not load, it names no executor for the
+// gate's intent, a pause holds its imp, or impexec run is not running.
+func Waiting(y *yard.Yard, g *gate.Gate) string {
+	org, err := config.LoadOrg(y)
+	if err != nil {
+		return err.Error()
+	}
+	ps, err := pause.Load(y)
+	if err != nil {
+		return err.Error()
+	}
+	if why := waiting(org, ps, g); why != "" {
+		return why
+	}
+	if up, err := run.DaemonUp(y, "impexec"); err != nil {
+		return err.Error()
+	} else if !up {
+		return "impexec run is not running (" + run.DaemonLock(y, "impexec") + " not held); 'impexec once " + g.ID + "' executes it now"
+	}
+	return ""
+}
+
+// Gather reads the overview of y. A part that cannot be read, org.toml
+// included, is a warning and the rest is still gathered.
 func Gather(y *yard.Yard, o Options) (*Status, error) {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
@@ -164,16 +209,19 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 	if o.GatewayUp == nil {
 		o.GatewayUp = run.GatewayUp
 	}
-	org, err := config.LoadOrg(y)
-	unsafeOrg := errors.Is(err, config.ErrUnsafe)
-	if unsafeOrg {
-		// Named among the warnings below; the rest is still worth seeing.
-		org = config.Default()
-	} else if err != nil {
-		return nil, err
-	}
+	org, orgErr := config.LoadOrg(y)
+	unsafeOrg := errors.Is(orgErr, config.ErrUnsafe)
 	s := &Status{Yard: y.Root, At: Time{o.Now}, Daemons: []Daemon{}, Tasks: []ImpTasks{}, Gates: []Pending{}, Spend: []Spend{}, Failures: []Failure{}, Warnings: []string{}}
 	warn := func(err error) { s.Warnings = append(s.Warnings, err.Error()) }
+	if orgErr != nil && !unsafeOrg {
+		// A broken org.toml is what the owner most needs to see, so it
+		// comes first; the rest of the yard is still worth seeing.
+		s.OrgError = orgErr.Error()
+		warn(fmt.Errorf("%w; the imps and budgets shown are what the rest of the yard says, the gateway is not checked", orgErr))
+	}
+	if orgErr != nil {
+		org = config.Default()
+	}
 	ps, err := pause.Load(y)
 	if err != nil {
 		warn(err)
@@ -204,7 +252,9 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 		s.Daemons = append(s.Daemons, d)
 	}
 	gw := Daemon{Name: "impgw", By: "health", Detail: "answers at " + org.Gateway.Listen}
-	if err := o.GatewayUp(org.Gateway.Listen); err != nil {
+	if s.OrgError != "" {
+		gw.Detail = "not checked: org.toml, which names its address, does not load"
+	} else if err := o.GatewayUp(org.Gateway.Listen); err != nil {
 		gw.Detail = "does not answer at " + org.Gateway.Listen
 	} else {
 		gw.Running = true
@@ -247,16 +297,8 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 		case state.Filed, state.Approved, state.Executing:
 			p := Pending{ID: g.ID, Imp: g.Imp, Intent: g.Intent, State: g.State,
 				Created: Time{g.Created}, AgeSeconds: int64(o.Now.Sub(g.Created) / time.Second)}
-			if g.State != state.Filed && g.Intent != config.TrustPromote {
-				if _, err := org.Executor(g.Intent); err != nil {
-					p.Waiting = err.Error()
-				}
-			}
-			if g.State == state.Approved && p.Waiting == "" {
-				// impexec holds it, approved, until resume.
-				if why := ps.Why(g.Imp); why != "" {
-					p.Waiting = "held: " + why
-				}
+			if g.State != state.Filed {
+				p.Waiting = waiting(org, ps, g)
 			}
 			s.Gates = append(s.Gates, p)
 		case state.Failed:
@@ -353,6 +395,9 @@ func (s *Status) WriteText(w io.Writer, p cli.Painter) error {
 	ew := &errWriter{w: w}
 	tw := tabwriter.NewWriter(ew, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "yard %s at %s\n", s.Yard, s.At)
+	if s.OrgError != "" {
+		fmt.Fprintln(tw, p.Paint(cli.Red, "org.toml does not load: "+cli.Printable(s.OrgError)))
+	}
 	for _, l := range s.Paused {
 		fmt.Fprintln(tw, p.Paint(cli.Red, cli.Printable(l)))
 	}

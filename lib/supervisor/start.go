@@ -351,7 +351,7 @@ func (s *Supervisor) prepare(cfg *config.Imp, t *queue.Task, runID, tok, ns, caP
 		ID: runID, Labels: map[string]string{box.LabelImp: t.Imp, box.LabelTask: t.ID},
 		Rootfs: cfg.Rootfs, Archive: cfg.Archive, Image: cfg.Image,
 		Env: env, Cwd: BoxWorkspace, User: user, Mounts: mounts, Pids: cfg.Pids,
-		Ceiling: cfg.Ceiling.Duration, Log: run.Path(s.Yard, runID, "box.log"), NetNS: ns,
+		Ceiling: cfg.Ceiling.Duration, Log: run.Path(s.Yard, runID, run.BoxLog), NetNS: ns,
 	}
 	if cfg.Memory != "" {
 		spec.MemoryBytes, _ = parseBytes(cfg.Memory)

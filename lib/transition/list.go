@@ -110,7 +110,7 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 			continue
 		}
 		for _, n := range names {
-			if strings.HasPrefix(n, ".") {
+			if strings.HasPrefix(n, ".") || EditorLeftover(n) {
 				continue
 			}
 			rid := strings.TrimSuffix(n, ".json")
@@ -230,4 +230,13 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 		}
 	}
 	return bad, nil
+}
+
+// EditorLeftover reports whether name is a file an editor leaves beside
+// the one it edits, a backup (name~) or an autosave (#name#); vim's
+// swap files begin with a dot, as every hidden file passed over does.
+// An owner who opened a gate in an editor has done nothing wrong, so a
+// listing passes over them without a warning.
+func EditorLeftover(name string) bool {
+	return strings.HasSuffix(name, "~") || len(name) > 1 && strings.HasPrefix(name, "#") && strings.HasSuffix(name, "#")
 }
