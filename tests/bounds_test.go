@@ -292,11 +292,18 @@ func TestUnsafeOrgKeepsTheBudget(t *testing.T) {
 	m := newMeterYardOn(t, "[budget.yuko]\ntokens_daily = 5000\n", modelAPI(t))
 	proactive := m.client(t, m.task(t, "--proactive", "digest"))
 	m.callBody(t, proactive, `{"model":"gpt-5","max_tokens":100,"messages":[]}`, http.StatusOK)
+	// The writer's file is unsafe from the moment it is there: written
+	// aside, made writable by others, then renamed in. Written in place
+	// and chmodded after, the gateway could read it safe in between and
+	// rightly take its budget.
 	org := m.y.Path("org.toml")
-	if err := os.WriteFile(org, []byte("[budget.yuko]\ntokens_daily = 1000000\n"), 0o640); err != nil {
+	if err := os.WriteFile(org+".new", []byte("[budget.yuko]\ntokens_daily = 1000000\n"), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(org, 0o666); err != nil {
+	if err := os.Chmod(org+".new", 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(org+".new", org); err != nil {
 		t.Fatal(err)
 	}
 	m.callBody(t, proactive, `{"model":"gpt-5","max_tokens":100,"messages":[]}`, http.StatusOK)
