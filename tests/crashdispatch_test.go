@@ -59,13 +59,7 @@ func TestCrashStatesDispatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := strings.TrimSpace(out)
-	t.Cleanup(func() {
-		out, _ := exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "containers", "ls", "-q").Output()
-		for _, c := range strings.Fields(string(out)) {
-			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "tasks", "rm", "-f", c).Run()
-			exec.Command("ctr", "--address", boxes.Sock, "-n", ns, "containers", "rm", c).Run()
-		}
-	})
+	t.Cleanup(func() { removeBoxes(ns) })
 
 	h, err := crashstate.Load(r.base)
 	if err != nil {
@@ -83,13 +77,7 @@ func TestCrashStatesDispatch(t *testing.T) {
 	if tk := r.task(id); tk == nil || tk.State != state.Done || len(tk.Runs) != 1 {
 		t.Fatalf("the traced pass (%s) left the task %+v, want done after one run", strings.TrimSpace(out), tk)
 	}
-	recs, err := crashstate.ReadTrace(r.trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Replay(recs); err != nil {
-		t.Fatal(err)
-	}
+	r.replay(t, h)
 	checkStates(t, r, h, func(s *crashstate.State) []string {
 		bad := r.torn()
 		tk := r.task(id)

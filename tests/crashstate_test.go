@@ -110,6 +110,13 @@ func (r *crashRig) record(t *testing.T, name string, args ...string) (*crashstat
 	if err := crashstate.Mark(r.trace, "ack"); err != nil {
 		t.Fatal(err)
 	}
+	r.replay(t, h)
+	return h, strings.TrimSpace(out)
+}
+
+// replay hands the trace the rig's commands wrote to h.
+func (r *crashRig) replay(t *testing.T, h *crashstate.History) {
+	t.Helper()
 	recs, err := crashstate.ReadTrace(r.trace)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +124,6 @@ func (r *crashRig) record(t *testing.T, name string, args ...string) (*crashstat
 	if err := h.Replay(recs); err != nil {
 		t.Fatal(err)
 	}
-	return h, strings.TrimSpace(out)
 }
 
 // crashPlan is the enumeration: small by default, wide with wideEnv.
@@ -491,13 +497,7 @@ func TestCrashStatesGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop()
-	recs, err := crashstate.ReadTrace(r.trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Replay(recs); err != nil {
-		t.Fatal(err)
-	}
+	r.replay(t, h)
 	checkStates(t, r, h, func(s *crashstate.State) []string {
 		bad := r.torn()
 		if !s.Marked("forwarded") {
@@ -636,13 +636,7 @@ idempotent = false
 	if sent.Load() != 1 {
 		t.Fatalf("the traced execution sent %d requests", sent.Load())
 	}
-	recs, err := crashstate.ReadTrace(r.trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Replay(recs); err != nil {
-		t.Fatal(err)
-	}
+	r.replay(t, h)
 	_, stop = r.serve(t, bin, listen, false)
 	defer stop()
 	checkStates(t, r, h, func(s *crashstate.State) []string {
