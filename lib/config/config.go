@@ -138,6 +138,12 @@ type Trust struct {
 	Where string `toml:"-"`
 }
 
+// What a message-user executor's command reads on its standard input.
+const (
+	StdinText = "text" // the message's text, a newline after it
+	StdinJSON = "json" // the gate, as one JSON object
+)
+
 // Executor is [executors.<intent>].
 type Executor struct {
 	Kind       string            `toml:"kind"`
@@ -150,7 +156,10 @@ type Executor struct {
 	Retries    int               `toml:"retries"`
 	Timeout    Duration          `toml:"timeout"`
 	Command    []string          `toml:"command"`
-	Log        string            `toml:"log"`
+	// Stdin is what a message-user executor's command reads: "text" (the
+	// default, the message's text) or "json" (the whole gate).
+	Stdin string `toml:"stdin"`
+	Log   string `toml:"log"`
 	// Then, on a git-push executor, names the intent of a gate to file
 	// after a successful push (open-pr).
 	Then string `toml:"then"`
@@ -581,6 +590,12 @@ func (o *Org) check(b []byte) error {
 		}
 		if e.Cost < 0 || e.Retries < 0 {
 			return bad(p, b, intent, "executor %s: cost and retries must not be negative", intent)
+		}
+		switch {
+		case e.Stdin != "" && e.Kind != MessageUser:
+			return bad(p, b, "stdin", "executor %s: stdin is only for message-user executors", intent)
+		case e.Stdin != "" && e.Stdin != StdinText && e.Stdin != StdinJSON:
+			return bad(p, b, "stdin", "executor %s: stdin = %q, want %q or %q", intent, e.Stdin, StdinText, StdinJSON)
 		}
 	}
 	if o.Supervisor.Concurrency < 0 {

@@ -133,6 +133,8 @@ func TestOrgErrors(t *testing.T) {
 		{"[executors.x]\nkind = \"http\"\n", `an http executor needs url`},
 		{"[executors.x]\nkind = \"git-push\"\nthen = \"open-pr\"\n", `org.toml:3: key "then": executor x: then = "open-pr" names no other configured executor`},
 		{"[executors.x]\nkind = \"message-user\"\nthen = \"x\"\n", `then is only for git-push executors`},
+		{"[executors.x]\nkind = \"message-user\"\nstdin = \"yaml\"\n", `org.toml:3: key "stdin": executor x: stdin = "yaml", want "text" or "json"`},
+		{"[executors.x]\nkind = \"http\"\nurl = \"https://a.example\"\nstdin = \"json\"\n", `stdin is only for message-user executors`},
 		{"[executors.x]\nkind = \"http\"\nurl = \"ftp://x\"\n", `url must be http:// or https://`},
 		{"[gateway]\nwait = \"soon\"\n", `org.toml:2`},
 		{"[gateway\nlisten = 1\n", `to end table name`},

@@ -18,7 +18,7 @@ import (
 // command appends the gate it runs for to a file, so every run shows.
 func commandOrg(t *testing.T) (org, ran string) {
 	ran = filepath.Join(t.TempDir(), "ran")
-	return "[executors.notify]\nkind = \"message-user\"\ncommand = [\"sh\", \"-c\", \"cat >> " + ran + "\"]\n", ran
+	return "[executors.notify]\nkind = \"message-user\"\nstdin = \"json\"\ncommand = [\"sh\", \"-c\", \"cat >> " + ran + "\"]\n", ran
 }
 
 func runs(t *testing.T, ran, gateID string) int {

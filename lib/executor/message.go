@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/impyard/impyard/lib/config"
@@ -38,8 +39,9 @@ func noticeLog(y *yard.Yard, exe *config.Executor) string {
 }
 
 // messageUser appends the payload to the owner's notification log, once
-// per gate, and then runs the configured command, if any, with the gate's
-// JSON on standard input.
+// per gate, and then runs the configured command, if any, with the
+// message's text on standard input (the gate's JSON with stdin = "json"),
+// so that a mail command mails the text.
 func (r *Runner) messageUser(ctx context.Context, g *gate.Gate, exe *config.Executor, payload []byte) (*Result, error) {
 	logPath := noticeLog(r.Yard, exe)
 	seen := false
@@ -63,7 +65,7 @@ func (r *Runner) messageUser(ctx context.Context, g *gate.Gate, exe *config.Exec
 	if len(exe.Command) == 0 {
 		return res, nil
 	}
-	in, err := json.Marshal(g)
+	in, err := commandInput(g, exe, payload)
 	if err != nil {
 		return nil, &outcome{err: err}
 	}
@@ -76,6 +78,24 @@ func (r *Runner) messageUser(ctx context.Context, g *gate.Gate, exe *config.Exec
 	res.Detail += "; ran " + exe.Command[0]
 	res.Body = trim(out, 2048)
 	return res, nil
+}
+
+// commandInput is what a message-user command reads: the payload's text
+// with a newline after it, or the gate as JSON.
+func commandInput(g *gate.Gate, exe *config.Executor, payload []byte) ([]byte, error) {
+	if exe.Stdin == config.StdinJSON {
+		return json.Marshal(g)
+	}
+	var m struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(payload, &m); err != nil {
+		return nil, fmt.Errorf("gate %s: the message's text: %w", g.ID, err)
+	}
+	if m.Text == "" || strings.HasSuffix(m.Text, "\n") {
+		return []byte(m.Text), nil
+	}
+	return []byte(m.Text + "\n"), nil
 }
 
 // runCommand runs argv with in on its standard input, killed after

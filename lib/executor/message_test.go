@@ -73,12 +73,23 @@ func TestMessageUserLogPath(t *testing.T) {
 	}
 }
 
-// The command gets the gate as JSON on its standard input; its output is
-// the result's body.
+// The command gets the message's text on its standard input, or with
+// stdin = "json" the gate as JSON; its output is the result's body.
 func TestMessageUserCommand(t *testing.T) {
 	r := setup(t, "")
 	g := &gate.Gate{ID: "g-0000000000000001", Imp: "yuko", Intent: "notify", Payload: json.RawMessage(`{"text":"hi"}`)}
-	res, err := r.messageUser(context.Background(), g, messageExecutor("sh", "-c", "cat; echo; echo done >&2"), []byte(`{"text":"hi"}`))
+	for payload, want := range map[string]string{`{"text":"hi"}`: "[hi\n]", `{"text":"two\nlines\n"}`: "[two\nlines\n]", `{"text":""}`: "[]"} {
+		res, err := r.messageUser(context.Background(), g, messageExecutor("sh", "-c", `printf '['; cat; printf ']'`), []byte(payload))
+		if err != nil || res.Body != want {
+			t.Errorf("text of %s: the command read %q (%v), want %q", payload, res.Body, err, want)
+		}
+	}
+	if _, err := r.messageUser(context.Background(), g, messageExecutor("cat"), []byte(`{"text":`)); err == nil {
+		t.Errorf("a payload whose text cannot be read was sent to the command")
+	}
+	exe := messageExecutor("sh", "-c", "cat; echo; echo done >&2")
+	exe.Stdin = config.StdinJSON
+	res, err := r.messageUser(context.Background(), g, exe, []byte(`{"text":"hi"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +121,7 @@ func TestMessageUserCommand(t *testing.T) {
 		}
 	}
 	// A command that outlives its timeout is killed: it may have acted.
-	exe := messageExecutor("sleep", "60")
+	exe = messageExecutor("sleep", "60")
 	exe.Timeout.Duration = 50 * time.Millisecond
 	start := time.Now()
 	_, err = r.messageUser(context.Background(), g, exe, []byte(`{}`))
@@ -120,7 +131,9 @@ func TestMessageUserCommand(t *testing.T) {
 	}
 	// A gate that cannot be encoded for the command is not sent to it.
 	bad := &gate.Gate{ID: "g-0000000000000003", Imp: "yuko", Payload: json.RawMessage(`{`)}
-	_, err = r.messageUser(context.Background(), bad, messageExecutor("sh", "-c", "echo ran"), []byte(`{}`))
+	exe = messageExecutor("sh", "-c", "echo ran")
+	exe.Stdin = config.StdinJSON
+	_, err = r.messageUser(context.Background(), bad, exe, []byte(`{}`))
 	if !errors.As(err, &o) || o.sent || o.transient {
 		t.Errorf("unencodable gate: %v", err)
 	}
