@@ -154,7 +154,10 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 		check("secret", sc.detail, sc.err)
 	}
 	for _, im := range imps {
-		_, err := config.LoadImp(y, im)
+		cfg, err := config.LoadImp(y, im)
+		if err == nil && len(cfg.Schedule.Bad) > 0 {
+			err = fmt.Errorf("skipped, the rest fires: %w", errors.Join(cfg.Schedule.Bad...))
+		}
 		check("imp.toml", config.ImpPath(y, im), err)
 		for _, k := range kept(y, im) {
 			check(k.name, k.detail, k.err)

@@ -53,6 +53,10 @@ var scheduleKeys = []string{"cron", "task", "kind", "proactive", "continue"}
 // type.
 type Schedules struct {
 	List []Schedule
+	// Bad are the entries that cannot fire, each error naming the file,
+	// line and entry: they are skipped (and reported), and the imp's
+	// other entries, and impq add for the imp, go on.
+	Bad []error
 	// legacy is set when the file used the old single string.
 	legacy bool
 	// raw keeps each entry's table for check, which knows the file.
@@ -86,7 +90,8 @@ func (im *Imp) checkSchedules(p string, b []byte) error {
 	if s.legacy {
 		s.List[0].Task = im.ScheduleTask
 		if _, err := cron.ParseStandard(s.List[0].Cron); err != nil {
-			return bad(p, b, "schedule", "invalid cron expression %q: %v", s.List[0].Cron, err)
+			s.Bad = []error{bad(p, b, "schedule", "invalid cron expression %q: %v", s.List[0].Cron, err)}
+			s.List = nil
 		}
 		return nil
 	}
@@ -97,53 +102,63 @@ func (im *Imp) checkSchedules(p string, b []byte) error {
 	}
 	seen := map[string]int{}
 	for i, raw := range s.raw {
-		n := i + 1
-		e := Schedule{Kind: "research", Proactive: true, N: n}
-		for _, k := range slices.Sorted(maps.Keys(raw)) {
-			var ok bool
-			switch k {
-			case "cron":
-				e.Cron, ok = raw[k].(string)
-			case "task":
-				e.Task, ok = raw[k].(string)
-			case "kind":
-				e.Kind, ok = raw[k].(string)
-			case "proactive":
-				e.Proactive, ok = raw[k].(bool)
-			case "continue":
-				e.Continue, ok = raw[k].(bool)
-			default:
-				return entryError(p, b, n, k, "unknown key (want %s)", strings.Join(scheduleKeys, ", "))
-			}
-			if !ok {
-				return entryError(p, b, n, k, "%s has the wrong type: %v", k, raw[k])
-			}
+		e, err := im.scheduleEntry(p, b, i+1, raw, seen)
+		if err != nil {
+			s.Bad = append(s.Bad, err)
+			continue
 		}
-		if e.Cron == "" {
-			return entryError(p, b, n, "", "no cron")
-		}
-		if _, err := cron.ParseStandard(e.Cron); err != nil {
-			return entryError(p, b, n, "cron", "invalid cron expression %q: %v", e.Cron, err)
-		}
-		switch e.Kind {
-		case "research":
-		case "code":
-			if im.Repo == "" {
-				return entryError(p, b, n, "kind", "a code task needs repo in imp.toml")
-			}
-		default:
-			return entryError(p, b, n, "kind", "kind %q is not research or code", e.Kind)
-		}
-		sum := sha256.Sum256([]byte(e.Cron + "\x00" + e.Task))
-		e.Key = hex.EncodeToString(sum[:6])
-		if first, dup := seen[e.Key]; dup {
-			return entryError(p, b, n, "", "repeats #%d: the same cron and task", first)
-		}
-		seen[e.Key] = n
 		s.List = append(s.List, e)
 	}
 	s.raw = nil
 	return nil
+}
+
+// scheduleEntry reads and checks the nth [[schedule]] entry, raw, with
+// seen the keys of the entries before it.
+func (im *Imp) scheduleEntry(p string, b []byte, n int, raw map[string]any, seen map[string]int) (Schedule, error) {
+	e := Schedule{Kind: "research", Proactive: true, N: n}
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		var ok bool
+		switch k {
+		case "cron":
+			e.Cron, ok = raw[k].(string)
+		case "task":
+			e.Task, ok = raw[k].(string)
+		case "kind":
+			e.Kind, ok = raw[k].(string)
+		case "proactive":
+			e.Proactive, ok = raw[k].(bool)
+		case "continue":
+			e.Continue, ok = raw[k].(bool)
+		default:
+			return Schedule{}, entryError(p, b, n, k, "unknown key (want %s)", strings.Join(scheduleKeys, ", "))
+		}
+		if !ok {
+			return Schedule{}, entryError(p, b, n, k, "%s has the wrong type: %v", k, raw[k])
+		}
+	}
+	if e.Cron == "" {
+		return Schedule{}, entryError(p, b, n, "", "no cron")
+	}
+	if _, err := cron.ParseStandard(e.Cron); err != nil {
+		return Schedule{}, entryError(p, b, n, "cron", "invalid cron expression %q: %v", e.Cron, err)
+	}
+	switch e.Kind {
+	case "research":
+	case "code":
+		if im.Repo == "" {
+			return Schedule{}, entryError(p, b, n, "kind", "a code task needs repo in imp.toml")
+		}
+	default:
+		return Schedule{}, entryError(p, b, n, "kind", "kind %q is not research or code", e.Kind)
+	}
+	sum := sha256.Sum256([]byte(e.Cron + "\x00" + e.Task))
+	e.Key = hex.EncodeToString(sum[:6])
+	if first, dup := seen[e.Key]; dup {
+		return Schedule{}, entryError(p, b, n, "", "repeats #%d: the same cron and task", first)
+	}
+	seen[e.Key] = n
+	return e, nil
 }
 
 // entryLine is the line of the nth [[schedule]] header or, with a key,

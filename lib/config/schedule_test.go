@@ -75,7 +75,9 @@ cron = "@hourly"
 }
 
 // TestSchedulesRefused: every mistake names the file, its line and the
-// entry.
+// entry. A mistake in one entry skips that entry (Bad), and the file
+// still loads with the others, so impq add for the imp goes on; a mistake
+// in the file's form refuses the file.
 func TestSchedulesRefused(t *testing.T) {
 	for _, c := range []struct{ name, conf, want string }{
 		{"bad cron in the second entry", "[[schedule]]\ncron = \"@daily\"\n[[schedule]]\ncron = \"every tuesday\"\n",
@@ -92,9 +94,21 @@ func TestSchedulesRefused(t *testing.T) {
 		{"a number", "schedule = 5\n", `imp.toml:2: key "schedule": want [[schedule]] tables (cron, task, kind, proactive, continue), or the old single schedule = "CRON"; not 5`},
 		{"one table", "[schedule]\ncron = \"@daily\"\n", `imp.toml:2: key "schedule": [schedule] is one table: write each entry as [[schedule]]`},
 	} {
-		_, err := loadImpText(t, "command = [\"x\"]\n"+c.conf)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v\nwant %q", c.name, err, c.want)
+		im, err := loadImpText(t, "command = [\"x\"]\n"+c.conf)
+		fileWide := strings.Contains(c.name, "schedule_task") || c.name == "a number" || c.name == "one table"
+		switch {
+		case fileWide && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v\nwant the file refused with %q", c.name, err, c.want)
+		case fileWide:
+		case err != nil:
+			t.Errorf("%s: the file is refused (%v); want only the entry skipped", c.name, err)
+		case len(im.Schedule.Bad) != 1 || !strings.Contains(im.Schedule.Bad[0].Error(), c.want):
+			t.Errorf("%s: skipped %v\nwant %q", c.name, im.Schedule.Bad, c.want)
 		}
+	}
+	// The good entries beside a bad one fire.
+	im, err := loadImpText(t, "command = [\"x\"]\n[[schedule]]\ncron = \"@daily\"\ntask = \"a\"\n[[schedule]]\ncron = \"61 * * * *\"\n[[schedule]]\ncron = \"@hourly\"\ntask = \"b\"\n")
+	if err != nil || len(im.Schedule.List) != 2 || im.Schedule.List[0].N != 1 || im.Schedule.List[1].N != 3 || len(im.Schedule.Bad) != 1 {
+		t.Errorf("entries %+v, skipped %v, %v; want #1 and #3, #2 skipped", im.Schedule.List, im.Schedule.Bad, err)
 	}
 }

@@ -22,7 +22,9 @@ func ParseSchedule(spec string) (cron.Schedule, error) {
 // in queue/<imp>/ (see scheduleMarkOf); a marker that cannot be read is
 // logged and replaced (see recoverMark), never left to keep the entry
 // from firing again. An imp.toml that does not load is logged once,
-// naming the file, line and entry, and fires nothing until it is fixed.
+// naming the file, line and entry, and fires nothing until it is fixed;
+// an entry that cannot fire (a bad cron, an unknown key) is logged the
+// same way and skipped, and the imp's other entries fire.
 func (s *Supervisor) schedules() {
 	ps := s.paused()
 	names, err := config.ImpNames(s.Yard)
@@ -37,6 +39,9 @@ func (s *Supervisor) schedules() {
 		if err != nil {
 			s.logOnce(config.ImpPath(s.Yard, name), "imp %s: no schedule fires: %v", name, err)
 			continue
+		}
+		if bad := cfg.Schedule.Bad; len(bad) > 0 {
+			s.logOnce(config.ImpPath(s.Yard, name), "imp %s: skipping what cannot fire, the rest fires: %v", name, errors.Join(bad...))
 		}
 		for _, e := range cfg.Schedule.List {
 			s.fire(cfg, e, ps.Why(name))
