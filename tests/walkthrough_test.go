@@ -100,10 +100,16 @@ func TestReadmeWalkthrough(t *testing.T) {
 		boxes.Sock, ns, listen, yardDir)
 	// And the section's executor, appended to org.toml as it says: the
 	// proposals wait for one that can carry them out.
+	// Its rule goes in the place of the shipped rule of the same name, as
+	// the section says, with jq.
 	_, blocks := readmeSection(t, "Your first own imp")
 	for _, b := range blocks {
-		if b.lang == "toml" {
+		switch b.lang {
+		case "toml":
 			configure += "cat >>" + yardDir + "/org.toml <<'TOML'\n" + b.body + "TOML\n"
+		case "json":
+			pol := yardDir + "/policies/gateway.json"
+			configure += "jq --argjson r \"$(cat <<'JSON'\n" + b.body + "JSON\n)\" '.rules |= map(if .name == $r.name then $r else . end)' " + pol + " >" + pol + ".new && mv " + pol + ".new " + pol + "\n"
 		}
 	}
 	script := "set -e\n" + first + configure + daemons + claude
