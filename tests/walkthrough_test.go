@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -81,7 +82,13 @@ func TestReadmeWalkthrough(t *testing.T) {
 	listen := ln.Addr().String()
 	ln.Close()
 	ns := fmt.Sprintf("walk-%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { removeBoxes(ns) })
+	// After the daemons (cleanups run last first): impsup leaves a box
+	// it is stopped beside running for its next start to adopt, so the
+	// boxes go here, and then their workspaces' mounts.
+	t.Cleanup(func() {
+		removeBoxes(ns)
+		unmountBelow(work)
+	})
 
 	srv := filepath.Join(work, "srv") + "/"
 	yardDir := srv + "yard"
@@ -179,5 +186,20 @@ func TestReadmeWalkthrough(t *testing.T) {
 			t.Fatalf("after 2m: model call of claude's on record %v, %d gates of claude's, tasks busy %v\n%s", call != nil, len(gates), busy, showLog())
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// unmountBelow detaches every mount below dir, the deepest first.
+func unmountBelow(dir string) {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var below []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			below = append(below, f[4])
+		}
+	}
+	sort.Slice(below, func(i, j int) bool { return len(below[i]) > len(below[j]) })
+	for _, mp := range below {
+		syscall.Unmount(mp, syscall.MNT_DETACH)
 	}
 }
