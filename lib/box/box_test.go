@@ -195,20 +195,22 @@ func TestCeiling(t *testing.T) {
 			t.Parallel()
 			s := spec(t, rt, "/bin/sh", "-c", `trap "exit 3" TERM; sleep 30 & wait`)
 			s.Ceiling, s.Grace = 300*time.Millisecond, 10*time.Second
-			start := time.Now()
+			// Code 3 is the trap's: the box ended on SIGTERM, not on
+			// the SIGKILL the grace would bring, however slow the
+			// machine is.
 			exit, log := run(t, r, s)
-			if !exit.Ceiling || exit.Code != 3 || exit.Signal != "" || time.Since(start) > 5*time.Second {
-				t.Errorf("exit = %+v after %s, want ceiling, code 3, well before the grace; log %q", exit, time.Since(start), log)
+			if !exit.Ceiling || exit.Code != 3 || exit.Signal != "" {
+				t.Errorf("exit = %+v, want ceiling, code 3 from the SIGTERM trap; log %q", exit, log)
 			}
 		})
 		t.Run("kill", func(t *testing.T) {
 			t.Parallel()
 			s := spec(t, rt, "/bin/sh", "-c", `trap "" TERM; sleep 30`)
 			s.Ceiling, s.Grace = 300*time.Millisecond, 300*time.Millisecond
-			start := time.Now()
+			// SIGKILL is the ceiling's: sleep 30 alone would end with 0.
 			exit, log := run(t, r, s)
-			if !exit.Ceiling || exit.Signal != "SIGKILL" || exit.Code != 137 || time.Since(start) > 5*time.Second {
-				t.Errorf("exit = %+v after %s, want ceiling and SIGKILL; log %q", exit, time.Since(start), log)
+			if !exit.Ceiling || exit.Signal != "SIGKILL" || exit.Code != 137 {
+				t.Errorf("exit = %+v, want ceiling and SIGKILL; log %q", exit, log)
 			}
 			if !strings.Contains(exit.Reason, "ceiling") || !strings.Contains(exit.Reason, "SIGKILL after 300ms") {
 				t.Errorf("reason %q does not tell the ceiling and the SIGKILL", exit.Reason)
@@ -353,7 +355,6 @@ func TestAdoptPastCeiling(t *testing.T) {
 		// the runtime's init before its exec ended the box with code 2
 		// instead of being ignored by sleep as PID 1.
 		ready(t, s)
-		start := time.Now()
 		b, err := r.Adopt(ctx, s.ID, -time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -365,8 +366,8 @@ func TestAdoptPastCeiling(t *testing.T) {
 			signal = "SIGTERM"
 		}
 		exit, err := b.Wait(ctx)
-		if err != nil || !exit.Ceiling || exit.Signal != signal || time.Since(start) > 3*time.Second {
-			t.Errorf("Wait = %+v, %v after %s; want ceiling, %s", exit, err, time.Since(start), signal)
+		if err != nil || !exit.Ceiling || exit.Signal != signal {
+			t.Errorf("Wait = %+v, %v; want ceiling, %s", exit, err, signal)
 		}
 	})
 }
