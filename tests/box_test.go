@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	runrec "github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
+	"github.com/impyard/impyard/lib/yard"
 )
 
 // boxes is the harness of this package's box tests: the rootfs holds the
@@ -33,6 +35,9 @@ type boxYard struct {
 	*spine
 	pages string // http://127.0.0.1:PORT
 	ns    string
+	// serving, when set before the first box runs, is called with the
+	// path of each page requested, before it is answered.
+	serving func(path string)
 }
 
 func newBoxYard(t testing.TB) *boxYard {
@@ -43,7 +48,11 @@ func newBoxYard(t testing.TB) *boxYard {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b := &boxYard{spine: s}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b.serving != nil {
+			b.serving(r.URL.Path)
+		}
 		fmt.Fprintf(w, "page %s", r.URL.Path)
 	})}
 	go srv.Serve(ln)
@@ -57,7 +66,7 @@ func newBoxYard(t testing.TB) *boxYard {
 	pol = []byte(strings.Replace(string(pol), `"rules":[`, `"rules":[
 	 {"name":"pages","match":{"host":"127.0.0.1","method":"GET","pathPrefix":"/allowed/","network":"127.0.0.0/8","subject":"*"},"verdict":"allow"},`, 1))
 	os.WriteFile(s.y.PolicyPath(), pol, 0o640)
-	b := &boxYard{spine: s, pages: "http://" + ln.Addr().String(), ns: ns}
+	b.pages, b.ns = "http://"+ln.Addr().String(), ns
 	t.Cleanup(func() { removeBoxes(ns) })
 	return b
 }
@@ -280,7 +289,14 @@ func TestSupervisorKilled(t *testing.T) {
 		}
 		// A moment that moves through the supervisor's work from kill to
 		// kill: starting boxes, watching them, settling their tasks.
-		time.Sleep(time.Duration(200+len(kills)*37%400) * time.Millisecond)
+		// Every fourth kill waits for a box in the middle of its work
+		// instead, so that some box outlives its supervisor however
+		// slowly boxes start on a loaded machine.
+		if len(kills)%4 == 1 {
+			waitMidRun(t, b.y)
+		} else {
+			time.Sleep(time.Duration(200+len(kills)*37%400) * time.Millisecond)
+		}
 		cmd.Process.Signal(syscall.SIGKILL)
 		at := time.Now()
 		if err := cmd.Wait(); !signalled(err) {
@@ -379,19 +395,66 @@ func TestSupervisorKilled(t *testing.T) {
 	t.Logf("%d kills; %d of %d tasks done; %d runs outlived a supervisor", len(kills), done, len(ids), spanned)
 }
 
+// isClosed reports whether c is closed.
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitMidRun waits until some run's box has logged the start of its
+// task and not yet its end, or a minute has gone by (then the kill
+// lands wherever it lands, and the test says whether one spanned a box).
+func waitMidRun(t *testing.T, y *yard.Yard) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		runs, _ := runrec.List(y)
+		for _, r := range runs {
+			log, _ := os.ReadFile(runrec.Path(y, r, "box.log"))
+			if bytes.Contains(log, []byte("start ")) && !bytes.Contains(log, []byte("end ")) {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestBoxIdentity: two imps' boxes run at once, and every decision record
 // carries the imp whose box sent the request.
 func TestBoxIdentity(t *testing.T) {
 	b := newBoxYard(t)
 	for _, imp := range []string{"alpha", "beta"} {
-		// A pause first, so the two boxes surely run at the same time; the
-		// task text arrives as $0.
-		b.imp(t, imp, map[string]string{"command": `["/bin/sh", "-c", "sleep 0.5; exec /usr/local/bin/demo-imp \"$0\""]`})
+		// The task text arrives as $0.
+		b.imp(t, imp, map[string]string{"command": `["/bin/sh", "-c", "exec /usr/local/bin/demo-imp \"$0\""]`})
 		b.add(t, imp, "read "+b.pages+"/allowed/"+imp+"/1 and "+b.pages+"/allowed/"+imp+"/2")
+	}
+	// Each box's first page is answered only once both have asked for
+	// theirs: the two surely run at the same time, however slowly the
+	// second one starts.
+	var mu sync.Mutex
+	asked := map[string]bool{}
+	met := make(chan struct{})
+	b.serving = func(path string) {
+		if path != "/allowed/alpha/1" && path != "/allowed/beta/1" {
+			return
+		}
+		mu.Lock()
+		asked[path] = true
+		if len(asked) == 2 && !isClosed(met) {
+			close(met)
+		}
+		mu.Unlock()
+		select {
+		case <-met:
+		case <-time.After(25 * time.Second):
+		}
 	}
 	b.once(t)
 	seen := map[string]int{}
-	var overlap bool
 	var alphaRun, betaRun *runrec.Run
 	for _, imp := range []string{"alpha", "beta"} {
 		ts, _ := queue.List(b.y, queue.Filter{Imp: imp})
@@ -407,7 +470,7 @@ func TestBoxIdentity(t *testing.T) {
 	}
 	// Times of the yard are whole seconds: runs in the same second may
 	// have overlapped.
-	overlap = !alphaRun.Started.After(*betaRun.Ended) && !betaRun.Started.After(*alphaRun.Ended)
+	overlap := !alphaRun.Started.After(*betaRun.Ended) && !betaRun.Started.After(*alphaRun.Ended)
 	store.ReadJSONL(b.y.Path("runs", "decisions.jsonl"), func(line []byte) error {
 		var d struct {
 			Request struct {
@@ -431,8 +494,11 @@ func TestBoxIdentity(t *testing.T) {
 	if seen["alpha"] != 2 || seen["beta"] != 2 {
 		t.Errorf("records per imp: %v", seen)
 	}
+	if !isClosed(met) {
+		t.Errorf("the two boxes did not run at once: pages asked for %v", asked)
+	}
 	if !overlap {
-		t.Errorf("the two boxes did not run at once (%v-%v, %v-%v)", alphaRun.Started, alphaRun.Ended, betaRun.Started, betaRun.Ended)
+		t.Errorf("the run records do not overlap (%v-%v, %v-%v), though both boxes waited for a page at once", alphaRun.Started, alphaRun.Ended, betaRun.Started, betaRun.Ended)
 	}
 }
 
