@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -137,7 +138,7 @@ func mcpPolicy(t *testing.T, s *spine, extra string) {
 	t.Helper()
 	door := `"protocol":"https","host":"mcp.impyard","subject":"yuko"`
 	rules := extra + `
-	 {"name":"mcp-session","match":{` + door + `,"mcp":{"method":["initialize","notifications/initialized","tools/list","ping"]}},"verdict":"allow"},
+	 {"name":"mcp-session","match":{` + door + `,"mcp":{"method":["initialize","notifications/initialized","notifications/cancelled","tools/list","ping"]}},"verdict":"allow"},
 	 {"name":"mcp-read","match":{` + door + `,"mcp":{"method":"tools/call","tool":["echo","get-env","trigger-long-running-operation"]}},"verdict":"allow"},
 	 {"name":"mcp-sum","match":{` + door + `,"mcp":{"method":"tools/call","tool":"get-sum"}},"verdict":"gate"}]}`
 	// Written whole and renamed, as an owner's editor does: the gateway
@@ -339,6 +340,208 @@ idle = "1h"
 	out, err = s.run(t, "impsup", "status")
 	if err != nil || !regexp.MustCompile(`every\s+yuko\s+host\s+running`).MatchString(out) {
 		t.Errorf("impsup status: want server every listed running: %v\n%s", err, out)
+	}
+}
+
+// mcpRootfs is a box rootfs with node and the MCP peers in /opt/mcp,
+// made once per test binary beside the box harness's own.
+var mcpRootfs struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// needMCPRootfs makes it: scripts/mkrootfs's busybox, the host's node
+// with the libraries it is linked against, testdata/mcp's packages and
+// box.mjs, the SDK client's script.
+func needMCPRootfs(t *testing.T) string {
+	t.Helper()
+	boxes.Need(t)
+	peers := mcpPeers(t)
+	mcpRootfs.once.Do(func() {
+		mcpRootfs.dir = filepath.Join(boxes.Dir, "mcp-rootfs")
+		script := `set -eu
+dir=$1 peers=$2
+scripts/mkrootfs "$dir" >/dev/null
+node=$(command -v node)
+install -D -m 0755 "$node" "$dir/usr/local/bin/node"
+for lib in $(ldd "$node" | grep -o '/[^ ]*'); do
+  mkdir -p "$dir$(dirname "$lib")"
+  cp -L "$lib" "$dir$lib"
+done
+rm -rf "$dir/opt/mcp"
+mkdir -p "$dir/opt/mcp"
+cp -a "$peers/node_modules" "$dir/opt/mcp/"
+cp tests/testdata/mcp/box.mjs "$dir/opt/mcp/box.mjs"`
+		cmd := exec.Command("bash", "-c", script, "mkrootfs", mcpRootfs.dir, peers)
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			mcpRootfs.err = fmt.Errorf("making the MCP rootfs: %v\n%s", err, out)
+		}
+	})
+	if mcpRootfs.err != nil {
+		t.Fatal(mcpRootfs.err)
+	}
+	return mcpRootfs.dir
+}
+
+// boxStep is one step of box.mjs, as its box's log has it.
+type boxStep struct {
+	Step  string          `json:"step"`
+	OK    json.RawMessage `json:"ok"`
+	Error *struct {
+		Code    *int   `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (st boxStep) code() int {
+	if st.Error == nil || st.Error.Code == nil {
+		return 0
+	}
+	return *st.Error.Code
+}
+
+// TestMCPFromBox is the door as an imp meets it: the official SDK
+// client, run by node in a real box, reaches the reference server
+// through impgw with its run's token and the yard's CA. tools/list; an
+// allowed call; a denied one and one whose arguments are outside its
+// rule, both JSON-RPC errors that never reach the server; a gated call,
+// filed for the run, approved, its result in the imp's mailbox; a
+// long call's progress reaching the client while it runs; a call the
+// client cancels, the server told; a server killed mid-call, the caller
+// told at once, and the next call served by its restart.
+func TestMCPFromBox(t *testing.T) {
+	rootfs := needMCPRootfs(t)
+	peers := mcpPeers(t)
+	b := newBoxYard(t)
+	b.daemon(t, bin, "impexec", "run", "--rescan", "1s")
+	os.WriteFile(filepath.Join(b.home, "secrets", "every-token"), []byte(mcpSecret+"\n"), 0o600)
+	calls := filepath.Join(t.TempDir(), "calls.log")
+	org, _ := os.ReadFile(b.y.Path("org.toml"))
+	org = fmt.Appendf(org, `
+[mcp.every]
+command = ["sh", "-c", "tee -a \"$0\" | exec node \"$1\" stdio", %q, %q]
+isolation = "host"
+imps = ["yuko"]
+env = { EVERY_TOKEN = "every-token" }
+idle = "1h"
+`, calls, filepath.Join(peers, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
+	os.WriteFile(b.y.Path("org.toml"), org, 0o640)
+	door := `"protocol":"https","host":"mcp.impyard","subject":"yuko"`
+	mcpPolicy(t, b.spine, `{"name":"echo-hello","match":{`+door+`,"mcp":{"method":"tools/call","tool":"echo","arguments":{"/message":"hello*"}}},"verdict":"allow"},
+	 {"name":"echo-other","match":{`+door+`,"mcp":{"method":"tools/call","tool":"echo"}},"verdict":"deny"},`)
+	b.imp(t, "yuko", map[string]string{
+		"rootfs":  fmt.Sprintf("%q", rootfs),
+		"command": `["/usr/local/bin/node", "/opt/mcp/box.mjs", "https://mcp.impyard/every"]`,
+		"ceiling": `"180s"`, "memory": `"1G"`,
+	})
+	taskID := b.add(t, "yuko", "use the door")
+
+	// The crash: once the server has the call box.mjs marks with a
+	// duration of 59, its process group is killed.
+	killed := make(chan string, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				killed <- "the test ended first"
+				return
+			default:
+			}
+			data, _ := os.ReadFile(calls)
+			if strings.Contains(string(data), `"duration":59`) {
+				st, err := mcpserv.ReadStatus(b.y)
+				if err == nil {
+					for _, sv := range st.Servers {
+						if sv.Server == "every" && sv.State == mcpserv.StateRunning {
+							killed <- fmt.Sprint(syscall.Kill(-sv.PID, syscall.SIGKILL))
+							return
+						}
+					}
+				}
+			}
+			// The server is another process writing a file: there is no
+			// event of ours to wait on.
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	out := b.once(t)
+	task := b.task(t, taskID)
+	log := b.boxLog(t, task)
+	steps := map[string]boxStep{}
+	for _, line := range strings.Split(log, "\n") {
+		var st boxStep
+		if json.Unmarshal([]byte(line), &st) == nil && st.Step != "" {
+			steps[st.Step] = st
+		}
+	}
+	if len(steps) != 10 {
+		t.Fatalf("box.mjs took %d steps of 10\nimpsup: %s\nbox.log:\n%s", len(steps), out, log)
+	}
+	if st := steps["list"]; st.Error != nil || !strings.Contains(string(st.OK), `"name":"get-sum"`) {
+		t.Errorf("tools/list: %s %+v", st.OK, st.Error)
+	}
+	if st := steps["allowed"]; st.Error != nil || !strings.Contains(string(st.OK), "Echo: hello from the box") {
+		t.Errorf("allowed call: %s %+v", st.OK, st.Error)
+	}
+	if st := steps["denied"]; st.code() != mcpserv.CodeDenied || !strings.Contains(st.Error.Message, "no rule matched") {
+		t.Errorf("denied call: want JSON-RPC error %d, got %s %+v", mcpserv.CodeDenied, st.OK, st.Error)
+	}
+	if st := steps["outside"]; st.code() != mcpserv.CodeDenied || !strings.Contains(st.Error.Message, "echo-other") {
+		t.Errorf("call outside its rule: want JSON-RPC error %d by echo-other, got %s %+v", mcpserv.CodeDenied, st.OK, st.Error)
+	}
+	seen, _ := os.ReadFile(calls)
+	for _, never := range []string{"get-tiny-image", "exfiltrate", "get-sum"} {
+		if strings.Contains(string(seen), never) {
+			t.Errorf("%s reached the server:\n%s", never, seen)
+		}
+	}
+	if st := steps["progress"]; st.Error != nil || !strings.Contains(string(st.OK), "Long running operation completed") || strings.Count(string(st.OK), `"progress":`) != 4 {
+		t.Errorf("long call: want its result after 4 progress notifications, got %s %+v", st.OK, st.Error)
+	}
+	if st := steps["cancel"]; st.Error == nil || !strings.Contains(string(seen), `"method":"notifications/cancelled"`) {
+		t.Errorf("cancelled call: want an error at the client and the server told, got %s %+v\nserver saw:\n%s", st.OK, st.Error, seen)
+	}
+	if k := <-killed; k != "<nil>" {
+		t.Fatalf("killing the server: %s", k)
+	}
+	if st := steps["crash"]; st.code() != mcpserv.CodeServer {
+		t.Errorf("call cut by the crash: want JSON-RPC error %d (not the client's timeout), got %s %+v", mcpserv.CodeServer, st.OK, st.Error)
+	}
+	if st := steps["after"]; st.Error != nil || !strings.Contains(string(st.OK), "Echo: hello again") {
+		t.Errorf("call after the crash: %s %+v", st.OK, st.Error)
+	}
+
+	// The gated call: a gate of the run's, approved, made, its result in
+	// the mailbox.
+	st := steps["gated"]
+	if st.code() != mcpserv.CodePending || !strings.Contains(st.Error.Message, "pending approval g-") {
+		t.Fatalf("gated call: want pending approval, got %s %+v", st.OK, st.Error)
+	}
+	gid := strings.TrimSuffix(strings.Fields(strings.SplitN(st.Error.Message, "pending approval ", 2)[1])[0], ":")
+	g, err := gate.Get(b.y, gid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Intent != "mcp.every" || g.Imp != "yuko" || g.Task != taskID || len(task.Runs) == 0 || g.Run != task.Runs[len(task.Runs)-1] {
+		t.Fatalf("gate %s: intent %s imp %s task %s run %s; want the box's run %v", gid, g.Intent, g.Imp, g.Task, g.Run, task.Runs)
+	}
+	b.approveExecuted(t, gid)
+	msgs, err := mailbox.Undelivered(b.y, "yuko")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "The sum of 2 and 3 is 5") {
+		t.Fatalf("mailbox: %+v", msgs)
+	}
+	if f := filesHolding(t, b.y.Root, mcpSecret); len(f) > 0 {
+		t.Errorf("the server's credential is in the yard: %s", f)
+	}
+	if f := filesHolding(t, rootfs, mcpSecret); len(f) > 0 {
+		t.Errorf("the server's credential is in the box's rootfs: %s", f)
 	}
 }
 
