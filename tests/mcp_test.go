@@ -280,6 +280,23 @@ idle = "1h"
 			t.Fatalf("mailbox: %+v", msgs)
 		}
 	})
+	t.Run("Notifications", func(t *testing.T) {
+		// Progress of a long call reaches the client while it runs.
+		a := c.do(t, `{"op":"call","name":"trigger-long-running-operation","arguments":{"duration":1,"steps":3},"progress":true}`)
+		if a.Error != nil || strings.Count(string(a.OK), `"progress":`) != 3 || !strings.Contains(string(a.OK), "Long running operation completed") {
+			t.Fatalf("long call: want its result after 3 progress notifications, got %s %+v", a.OK, a.Error)
+		}
+		// The server's log messages too: server-everything sends one as
+		// its simulated logging starts, during the call that starts it.
+		a = c.do(t, `{"op":"call","name":"toggle-simulated-logging"}`)
+		if a.Error != nil {
+			t.Fatalf("toggle-simulated-logging: %+v", a.Error)
+		}
+		c.do(t, `{"op":"call","name":"toggle-simulated-logging"}`)
+		if a = c.do(t, `{"op":"logs"}`); !strings.Contains(string(a.OK), `"level":`) {
+			t.Fatalf("log messages at the client: %s %+v", a.OK, a.Error)
+		}
+	})
 	t.Run("CrashMidCall", func(t *testing.T) {
 		before := serverState(t, s, func(st mcpserv.State) bool { return st.State == mcpserv.StateRunning })
 		if _, err := io.WriteString(c.in, `{"op":"call","name":"trigger-long-running-operation","arguments":{"duration":60,"steps":60}}`+"\n"); err != nil {
@@ -319,6 +336,63 @@ idle = "1h"
 		}
 		if b, _ := os.ReadFile(calls); strings.Contains(string(b), "exfiltrate") {
 			t.Fatalf("the refused call reached the server:\n%s", b)
+		}
+	})
+
+	t.Run("TrustAuto", func(t *testing.T) {
+		// An owner's [[trust]] entry approves a gated call by its server,
+		// tool and arguments, as it approves any proposal.
+		org, _ := os.ReadFile(s.y.Path("org.toml"))
+		os.WriteFile(s.y.Path("org.toml"), append(org, `
+[[trust]]
+intent = "mcp.every"
+imp = "yuko"
+match = { server = "every", tool = "get-sum", "arguments.a" = "40", "arguments.b" = "*" }
+level = "auto"
+`...), 0o640)
+		t.Cleanup(func() { os.WriteFile(s.y.Path("org.toml"), org, 0o640) })
+		a := c.do(t, `{"op":"call","name":"get-sum","arguments":{"a":40,"b":2}}`)
+		if a.Error == nil || a.Error.Code == nil || *a.Error.Code != mcpserv.CodePending || !strings.Contains(a.Error.Message, "approved g-") {
+			t.Fatalf("get-sum 40+2: want approved by trust, got %s %+v", a.OK, a.Error)
+		}
+		gid := strings.Fields(strings.SplitN(a.Error.Message, "approved ", 2)[1])[0]
+		waitGate(t, s, gid, "executed")
+		msgs, _ := mailbox.Undelivered(s.y, "yuko")
+		if len(msgs) == 0 || !strings.Contains(msgs[len(msgs)-1].Text, "The sum of 40 and 2 is 42") {
+			t.Fatalf("mailbox: %+v", msgs)
+		}
+		// Arguments outside the entry: gated for a human.
+		a = c.do(t, `{"op":"call","name":"get-sum","arguments":{"a":41,"b":2}}`)
+		if a.Error == nil || !strings.Contains(a.Error.Message, "pending approval g-") {
+			t.Fatalf("get-sum 41+2: want pending approval, got %s %+v", a.OK, a.Error)
+		}
+	})
+	t.Run("GateCap", func(t *testing.T) {
+		// The door's gates count against the token's gates_per_run like
+		// any proposal's: three are filed above.
+		org, _ := os.ReadFile(s.y.Path("org.toml"))
+		os.WriteFile(s.y.Path("org.toml"), append(org, "\n[budget.yuko]\ngates_per_run = 3\n"...), 0o640)
+		t.Cleanup(func() { os.WriteFile(s.y.Path("org.toml"), org, 0o640) })
+		before, _ := gate.List(s.y, gate.Filter{All: true})
+		a := c.do(t, `{"op":"call","name":"get-sum","arguments":{"a":7,"b":7}}`)
+		if a.Error == nil || a.Error.Code == nil || *a.Error.Code != mcpserv.CodeDenied || !strings.Contains(a.Error.Message, "gates_per_run") {
+			t.Fatalf("a gate past the cap: want refused, got %s %+v", a.OK, a.Error)
+		}
+		if after, _ := gate.List(s.y, gate.Filter{All: true}); len(after) != len(before) {
+			t.Fatalf("%d gates after the refusal, %d before", len(after), len(before))
+		}
+	})
+	t.Run("Paused", func(t *testing.T) {
+		if code, out := s.exitCode(t, "impsup", "pause", "yuko", "--reason", "owner away"); code != 0 && code != 111 {
+			t.Fatalf("impsup pause: exit %d\n%s", code, out)
+		}
+		t.Cleanup(func() { s.run(t, "impsup", "resume", "yuko") })
+		a := c.do(t, `{"op":"call","name":"echo","arguments":{"message":"while paused"}}`)
+		if a.Error == nil || !strings.Contains(a.Error.Message, "owner away") {
+			t.Fatalf("a paused imp's call: want refused naming the pause, got %s %+v", a.OK, a.Error)
+		}
+		if b, _ := os.ReadFile(calls); strings.Contains(string(b), "while paused") {
+			t.Fatalf("a paused imp's call reached the server:\n%s", b)
 		}
 	})
 
@@ -542,6 +616,23 @@ idle = "1h"
 	}
 	if f := filesHolding(t, rootfs, mcpSecret); len(f) > 0 {
 		t.Errorf("the server's credential is in the box's rootfs: %s", f)
+	}
+}
+
+// waitGate waits until gate gid is in state want.
+func waitGate(t *testing.T, s *spine, gid, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		g, err := gate.Get(s.y, gid)
+		if err == nil && g.State == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gate %s never %s: %+v %v", gid, want, g, err)
+		}
+		// impexec is another process: its gate file is what to watch.
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
