@@ -132,18 +132,30 @@ func startMCPClient(t *testing.T, s *spine, peers, tok, url string) *mcpClient {
 	return c
 }
 
+// mcpBase holds each spine's policy as it was before mcpPolicy first
+// wrote it: its rules (email-send's, which org.toml's trust entry
+// names) stay in force beside the door's.
+var mcpBase sync.Map
+
 // mcpPolicy is the spine's policy with the door's rules; extra rules
 // come first.
 func mcpPolicy(t *testing.T, s *spine, extra string) {
 	t.Helper()
+	b, err := os.ReadFile(s.y.PolicyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := mcpBase.LoadOrStore(s, string(b))
+	base := v.(string)
 	door := `"protocol":"https","host":"mcp.impyard","subject":"yuko"`
 	rules := extra + `
 	 {"name":"mcp-session","match":{` + door + `,"mcp":{"method":["initialize","notifications/initialized","notifications/cancelled","tools/list","ping"]}},"verdict":"allow"},
-	 {"name":"mcp-read","match":{` + door + `,"mcp":{"method":"tools/call","tool":["echo","get-env","trigger-long-running-operation"]}},"verdict":"allow"},
-	 {"name":"mcp-sum","match":{` + door + `,"mcp":{"method":"tools/call","tool":"get-sum"}},"verdict":"gate"}]}`
+	 {"name":"mcp-read","match":{` + door + `,"mcp":{"method":"tools/call","tool":["echo","get-env","trigger-long-running-operation","toggle-simulated-logging"]}},"verdict":"allow"},
+	 {"name":"mcp-sum","match":{` + door + `,"mcp":{"method":"tools/call","tool":"get-sum"}},"verdict":"gate"},`
+	pol := strings.Replace(base, `"rules":[`, `"rules":[`+rules, 1)
 	// Written whole and renamed, as an owner's editor does: the gateway
 	// takes up the new policy at its next request.
-	if err := store.WriteAtomic(s.y.PolicyPath(), []byte(`{"schema":"impyard.policy/1","rules":[`+rules), filepath.Dir(s.y.PolicyPath())); err != nil {
+	if err := store.WriteAtomic(s.y.PolicyPath(), []byte(pol), filepath.Dir(s.y.PolicyPath())); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -283,7 +295,7 @@ idle = "1h"
 	t.Run("Notifications", func(t *testing.T) {
 		// Progress of a long call reaches the client while it runs.
 		a := c.do(t, `{"op":"call","name":"trigger-long-running-operation","arguments":{"duration":1,"steps":3},"progress":true}`)
-		if a.Error != nil || strings.Count(string(a.OK), `"progress":`) != 3 || !strings.Contains(string(a.OK), "Long running operation completed") {
+		if a.Error != nil || strings.Count(string(a.OK), `"total":3`) != 3 || !strings.Contains(string(a.OK), "Long running operation completed") {
 			t.Fatalf("long call: want its result after 3 progress notifications, got %s %+v", a.OK, a.Error)
 		}
 		// The server's log messages too: server-everything sends one as
@@ -573,7 +585,7 @@ idle = "1h"
 			t.Errorf("%s reached the server:\n%s", never, seen)
 		}
 	}
-	if st := steps["progress"]; st.Error != nil || !strings.Contains(string(st.OK), "Long running operation completed") || strings.Count(string(st.OK), `"progress":`) != 4 {
+	if st := steps["progress"]; st.Error != nil || !strings.Contains(string(st.OK), "Long running operation completed") || strings.Count(string(st.OK), `"total":4`) != 4 {
 		t.Errorf("long call: want its result after 4 progress notifications, got %s %+v", st.OK, st.Error)
 	}
 	if st := steps["cancel"]; st.Error == nil || !strings.Contains(string(seen), `"method":"notifications/cancelled"`) {

@@ -442,8 +442,13 @@ func TestCancelNamesOwnCallsOnly(t *testing.T) {
 	}
 	// The cancelled call's POST is answered at once: the server answers
 	// a cancelled request with nothing.
-	if code, _ := rpcErr(t, <-done); code != CodeCancelled {
-		t.Fatalf("cancelled call answered %d", code)
+	select {
+	case reply := <-done:
+		if code, _ := rpcErr(t, reply); code != CodeCancelled {
+			t.Fatalf("cancelled call answered %d", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancelled call's POST is still open")
 	}
 	// A caller that goes away cancels its call too, and gets no hang.
 	go func() {
