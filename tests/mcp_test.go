@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -131,18 +132,30 @@ func startMCPClient(t *testing.T, s *spine, peers, tok, url string) *mcpClient {
 	return c
 }
 
+// mcpBase holds each spine's policy as it was before mcpPolicy first
+// wrote it: its rules (email-send's, which org.toml's trust entry
+// names) stay in force beside the door's.
+var mcpBase sync.Map
+
 // mcpPolicy is the spine's policy with the door's rules; extra rules
 // come first.
 func mcpPolicy(t *testing.T, s *spine, extra string) {
 	t.Helper()
+	b, err := os.ReadFile(s.y.PolicyPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := mcpBase.LoadOrStore(s, string(b))
+	base := v.(string)
 	door := `"protocol":"https","host":"mcp.impyard","subject":"yuko"`
 	rules := extra + `
-	 {"name":"mcp-session","match":{` + door + `,"mcp":{"method":["initialize","notifications/initialized","tools/list","ping"]}},"verdict":"allow"},
-	 {"name":"mcp-read","match":{` + door + `,"mcp":{"method":"tools/call","tool":["echo","get-env","trigger-long-running-operation"]}},"verdict":"allow"},
-	 {"name":"mcp-sum","match":{` + door + `,"mcp":{"method":"tools/call","tool":"get-sum"}},"verdict":"gate"}]}`
+	 {"name":"mcp-session","match":{` + door + `,"mcp":{"method":["initialize","notifications/initialized","notifications/cancelled","tools/list","ping"]}},"verdict":"allow"},
+	 {"name":"mcp-read","match":{` + door + `,"mcp":{"method":"tools/call","tool":["echo","get-env","trigger-long-running-operation","toggle-simulated-logging"]}},"verdict":"allow"},
+	 {"name":"mcp-sum","match":{` + door + `,"mcp":{"method":"tools/call","tool":"get-sum"}},"verdict":"gate"},`
+	pol := strings.Replace(base, `"rules":[`, `"rules":[`+rules, 1)
 	// Written whole and renamed, as an owner's editor does: the gateway
 	// takes up the new policy at its next request.
-	if err := store.WriteAtomic(s.y.PolicyPath(), []byte(`{"schema":"impyard.policy/1","rules":[`+rules), filepath.Dir(s.y.PolicyPath())); err != nil {
+	if err := store.WriteAtomic(s.y.PolicyPath(), []byte(pol), filepath.Dir(s.y.PolicyPath())); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -279,6 +292,23 @@ idle = "1h"
 			t.Fatalf("mailbox: %+v", msgs)
 		}
 	})
+	t.Run("Notifications", func(t *testing.T) {
+		// Progress of a long call reaches the client while it runs.
+		a := c.do(t, `{"op":"call","name":"trigger-long-running-operation","arguments":{"duration":1,"steps":3},"progress":true}`)
+		if a.Error != nil || strings.Count(string(a.OK), `"total":3`) != 3 || !strings.Contains(string(a.OK), "Long running operation completed") {
+			t.Fatalf("long call: want its result after 3 progress notifications, got %s %+v", a.OK, a.Error)
+		}
+		// The server's log messages too: server-everything sends one as
+		// its simulated logging starts, during the call that starts it.
+		a = c.do(t, `{"op":"call","name":"toggle-simulated-logging"}`)
+		if a.Error != nil {
+			t.Fatalf("toggle-simulated-logging: %+v", a.Error)
+		}
+		c.do(t, `{"op":"call","name":"toggle-simulated-logging"}`)
+		if a = c.do(t, `{"op":"logs"}`); !strings.Contains(string(a.OK), `"level":`) {
+			t.Fatalf("log messages at the client: %s %+v", a.OK, a.Error)
+		}
+	})
 	t.Run("CrashMidCall", func(t *testing.T) {
 		before := serverState(t, s, func(st mcpserv.State) bool { return st.State == mcpserv.StateRunning })
 		if _, err := io.WriteString(c.in, `{"op":"call","name":"trigger-long-running-operation","arguments":{"duration":60,"steps":60}}`+"\n"); err != nil {
@@ -321,6 +351,63 @@ idle = "1h"
 		}
 	})
 
+	t.Run("TrustAuto", func(t *testing.T) {
+		// An owner's [[trust]] entry approves a gated call by its server,
+		// tool and arguments, as it approves any proposal.
+		org, _ := os.ReadFile(s.y.Path("org.toml"))
+		os.WriteFile(s.y.Path("org.toml"), append(org, `
+[[trust]]
+intent = "mcp.every"
+imp = "yuko"
+match = { server = "every", tool = "get-sum", "arguments.a" = "40", "arguments.b" = "*" }
+level = "auto"
+`...), 0o640)
+		t.Cleanup(func() { os.WriteFile(s.y.Path("org.toml"), org, 0o640) })
+		a := c.do(t, `{"op":"call","name":"get-sum","arguments":{"a":40,"b":2}}`)
+		if a.Error == nil || a.Error.Code == nil || *a.Error.Code != mcpserv.CodePending || !strings.Contains(a.Error.Message, "approved g-") {
+			t.Fatalf("get-sum 40+2: want approved by trust, got %s %+v", a.OK, a.Error)
+		}
+		gid := strings.Fields(strings.SplitN(a.Error.Message, "approved ", 2)[1])[0]
+		waitGate(t, s, gid, "executed")
+		msgs, _ := mailbox.Undelivered(s.y, "yuko")
+		if len(msgs) == 0 || !strings.Contains(msgs[len(msgs)-1].Text, "The sum of 40 and 2 is 42") {
+			t.Fatalf("mailbox: %+v", msgs)
+		}
+		// Arguments outside the entry: gated for a human.
+		a = c.do(t, `{"op":"call","name":"get-sum","arguments":{"a":41,"b":2}}`)
+		if a.Error == nil || !strings.Contains(a.Error.Message, "pending approval g-") {
+			t.Fatalf("get-sum 41+2: want pending approval, got %s %+v", a.OK, a.Error)
+		}
+	})
+	t.Run("GateCap", func(t *testing.T) {
+		// The door's gates count against the token's gates_per_run like
+		// any proposal's: three are filed above.
+		org, _ := os.ReadFile(s.y.Path("org.toml"))
+		os.WriteFile(s.y.Path("org.toml"), append(org, "\n[budget.yuko]\ngates_per_run = 3\n"...), 0o640)
+		t.Cleanup(func() { os.WriteFile(s.y.Path("org.toml"), org, 0o640) })
+		before, _ := gate.List(s.y, gate.Filter{All: true})
+		a := c.do(t, `{"op":"call","name":"get-sum","arguments":{"a":7,"b":7}}`)
+		if a.Error == nil || a.Error.Code == nil || *a.Error.Code != mcpserv.CodeDenied || !strings.Contains(a.Error.Message, "gates_per_run") {
+			t.Fatalf("a gate past the cap: want refused, got %s %+v", a.OK, a.Error)
+		}
+		if after, _ := gate.List(s.y, gate.Filter{All: true}); len(after) != len(before) {
+			t.Fatalf("%d gates after the refusal, %d before", len(after), len(before))
+		}
+	})
+	t.Run("Paused", func(t *testing.T) {
+		if code, out := s.exitCode(t, "impsup", "pause", "yuko", "--reason", "owner away"); code != 0 && code != 111 {
+			t.Fatalf("impsup pause: exit %d\n%s", code, out)
+		}
+		t.Cleanup(func() { s.run(t, "impsup", "resume", "yuko") })
+		a := c.do(t, `{"op":"call","name":"echo","arguments":{"message":"while paused"}}`)
+		if a.Error == nil || !strings.Contains(a.Error.Message, "owner away") {
+			t.Fatalf("a paused imp's call: want refused naming the pause, got %s %+v", a.OK, a.Error)
+		}
+		if b, _ := os.ReadFile(calls); strings.Contains(string(b), "while paused") {
+			t.Fatalf("a paused imp's call reached the server:\n%s", b)
+		}
+	})
+
 	// The credential is in no record, gate or mailbox message.
 	for _, dir := range []string{s.y.Path("runs"), s.y.Path("gates"), s.y.Path("mailbox"), s.y.Path("journal"), s.y.Path("mcp")} {
 		filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
@@ -339,6 +426,225 @@ idle = "1h"
 	out, err = s.run(t, "impsup", "status")
 	if err != nil || !regexp.MustCompile(`every\s+yuko\s+host\s+running`).MatchString(out) {
 		t.Errorf("impsup status: want server every listed running: %v\n%s", err, out)
+	}
+}
+
+// mcpRootfs is a box rootfs with node and the MCP peers in /opt/mcp,
+// made once per test binary beside the box harness's own.
+var mcpRootfs struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// needMCPRootfs makes it: scripts/mkrootfs's busybox, the host's node
+// with the libraries it is linked against, testdata/mcp's packages and
+// box.mjs, the SDK client's script.
+func needMCPRootfs(t *testing.T) string {
+	t.Helper()
+	boxes.Need(t)
+	peers := mcpPeers(t)
+	mcpRootfs.once.Do(func() {
+		mcpRootfs.dir = filepath.Join(boxes.Dir, "mcp-rootfs")
+		script := `set -eu
+dir=$1 peers=$2
+scripts/mkrootfs "$dir" >/dev/null
+node=$(command -v node)
+install -D -m 0755 "$node" "$dir/usr/local/bin/node"
+for lib in $(ldd "$node" | grep -o '/[^ ]*'); do
+  mkdir -p "$dir$(dirname "$lib")"
+  cp -L "$lib" "$dir$lib"
+done
+rm -rf "$dir/opt/mcp"
+mkdir -p "$dir/opt/mcp"
+cp -a "$peers/node_modules" "$dir/opt/mcp/"
+cp tests/testdata/mcp/box.mjs "$dir/opt/mcp/box.mjs"`
+		cmd := exec.Command("bash", "-c", script, "mkrootfs", mcpRootfs.dir, peers)
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			mcpRootfs.err = fmt.Errorf("making the MCP rootfs: %v\n%s", err, out)
+		}
+	})
+	if mcpRootfs.err != nil {
+		t.Fatal(mcpRootfs.err)
+	}
+	return mcpRootfs.dir
+}
+
+// boxStep is one step of box.mjs, as its box's log has it.
+type boxStep struct {
+	Step  string          `json:"step"`
+	OK    json.RawMessage `json:"ok"`
+	Error *struct {
+		Code    *int   `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (st boxStep) code() int {
+	if st.Error == nil || st.Error.Code == nil {
+		return 0
+	}
+	return *st.Error.Code
+}
+
+// TestMCPFromBox is the door as an imp meets it: the official SDK
+// client, run by node in a real box, reaches the reference server
+// through impgw with its run's token and the yard's CA. tools/list; an
+// allowed call; a denied one and one whose arguments are outside its
+// rule, both JSON-RPC errors that never reach the server; a gated call,
+// filed for the run, approved, its result in the imp's mailbox; a
+// long call's progress reaching the client while it runs; a call the
+// client cancels, the server told; a server killed mid-call, the caller
+// told at once, and the next call served by its restart.
+func TestMCPFromBox(t *testing.T) {
+	rootfs := needMCPRootfs(t)
+	peers := mcpPeers(t)
+	b := newBoxYard(t)
+	b.daemon(t, bin, "impexec", "run", "--rescan", "1s")
+	os.WriteFile(filepath.Join(b.home, "secrets", "every-token"), []byte(mcpSecret+"\n"), 0o600)
+	calls := filepath.Join(t.TempDir(), "calls.log")
+	org, _ := os.ReadFile(b.y.Path("org.toml"))
+	org = fmt.Appendf(org, `
+[mcp.every]
+command = ["sh", "-c", "tee -a \"$0\" | exec node \"$1\" stdio", %q, %q]
+isolation = "host"
+imps = ["yuko"]
+env = { EVERY_TOKEN = "every-token" }
+idle = "1h"
+`, calls, filepath.Join(peers, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
+	os.WriteFile(b.y.Path("org.toml"), org, 0o640)
+	door := `"protocol":"https","host":"mcp.impyard","subject":"yuko"`
+	mcpPolicy(t, b.spine, `{"name":"echo-hello","match":{`+door+`,"mcp":{"method":"tools/call","tool":"echo","arguments":{"/message":"hello*"}}},"verdict":"allow"},
+	 {"name":"echo-other","match":{`+door+`,"mcp":{"method":"tools/call","tool":"echo"}},"verdict":"deny"},`)
+	b.imp(t, "yuko", map[string]string{
+		"rootfs":  fmt.Sprintf("%q", rootfs),
+		"command": `["/usr/local/bin/node", "/opt/mcp/box.mjs", "https://mcp.impyard/every"]`,
+		"ceiling": `"180s"`, "memory": `"1G"`,
+	})
+	taskID := b.add(t, "yuko", "use the door")
+
+	// The crash: once the server has the call box.mjs marks with a
+	// duration of 59, its process group is killed.
+	killed := make(chan string, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				killed <- "the test ended first"
+				return
+			default:
+			}
+			data, _ := os.ReadFile(calls)
+			if strings.Contains(string(data), `"duration":59`) {
+				st, err := mcpserv.ReadStatus(b.y)
+				if err == nil {
+					for _, sv := range st.Servers {
+						if sv.Server == "every" && sv.State == mcpserv.StateRunning {
+							killed <- fmt.Sprint(syscall.Kill(-sv.PID, syscall.SIGKILL))
+							return
+						}
+					}
+				}
+			}
+			// The server is another process writing a file: there is no
+			// event of ours to wait on.
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	out := b.once(t)
+	task := b.task(t, taskID)
+	log := b.boxLog(t, task)
+	steps := map[string]boxStep{}
+	for _, line := range strings.Split(log, "\n") {
+		var st boxStep
+		if json.Unmarshal([]byte(line), &st) == nil && st.Step != "" {
+			steps[st.Step] = st
+		}
+	}
+	if len(steps) != 10 {
+		t.Fatalf("box.mjs took %d steps of 10\nimpsup: %s\nbox.log:\n%s", len(steps), out, log)
+	}
+	if st := steps["list"]; st.Error != nil || !strings.Contains(string(st.OK), `"name":"get-sum"`) {
+		t.Errorf("tools/list: %s %+v", st.OK, st.Error)
+	}
+	if st := steps["allowed"]; st.Error != nil || !strings.Contains(string(st.OK), "Echo: hello from the box") {
+		t.Errorf("allowed call: %s %+v", st.OK, st.Error)
+	}
+	if st := steps["denied"]; st.code() != mcpserv.CodeDenied || !strings.Contains(st.Error.Message, "no rule matched") {
+		t.Errorf("denied call: want JSON-RPC error %d, got %s %+v", mcpserv.CodeDenied, st.OK, st.Error)
+	}
+	if st := steps["outside"]; st.code() != mcpserv.CodeDenied || !strings.Contains(st.Error.Message, "echo-other") {
+		t.Errorf("call outside its rule: want JSON-RPC error %d by echo-other, got %s %+v", mcpserv.CodeDenied, st.OK, st.Error)
+	}
+	seen, _ := os.ReadFile(calls)
+	for _, never := range []string{"get-tiny-image", "exfiltrate", "get-sum"} {
+		if strings.Contains(string(seen), never) {
+			t.Errorf("%s reached the server:\n%s", never, seen)
+		}
+	}
+	if st := steps["progress"]; st.Error != nil || !strings.Contains(string(st.OK), "Long running operation completed") || strings.Count(string(st.OK), `"total":4`) != 4 {
+		t.Errorf("long call: want its result after 4 progress notifications, got %s %+v", st.OK, st.Error)
+	}
+	if st := steps["cancel"]; st.Error == nil || !strings.Contains(string(seen), `"method":"notifications/cancelled"`) {
+		t.Errorf("cancelled call: want an error at the client and the server told, got %s %+v\nserver saw:\n%s", st.OK, st.Error, seen)
+	}
+	if k := <-killed; k != "<nil>" {
+		t.Fatalf("killing the server: %s", k)
+	}
+	if st := steps["crash"]; st.code() != mcpserv.CodeServer {
+		t.Errorf("call cut by the crash: want JSON-RPC error %d (not the client's timeout), got %s %+v", mcpserv.CodeServer, st.OK, st.Error)
+	}
+	if st := steps["after"]; st.Error != nil || !strings.Contains(string(st.OK), "Echo: hello again") {
+		t.Errorf("call after the crash: %s %+v", st.OK, st.Error)
+	}
+
+	// The gated call: a gate of the run's, approved, made, its result in
+	// the mailbox.
+	st := steps["gated"]
+	if st.code() != mcpserv.CodePending || !strings.Contains(st.Error.Message, "pending approval g-") {
+		t.Fatalf("gated call: want pending approval, got %s %+v", st.OK, st.Error)
+	}
+	gid := strings.TrimSuffix(strings.Fields(strings.SplitN(st.Error.Message, "pending approval ", 2)[1])[0], ":")
+	g, err := gate.Get(b.y, gid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Intent != "mcp.every" || g.Imp != "yuko" || g.Task != taskID || len(task.Runs) == 0 || g.Run != task.Runs[len(task.Runs)-1] {
+		t.Fatalf("gate %s: intent %s imp %s task %s run %s; want the box's run %v", gid, g.Intent, g.Imp, g.Task, g.Run, task.Runs)
+	}
+	b.approveExecuted(t, gid)
+	msgs, err := mailbox.Undelivered(b.y, "yuko")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "The sum of 2 and 3 is 5") {
+		t.Fatalf("mailbox: %+v", msgs)
+	}
+	if f := filesHolding(t, b.y.Root, mcpSecret); len(f) > 0 {
+		t.Errorf("the server's credential is in the yard: %s", f)
+	}
+	if f := filesHolding(t, rootfs, mcpSecret); len(f) > 0 {
+		t.Errorf("the server's credential is in the box's rootfs: %s", f)
+	}
+}
+
+// waitGate waits until gate gid is in state want.
+func waitGate(t *testing.T, s *spine, gid, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		g, err := gate.Get(s.y, gid)
+		if err == nil && g.State == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gate %s never %s: %+v %v", gid, want, g, err)
+		}
+		// impexec is another process: its gate file is what to watch.
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

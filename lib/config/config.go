@@ -399,6 +399,9 @@ func (o *Org) Intent(intent string, rules []string, builtin ...string) bool {
 			return true
 		}
 	}
+	if _, s := o.MCPServerFor(intent); s != nil {
+		return true
+	}
 	e := o.Executors[intent]
 	return e != nil && e.Kind != HTTP
 }
@@ -412,6 +415,9 @@ var ErrNoExecutor = errors.New("no executor is configured")
 func (o *Org) Executor(intent string) (*Executor, error) {
 	if e := o.Executors[intent]; e != nil {
 		return e, nil
+	}
+	if _, s := o.MCPServerFor(intent); s != nil {
+		return MCPExecutor, nil
 	}
 	return nil, fmt.Errorf("%w for intent %q in %s: a gate for it could be approved but never executed (add [executors.%s])", ErrNoExecutor, intent, o.path, intent)
 }

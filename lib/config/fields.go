@@ -31,6 +31,9 @@ func (o *Org) Fields(name string) (payload.Fields, bool) {
 		if name == intent.EgressGrant {
 			return builtinFields[EgressGrant], true
 		}
+		if _, s := o.MCPServerFor(name); s != nil {
+			return MCPFields, true
+		}
 		return nil, false
 	}
 	if e.Fields != nil {
@@ -66,6 +69,13 @@ func (o *Org) trustFields(t Trust) (key, field, msg string) {
 		return "", "", ""
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.Match)) {
+		if base, path, ok := strings.Cut(k, "."); ok {
+			// A path into an object field: its value there is matched.
+			if fields[base] != payload.Object || path == "" || strings.HasSuffix(path, ".") || strings.Contains(path, "..") {
+				return "match", k, fmt.Sprintf("match key %q: a dotted key names a path into a field of type object (declared: %s)", k, strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
+			}
+			continue
+		}
 		typ, ok := fields[k]
 		if !ok {
 			return "match", k, fmt.Sprintf("match key %q names no declared field of intent %s (declared: %s)", k, t.Intent, strings.Join(slices.Sorted(maps.Keys(fields)), ", "))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/payload"
 )
 
 // MCP server isolations and start modes ([mcp.<name>]).
@@ -66,6 +67,16 @@ func (o *Org) MCPServerFor(intent string) (string, *MCPServer) {
 	}
 	return name, o.MCP[name]
 }
+
+// MCPExecutor is the built-in executor of every mcp.<name> intent: no
+// [executors] entry configures it, and none may. A tool call may act on
+// the world, so it is not idempotent.
+var MCPExecutor = &Executor{Kind: MCP}
+
+// MCPFields are the fields of a gated call's payload, as the door files
+// it: a trust entry matches server and tool, and the arguments by path
+// ("arguments.path" = "glob").
+var MCPFields = payload.Fields{"server": payload.Line, "tool": payload.Line, "arguments": payload.Object}
 
 // Allows says whether imp may call the server.
 func (s *MCPServer) Allows(imp string) bool { return slices.Contains(s.Imps, imp) }

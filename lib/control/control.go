@@ -333,8 +333,7 @@ func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
 	// refuses, the midnight it names: read twice, a refusal just before
 	// midnight would name the one after next.
 	now := ledger.Now()
-	d, err := a.decider.Decide(a.Yard, proposal.Proposal{Imp: sub.Imp(), Run: sub.Run, Task: sub.Task,
-		Body: r.Body, Rules: a.ruleNames(r.Context()), Signer: a.Signer, Org: a.Org, Now: now})
+	d, err := a.Propose(r.Context(), proposal.Proposal{Imp: sub.Imp(), Run: sub.Run, Task: sub.Task, Body: r.Body, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("recording the proposal: %w", err)
 	}
@@ -355,6 +354,18 @@ func (a *API) action(r *http.Request, sub *token.Subject) (any, error) {
 		err.(*apiError).retry = http1.RetryAfter(next, now)
 	}
 	return nil, err
+}
+
+// Propose decides p with the rules in force for ctx (see Policy), the
+// API's signer and org.toml: what a box proposes here, and what the
+// gateway proposes for it (the MCP door's gated calls), so that one
+// Decider counts both against the run's caps and records both.
+func (a *API) Propose(ctx context.Context, p proposal.Proposal) (proposal.Decision, error) {
+	p.Rules, p.Signer, p.Org = a.ruleNames(ctx), a.Signer, a.Org
+	if p.Now.IsZero() {
+		p.Now = ledger.Now()
+	}
+	return a.decider.Decide(a.Yard, p)
 }
 
 // dupStatus is the status a duplicate answers with: "pending" while its

@@ -17,7 +17,7 @@ var trustPromote = &config.Executor{Kind: config.TrustPromote}
 // mcpCall is the built-in executor of the gates the MCP door files, one
 // intent mcp.<name> per [mcp.<name>]. A tool call may act on the world,
 // so it is not idempotent: one stopped midway is never made again.
-var mcpCall = &config.Executor{Kind: config.MCP}
+var mcpCall = config.MCPExecutor
 
 // executorFor is the executor of intent: the configured one, or for
 // trust-promote and mcp.<name> the built-in one.

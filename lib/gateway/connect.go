@@ -135,7 +135,9 @@ func (s *session) terminate(rec *Record, req *http1.Request, t *target, subject 
 		subject: subject,
 		task:    rec.task,
 		state:   s.state,
-		firstBy: time.Now().Add(s.g.lim.ReadHeaderTimeout),
+		// The token, kept for the MCP door: it names the run.
+		credentials: req.Header.Get("Proxy-Authorization"),
+		firstBy:     time.Now().Add(s.g.lim.ReadHeaderTimeout),
 	}
 	inner.serve()
 	tc.Close()

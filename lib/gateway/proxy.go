@@ -66,7 +66,7 @@ func (s *session) proxy(rec *Record, req *http1.Request, t *target, subject stri
 	d := pol.policy.Judge(jr)
 	rec.decided(d)
 	if t.host == DoorHost && g.cfg.Door != nil {
-		return s.door(rec, req, t, subject, d, body, keep)
+		return s.door(rec, req, t, subject, pol.policy, d, body, keep)
 	}
 	if d.Verdict == judge.Gate {
 		return s.deny(rec, req, http.StatusForbidden, "rule "+d.Rule+" gates the call, and only the MCP door at https://"+DoorHost+"/ files gates", keep)

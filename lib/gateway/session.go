@@ -62,7 +62,9 @@ type session struct {
 	tunnel  *target
 	subject string
 	task    string
-	state   *connState
+	// credentials are the CONNECT's Proxy-Authorization.
+	credentials string
+	state       *connState
 	// firstBy is when the first request's head must have arrived: the
 	// header timeout counts from accept (or the TLS handshake), so a
 	// connection that sends nothing holds its slot no longer than that.

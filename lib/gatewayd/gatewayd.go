@@ -16,6 +16,7 @@
 package gatewayd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,7 @@ import (
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/mcpserv"
 	"github.com/impyard/impyard/lib/pause"
+	"github.com/impyard/impyard/lib/proposal"
 	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/token"
 	"github.com/impyard/impyard/lib/yard"
@@ -148,7 +150,7 @@ func New(cfg Config) (*Server, error) {
 		Limits:        cfg.Limits,
 		Log:           log,
 		Control:       api,
-		Door:          door{&mcpserv.Door{M: servers}},
+		Door:          door{d: &mcpserv.Door{M: servers, Propose: propose(api)}, home: cfg.Home},
 		Meter:         spend(org, meter, logf),
 		Admit:         (&admission{y: y, org: org, meter: meter, now: ledger.Now, imps: map[string]*inflight{}}).admit,
 		Paused:        paused(y),
@@ -196,19 +198,48 @@ func New(cfg Config) (*Server, error) {
 
 // door hands the gateway's judged requests to the MCP door and its
 // replies back.
-type door struct{ d *mcpserv.Door }
+type door struct {
+	d    *mcpserv.Door
+	home string
+}
 
 func (a door) Serve(ctx context.Context, r *gateway.DoorRequest) *gateway.DoorReply {
 	v := mcpserv.Denied
+	run := ""
 	switch r.Decision.Verdict {
 	case judge.Allow:
 		v = mcpserv.Allowed
 	case judge.Gate:
 		v = mcpserv.Gated
+		// The run's caps count the gate: its token names the run.
+		if _, sub, err := token.ProxyLookup(a.home, r.Credentials); err == nil && sub.Imp() == r.Subject {
+			run = sub.Run
+		}
 	}
-	rep := a.d.Serve(ctx, &mcpserv.Request{Subject: r.Subject, Task: r.Task, Path: r.Path, Method: r.Method, Body: r.Body,
-		Verdict: v, Rule: r.Decision.Rule, Reason: r.Decision.Reason})
-	return &gateway.DoorReply{Status: rep.Status, Header: rep.Header, Body: rep.Body, Error: rep.Error}
+	rep := a.d.Serve(ctx, &mcpserv.Request{Subject: r.Subject, Task: r.Task, Run: run, Path: r.Path, Method: r.Method, Body: r.Body,
+		Verdict: v, Rule: r.Decision.Rule, Reason: r.Decision.Reason, Accept: r.Header.Get("Accept")})
+	out := &gateway.DoorReply{Status: rep.Status, Header: rep.Header, Body: rep.Body, Error: rep.Error}
+	if rep.Stream != nil {
+		out.Stream = rep.Stream
+	}
+	return out
+}
+
+// propose decides the door's gated calls with the control API's own
+// decider: one count of each run's gates, one trust ladder, one record
+// for proposals whichever way they came.
+func propose(api *control.API) mcpserv.Proposer {
+	return func(ctx context.Context, r *mcpserv.Request, envelope []byte) mcpserv.Proposed {
+		d, err := api.Propose(ctx, proposal.Proposal{Imp: r.Subject, Run: r.Run, Task: r.Task, Body: bytes.NewReader(envelope)})
+		out := mcpserv.Proposed{Verdict: d.Verdict.String(), Reason: d.Reason, Err: err}
+		if d.Verdict == proposal.Refused {
+			out.Refusal = d.Refusal.String()
+		}
+		if d.Gate != nil {
+			out.Gate = d.Gate.ID
+		}
+		return out
+	}
 }
 
 // lineLogger writes one "impgw: " line per call to w, Printable: a

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/impyard/impyard/lib/config"
-	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/id"
 )
 
@@ -20,9 +21,6 @@ const (
 	CodePending = -32002 // the call is a gate, pending approval
 	CodeServer  = -32003 // the server could not be started, or died during the call
 )
-
-// Actor is how the door signs the gates it files.
-const Actor = "impgw"
 
 // Host is the name boxes reach the servers at (gateway.DoorHost).
 const Host = "mcp.impyard"
@@ -39,12 +37,17 @@ const (
 type Request struct {
 	Subject string // the imp asking
 	Task    string
+	Run     string // the run its token names, "" for a token of none
 	Path    string // /<name>
 	Method  string
 	Body    []byte
 	Verdict int
 	Rule    string // the deciding rule
 	Reason  string // the judge's reason
+	// Accept is the request's Accept: a client that takes
+	// text/event-stream gets a call's answer as a stream, with what the
+	// server says of the call (progress, log messages) before it.
+	Accept string
 }
 
 // Reply is the door's answer; Error, when set, is recorded as the
@@ -54,11 +57,33 @@ type Reply struct {
 	Header http.Header
 	Body   []byte
 	Error  string
+	// Stream, when set, is the body in place of Body: server-sent
+	// events, read until EOF. Its End says the exchange's error.
+	Stream *Stream
 }
 
 // Door is the gateway's door to the yard's MCP servers.
 type Door struct {
 	M *Manager
+	// Propose decides a gated call as the proposal it is, with the
+	// envelope (intent mcp.<name>, the Payload) the door makes of it.
+	Propose Proposer
+}
+
+// Proposer decides a gated call of r's imp, as the gateway decides
+// every proposal of a box (lib/proposal): the pause, the run's
+// gates_per_run and gate_bytes_per_run, and [[trust]] apply to it as to
+// any other, and it is recorded as any other.
+type Proposer func(ctx context.Context, r *Request, envelope []byte) Proposed
+
+// Proposed is the decision on a gated call.
+type Proposed struct {
+	Verdict string // proposal.Verdict's name: gated, auto-approved, duplicate or refused
+	Refusal string // proposal.Refusal's name, when refused
+	Gate    string // the gate filed, or for a duplicate the identical one's
+	Reason  string // what the box may be told
+	// Err: the decision could not be recorded; it stands all the same.
+	Err error
 }
 
 // message is one JSON-RPC message of a request body.
@@ -172,12 +197,15 @@ func (d *Door) Serve(ctx context.Context, r *Request) *Reply {
 	}
 	if r.Verdict == Gated {
 		// The judge gates only a tools/call sent alone.
-		return d.file(r, name, msgs[0])
+		return d.file(ctx, r, name, msgs[0])
+	}
+	if strings.Contains(r.Accept, "text/event-stream") && hasRequest(msgs) {
+		return d.stream(ctx, r, name, spec, msgs)
 	}
 	var out []json.RawMessage
 	failed := ""
 	for _, m := range msgs {
-		resp, err := d.one(ctx, r.Subject, name, spec, m)
+		resp, err := d.one(ctx, r.Subject, name, spec, m, nil)
 		if err != nil && failed == "" {
 			failed = err.Error()
 		}
@@ -199,8 +227,108 @@ func (d *Door) Serve(ctx context.Context, r *Request) *Reply {
 	return reply
 }
 
+func hasRequest(msgs []message) bool {
+	for _, m := range msgs {
+		if m.ID != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Stream is a reply's body of server-sent events: each notification a
+// call's server writes while it runs, then its response. A batch's calls
+// are made one after the other, as they are without a stream.
+type Stream struct {
+	pr     *io.PipeReader
+	cancel context.CancelFunc
+	done   chan struct{}
+	failed string // read after done
+}
+
+func (s *Stream) Read(b []byte) (int, error) { return s.pr.Read(b) }
+
+// End stops the stream and the call under way with it (the server is
+// told it is cancelled), waits for its writer, and says what failed.
+func (s *Stream) End() string {
+	s.pr.Close()
+	s.cancel()
+	<-s.done
+	return s.failed
+}
+
+// event frames one JSON-RPC message as a server-sent event. A message
+// is one line of JSON (the door's encoder writes no line break, and a
+// server's stdout is read line by line), so one data line holds it.
+func event(msg []byte) []byte {
+	return append(append([]byte("event: message\ndata: "), msg...), "\n\n"...)
+}
+
+// stream answers msgs with a stream: the call goes on while the client
+// reads, and what the server says of it reaches the client as it comes.
+func (d *Door) stream(ctx context.Context, r *Request, name string, spec *config.MCPServer, msgs []message) *Reply {
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Stream{pr: pr, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		defer pw.Close()
+		for _, m := range msgs {
+			notes := make(chan []byte, NoteBuffer)
+			var mu sync.Mutex
+			open := true
+			sink := func(b []byte) {
+				mu.Lock()
+				defer mu.Unlock()
+				if !open {
+					return
+				}
+				select {
+				case notes <- b:
+				default:
+					// The client reads slower than the server writes:
+					// the notification is lost, never the response.
+				}
+			}
+			type answer struct {
+				resp json.RawMessage
+				err  error
+			}
+			ans := make(chan answer, 1)
+			go func() {
+				resp, err := d.one(ctx, r.Subject, name, spec, m, sink)
+				mu.Lock()
+				open = false
+				mu.Unlock()
+				ans <- answer{resp, err}
+			}()
+			var a answer
+		wait:
+			for {
+				select {
+				case n := <-notes:
+					pw.Write(event(n))
+				case a = <-ans:
+					break wait
+				}
+			}
+			for len(notes) > 0 {
+				pw.Write(event(<-notes))
+			}
+			if a.err != nil && s.failed == "" {
+				s.failed = a.err.Error()
+			}
+			if a.resp != nil {
+				pw.Write(event(a.resp))
+			}
+		}
+	}()
+	return &Reply{Status: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}, "Cache-Control": {"no-cache"}}, Stream: s}
+}
+
 // one bridges one message; the response is nil for a notification.
-func (d *Door) one(ctx context.Context, subject, name string, spec *config.MCPServer, m message) (json.RawMessage, error) {
+// sink, when set, takes the server's notifications during a call.
+func (d *Door) one(ctx context.Context, subject, name string, spec *config.MCPServer, m message, sink func([]byte)) (json.RawMessage, error) {
 	switch {
 	case m.Method == "initialize":
 		var p struct {
@@ -228,7 +356,7 @@ func (d *Door) one(ctx context.Context, subject, name string, spec *config.MCPSe
 	case m.ID == nil:
 		return nil, d.M.notify(name, subject, spec, m.Method, m.Params)
 	}
-	resp, secrets, err := d.M.call(ctx, name, subject, spec, m.Method, m.Params, string(m.ID))
+	resp, secrets, err := d.M.call(ctx, name, subject, spec, m.Method, m.Params, string(m.ID), sink)
 	if err != nil {
 		return serverError(m.ID, err), err
 	}
@@ -253,9 +381,9 @@ func serverError(id json.RawMessage, err error) json.RawMessage {
 	return b
 }
 
-// file freezes a gated call into a gate and answers at once: the box is
-// never held open for an approval.
-func (d *Door) file(r *Request, name string, m message) *Reply {
+// file makes a gated call the proposal it is and answers at once: the
+// box is never held open for an approval.
+func (d *Door) file(ctx context.Context, r *Request, name string, m message) *Reply {
 	var p struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
@@ -263,20 +391,38 @@ func (d *Door) file(r *Request, name string, m message) *Reply {
 	if err := json.Unmarshal(m.Params, &p); err != nil || m.ID == nil {
 		return jsonReply(http.StatusBadRequest, rpcError(m.ID, -32602, "a gated tools/call needs an id and params", nil))
 	}
-	payload, err := json.Marshal(Payload{Server: name, Tool: p.Name, Arguments: p.Arguments})
-	if err == nil {
-		var g *gate.Gate
-		g, err = gate.File(d.M.Yard, gate.FileOptions{
-			Imp: r.Subject, Intent: config.MCPIntentPrefix + name, Payload: payload, Task: r.Task,
-			By: r.Subject, Actor: Actor, Rationale: "MCP tool call " + p.Name + " on " + name + ", gated by rule " + r.Rule,
-			Trust: &gate.Trust{Level: config.Gate, Why: "rule " + r.Rule + " of the gateway's policy gates the call"},
-		})
-		if err == nil {
-			return jsonReply(http.StatusOK, rpcError(m.ID, CodePending, "pending approval "+g.ID+": the result reaches your mailbox once it is approved and made",
-				map[string]any{"gate_id": g.ID, "status": "pending"}))
-		}
+	if string(p.Arguments) == "null" {
+		p.Arguments = nil
 	}
-	reply := jsonReply(http.StatusOK, rpcError(m.ID, CodeServer, "the gated call could not be filed", nil))
-	reply.Status, reply.Error = http.StatusServiceUnavailable, "filing the gate: "+err.Error()
+	payload, err := json.Marshal(Payload{Server: name, Tool: p.Name, Arguments: p.Arguments})
+	if err != nil {
+		return jsonReply(http.StatusOK, rpcError(m.ID, -32602, "the call's arguments are not JSON", nil))
+	}
+	env, _ := json.Marshal(map[string]any{"intent": config.MCPIntentPrefix + name, "payload": json.RawMessage(payload),
+		"rationale": "MCP tool call " + p.Name + " on " + name + ", gated by rule " + r.Rule})
+	if d.Propose == nil {
+		reply := jsonReply(http.StatusServiceUnavailable, rpcError(m.ID, CodeServer, "the gated call could not be filed", nil))
+		reply.Error = "the door has no proposer: gated calls cannot be filed"
+		return reply
+	}
+	pr := d.Propose(ctx, r, env)
+	var reply *Reply
+	switch pr.Verdict {
+	case "gated":
+		reply = jsonReply(http.StatusOK, rpcError(m.ID, CodePending, "pending approval "+pr.Gate+": the result reaches your mailbox once it is approved and made",
+			map[string]any{"gate_id": pr.Gate, "status": "pending"}))
+	case "auto-approved":
+		reply = jsonReply(http.StatusOK, rpcError(m.ID, CodePending, "approved "+pr.Gate+" ("+pr.Reason+"): the result reaches your mailbox once it is made",
+			map[string]any{"gate_id": pr.Gate, "status": "approved"}))
+	case "duplicate":
+		reply = jsonReply(http.StatusOK, rpcError(m.ID, CodePending, "not filed again: "+pr.Reason,
+			map[string]any{"gate_id": pr.Gate, "status": "duplicate", "duplicate": true}))
+	default:
+		reply = jsonReply(http.StatusOK, rpcError(m.ID, CodeDenied, "refused by impgw: "+pr.Reason, map[string]any{"refusal": pr.Refusal}))
+		reply.Error = "gated call refused (" + pr.Refusal + ")"
+	}
+	if pr.Err != nil {
+		reply.Error = "recording the proposal: " + pr.Err.Error()
+	}
 	return reply
 }

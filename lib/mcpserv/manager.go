@@ -453,13 +453,20 @@ func (m *Manager) use(ctx context.Context, name, subject string, spec *config.MC
 }
 
 // call makes one request of (name, imp)'s process as subject, under
-// the caller's id callerID (kept so a cancellation can name it).
-func (m *Manager) call(ctx context.Context, name, subject string, spec *config.MCPServer, method string, params json.RawMessage, callerID string) (json.RawMessage, []string, error) {
+// the caller's id callerID (kept so a cancellation can name it). sink,
+// when set, takes the notifications the server writes for the call
+// while it runs.
+func (m *Manager) call(ctx context.Context, name, subject string, spec *config.MCPServer, method string, params json.RawMessage, callerID string, sink func([]byte)) (json.RawMessage, []string, error) {
 	in, p, done, err := m.use(ctx, name, subject, spec, "")
 	if err != nil {
 		return nil, nil, err
 	}
 	defer done()
+	if sink != nil {
+		var unlisten func()
+		params, unlisten = p.notes.listen(params, !spec.Shared, sink)
+		defer unlisten()
+	}
 	ik := subject + "\x00" + callerID
 	resp, err := p.call(ctx, method, params, func(id string) {
 		if callerID != "" {
@@ -496,6 +503,7 @@ func (m *Manager) cancelled(name, subject string, spec *config.MCPServer, caller
 	in.mu.Unlock()
 	if ok && p != nil {
 		p.cancel(id, reason)
+		p.abandon(id)
 	}
 }
 

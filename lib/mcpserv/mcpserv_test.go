@@ -2,10 +2,12 @@ package mcpserv
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +17,8 @@ import (
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/pause"
+	"github.com/impyard/impyard/lib/proposal"
 	"github.com/impyard/impyard/lib/yard"
 	"github.com/impyard/impyard/lib/yard/yardtest"
 )
@@ -50,6 +54,9 @@ func serve() {
 			Params struct {
 				Name      string            `json:"name"`
 				Arguments map[string]string `json:"arguments"`
+				Meta      struct {
+					ProgressToken json.RawMessage `json:"progressToken"`
+				} `json:"_meta"`
 			} `json:"params"`
 		}
 		json.Unmarshal(sc.Bytes(), &m)
@@ -72,6 +79,13 @@ func serve() {
 				result = map[string]any{"content": []any{map[string]any{"type": "text", "text": fmt.Sprint(os.Getpid())}}}
 			case "sleep":
 				continue
+			case "progress":
+				// Two steps of progress and a log line, then the answer.
+				for i := 1; i <= 2; i++ {
+					out.Encode(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": map[string]any{"progressToken": m.Params.Meta.ProgressToken, "progress": i, "total": 2}})
+				}
+				out.Encode(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"level": "info", "data": "working with " + os.Getenv("TOKEN")}})
+				result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "done"}}}
 			case "die":
 				os.Exit(3)
 			}
@@ -109,7 +123,21 @@ func newRig(t *testing.T, entry string) *rig {
 		t.Fatal(err)
 	}
 	r.m = &Manager{Yard: r.y, Home: r.home, Org: func() (*config.Org, error) { return r.org, nil }, Backoff: 10 * time.Millisecond}
-	r.door = &Door{M: r.m}
+	// Gated calls are decided as the gateway decides them: proposals,
+	// by one Decider.
+	var dc proposal.Decider
+	r.door = &Door{M: r.m, Propose: func(_ context.Context, req *Request, env []byte) Proposed {
+		d, err := dc.Decide(r.y, proposal.Proposal{Imp: req.Subject, Run: req.Run, Task: req.Task, Body: bytes.NewReader(env),
+			Org: func() (*config.Org, error) { return r.org, nil }})
+		p := Proposed{Verdict: d.Verdict.String(), Reason: d.Reason, Err: err}
+		if d.Verdict == proposal.Refused {
+			p.Refusal = d.Refusal.String()
+		}
+		if d.Gate != nil {
+			p.Gate = d.Gate.ID
+		}
+		return p
+	}}
 	t.Cleanup(r.m.Close)
 	return r
 }
@@ -228,8 +256,9 @@ func TestDoorRefuses(t *testing.T) {
 }
 
 func TestDoorGates(t *testing.T) {
-	r := newRig(t, "")
-	reply := r.post(t, "yuko", Gated, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"later"}}}`)
+	r := newRig(t, "\n[budget.yuko]\ngates_per_run = 1")
+	reply := r.door.Serve(context.Background(), &Request{Subject: "yuko", Run: "r-0000000000000001", Path: "/t", Method: http.MethodPost, Verdict: Gated, Rule: "r1",
+		Body: []byte(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"later"}}}`)})
 	code, msg := rpcErr(t, reply)
 	if code != CodePending || !strings.HasPrefix(msg, "pending approval g-") {
 		t.Fatalf("gated: %d %s", code, msg)
@@ -243,8 +272,100 @@ func TestDoorGates(t *testing.T) {
 	if err := json.Unmarshal(g.Payload, &p); err != nil || p.Server != "t" || p.Tool != "echo" || string(compact(p.Arguments)) != `{"text":"later"}` || g.Intent != "mcp.t" || g.Imp != "yuko" {
 		t.Fatalf("gate: %+v %s %v", p, g.Payload, err)
 	}
+	if g.Run != "r-0000000000000001" {
+		t.Fatalf("gate %s is run %q's, want r-0000000000000001", g.ID, g.Run)
+	}
+	// The run's second gate is past its gates_per_run: refused, filed
+	// nowhere, as a second proposal of the run would be.
+	reply = r.door.Serve(context.Background(), &Request{Subject: "yuko", Run: "r-0000000000000001", Path: "/t", Method: http.MethodPost, Verdict: Gated, Rule: "r1",
+		Body: []byte(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"echo","arguments":{"text":"again"}}}`)})
+	if code, msg := rpcErr(t, reply); code != CodeDenied || !strings.Contains(msg, "gates_per_run") {
+		t.Fatalf("gate past the cap: %d %s", code, msg)
+	}
+	if gs, _ := gate.List(r.y, gate.Filter{All: true}); len(gs) != 1 {
+		t.Fatalf("%d gates filed, want 1", len(gs))
+	}
+	// A paused imp's gated call is refused too: no gate waits to
+	// surprise the owner when it resumes.
+	if _, err := pause.Pause(r.y, pause.Change{Imps: []string{"yuko"}, By: "alice", Reason: "enough"}); err != nil {
+		t.Fatal(err)
+	}
+	reply = r.post(t, "yuko", Gated, `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"echo","arguments":{"text":"paused"}}}`)
+	if code, msg := rpcErr(t, reply); code != CodeDenied || !strings.Contains(msg, "paused") {
+		t.Fatalf("paused: %d %s", code, msg)
+	}
 	if r.seenText(t) != "" {
 		t.Fatalf("a gated call reached the server: %s", r.seenText(t))
+	}
+}
+
+// events reads a stream's server-sent events to its end.
+func events(t *testing.T, reply *Reply) ([]string, string) {
+	t.Helper()
+	if reply.Stream == nil || reply.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("want a stream, got %d %s", reply.Status, reply.Body)
+	}
+	b, err := io.ReadAll(reply.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range strings.Split(strings.TrimSuffix(string(b), "\n\n"), "\n\n") {
+		data, ok := strings.CutPrefix(ev, "event: message\ndata: ")
+		if !ok || strings.Contains(data, "\n") {
+			t.Fatalf("not one message event: %q", ev)
+		}
+		out = append(out, data)
+	}
+	return out, reply.Stream.End()
+}
+
+// A client that takes a stream gets what the server says of its call
+// while it runs, under its own progress token, its secrets redacted,
+// and then the response.
+func TestDoorStreams(t *testing.T) {
+	r := newRig(t, "")
+	reply := r.door.Serve(context.Background(), &Request{Subject: "yuko", Path: "/t", Method: http.MethodPost, Verdict: Allowed, Accept: "application/json, text/event-stream",
+		Body: []byte(`{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"progress","_meta":{"progressToken":"mine"}}}`)})
+	evs, failed := events(t, reply)
+	if failed != "" || len(evs) != 4 {
+		t.Fatalf("want 4 events, got %d (%s):\n%s", len(evs), failed, strings.Join(evs, "\n"))
+	}
+	for i := range 2 {
+		if !strings.Contains(evs[i], `"progressToken":"mine"`) || !strings.Contains(evs[i], fmt.Sprintf(`"progress":%d`, i+1)) {
+			t.Errorf("event %d: %s", i, evs[i])
+		}
+	}
+	if !strings.Contains(evs[2], `"method":"notifications/message"`) || !strings.Contains(evs[2], "working with [redacted]") {
+		t.Errorf("log event: %s", evs[2])
+	}
+	if !strings.Contains(evs[3], `"id":"c1"`) || !strings.Contains(evs[3], `"text":"done"`) {
+		t.Errorf("response: %s", evs[3])
+	}
+	// The server saw the door's token, never the client's.
+	if seen := r.seenText(t); strings.Contains(seen, `"mine"`) || !strings.Contains(seen, `"progressToken":"impgw-p-`) {
+		t.Errorf("server saw:\n%s", seen)
+	}
+}
+
+// On a shared server, progress reaches only the call it is for, and a
+// log line, which names no call, reaches no imp's stream.
+func TestDoorStreamsSharedOwnOnly(t *testing.T) {
+	r := newRig(t, "shared = true")
+	ctx := context.Background()
+	sleep := r.door.Serve(ctx, &Request{Subject: "ada", Path: "/t", Method: http.MethodPost, Verdict: Allowed, Accept: "text/event-stream",
+		Body: []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sleep","_meta":{"progressToken":"mine"}}}`)})
+	waitSeen(t, r, `"name":"sleep"`)
+	evs, _ := events(t, r.door.Serve(ctx, &Request{Subject: "yuko", Path: "/t", Method: http.MethodPost, Verdict: Allowed, Accept: "text/event-stream",
+		Body: []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"progress","_meta":{"progressToken":"mine"}}}`)}))
+	if len(evs) != 3 || strings.Contains(strings.Join(evs, ""), "notifications/message") {
+		t.Fatalf("yuko's stream: %s", strings.Join(evs, "\n"))
+	}
+	// ada's call is still waiting, and got nothing of yuko's.
+	r.post(t, "ada", Allowed, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
+	evs, _ = events(t, sleep)
+	if len(evs) != 1 || !strings.Contains(evs[0], fmt.Sprint(CodeCancelled)) {
+		t.Fatalf("ada's stream: %s", strings.Join(evs, "\n"))
 	}
 }
 
@@ -319,13 +440,24 @@ func TestCancelNamesOwnCallsOnly(t *testing.T) {
 	if !strings.Contains(r.seenText(t), `"requestId":"impgw-`) {
 		t.Fatalf("the cancellation does not name the door's id:\n%s", r.seenText(t))
 	}
-	// A caller that goes away cancels its call too, and gets no hang.
-	cancel()
+	// The cancelled call's POST is answered at once: the server answers
+	// a cancelled request with nothing.
 	select {
-	case <-done:
+	case reply := <-done:
+		if code, _ := rpcErr(t, reply); code != CodeCancelled {
+			t.Fatalf("cancelled call answered %d", code)
+		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("the call outlived its caller")
+		t.Fatal("the cancelled call's POST is still open")
 	}
+	// A caller that goes away cancels its call too, and gets no hang.
+	go func() {
+		done <- r.door.Serve(ctx, &Request{Subject: "yuko", Path: "/t", Method: http.MethodPost, Verdict: Allowed,
+			Body: []byte(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"sleep"}}`)})
+	}()
+	waitSeen(t, r, `"id":"impgw-3"`)
+	cancel()
+	<-done
 	waitSeen(t, r, "the caller went away")
 }
 

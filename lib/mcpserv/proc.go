@@ -61,6 +61,7 @@ type proc struct {
 	next    int64
 	waiting map[string]chan json.RawMessage // by the id the door gave
 	init    json.RawMessage                 // the server's InitializeResult
+	notes   notes                           // the streams of the calls under way
 
 	done chan struct{} // closed once the process is reaped
 	err  error         // why it ended; read after done
@@ -204,8 +205,7 @@ func (p *proc) read(r io.Reader) error {
 				p.write(append(append([]byte(`{"jsonrpc":"2.0","id":`), m.ID...), `,"error":{"code":-32601,"message":"the gateway's door answers no server requests"}}`...))
 			}
 		case m.Method != "":
-			// Progress and log notifications have no stream to go to:
-			// the door answers each POST with one JSON body.
+			p.notes.route(line, p.secrets)
 		default:
 			p.mu.Lock()
 			ch := p.waiting[string(m.ID)]

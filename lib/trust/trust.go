@@ -151,24 +151,50 @@ func split(ts []config.Trust) (hand, earned []config.Trust) {
 	return hand, earned
 }
 
-// unaccounted returns a top-level field of the payload that the entry
-// neither matches nor lists as free, or "".
+// unaccounted returns a field of the payload that the entry neither
+// matches nor lists as free, or "". An object field the entry matches
+// paths into ("arguments.path") is accounted for when each of its
+// fields is, at every depth: one argument the owner did not think of
+// keeps the call gated.
 func unaccounted(t config.Trust, doc any) string {
 	obj, ok := doc.(map[string]any)
 	if !ok {
 		return "(the payload is not an object)"
 	}
+	return unaccountedIn(t, obj, "")
+}
+
+func unaccountedIn(t config.Trust, obj map[string]any, prefix string) string {
 	keys := make([]string, 0, len(obj))
 	for k := range obj {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		if _, ok := t.Match[k]; !ok && !slices.Contains(t.Free, k) {
-			return k
+		path := prefix + k
+		if _, ok := t.Match[path]; ok || prefix == "" && slices.Contains(t.Free, k) {
+			continue
 		}
+		inner, isObj := obj[k].(map[string]any)
+		if isObj && pathsInto(t.Match, path) {
+			if f := unaccountedIn(t, inner, path+"."); f != "" {
+				return f
+			}
+			continue
+		}
+		return path
 	}
 	return ""
+}
+
+// pathsInto reports whether a match key names a path into field.
+func pathsInto(m map[string]string, field string) bool {
+	for k := range m {
+		if strings.HasPrefix(k, field+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // permits reports whether every glob holds for its field, and for a list
@@ -264,6 +290,13 @@ func spansLines(pattern string) bool {
 // typed payload what lib/payload makes of the field's value (parsed
 // addresses), for an untyped one the value at the dotted path as written.
 func values(doc any, field string, fields payload.Fields, typed bool) ([]string, bool) {
+	if base, _, dotted := strings.Cut(field, "."); typed && dotted {
+		// A path into an object field: the value there, as written.
+		if fields[base] != payload.Object {
+			return nil, false
+		}
+		typed = false
+	}
 	if typed {
 		obj, ok := doc.(map[string]any)
 		typ, declared := fields[field]

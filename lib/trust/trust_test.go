@@ -181,3 +181,60 @@ func TestDecisionCarriesRate(t *testing.T) {
 		t.Errorf("decision rule %s rate %v, want %s and 10/1h", d.Rule, d.Rate, want)
 	}
 }
+
+// A gated MCP call is a typed payload (server, tool, arguments): an
+// auto entry matches its arguments by path, and applies only when it
+// accounts for every argument, at every depth.
+func TestMCPArguments(t *testing.T) {
+	org, err := config.ParseOrg("org.toml", []byte(`
+[mcp.gh]
+command = ["gh-mcp"]
+isolation = "host"
+imps = ["yuko"]
+[[trust]]
+intent = "mcp.gh"
+match = { tool = "create_issue", "arguments.repo" = "ourco/*", "arguments.labels" = "bug" }
+free = ["server"]
+level = "auto"
+[[trust]]
+intent = "mcp.gh"
+match = { tool = "delete_*" }
+level = "deny"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		payload string
+		level   string
+		why     string
+	}{
+		{`{"server":"gh","tool":"create_issue","arguments":{"repo":"ourco/site","labels":["bug"]}}`, config.Auto, ""},
+		{`{"server":"gh","tool":"create_issue","arguments":{"repo":"evil/site","labels":["bug"]}}`, config.Gate, ""},
+		{`{"server":"gh","tool":"create_issue","arguments":{"repo":"ourco/site","labels":["bug","wontfix"]}}`, config.Gate, ""},
+		// An argument the entry does not name keeps the call gated.
+		{`{"server":"gh","tool":"create_issue","arguments":{"repo":"ourco/site","labels":["bug"],"assignee":"x"}}`, config.Gate, `field "arguments.assignee"`},
+		{`{"server":"gh","tool":"create_issue","arguments":{"repo":"ourco/site","labels":["bug"],"body":{"text":"x"}}}`, config.Gate, `field "arguments.body"`},
+		{`{"server":"gh","tool":"create_issue"}`, config.Gate, ""},
+		{`{"server":"gh","tool":"delete_repo","arguments":{"repo":"ourco/site"}}`, config.Deny, ""},
+	} {
+		d := Decide(org, nil, "yuko", "mcp.gh", []byte(tc.payload))
+		if d.Level != tc.level || !strings.Contains(d.Why, tc.why) {
+			t.Errorf("%s: %s (%s), want %s (%s)", tc.payload, d.Level, d.Why, tc.level, tc.why)
+		}
+	}
+	// A dotted key into a field that is no object is refused as
+	// org.toml loads.
+	_, err = config.ParseOrg("org.toml", []byte(`
+[mcp.gh]
+command = ["gh-mcp"]
+isolation = "host"
+[[trust]]
+intent = "mcp.gh"
+match = { "tool.name" = "x" }
+level = "auto"
+`))
+	if err == nil || !strings.Contains(err.Error(), "a dotted key names a path into a field of type object") {
+		t.Fatalf("dotted key into a line field: %v", err)
+	}
+}

@@ -1,13 +1,16 @@
 // An MCP client built on the official TypeScript SDK, driven line by
-// line: each JSON command read from stdin ({"op":"list"} or
-// {"op":"call","name":...,"arguments":{...}}) is answered with one JSON
-// line on stdout, {"ok":...} or {"error":{"code":...,"message":...}}.
+// line: each JSON command read from stdin ({"op":"list"},
+// {"op":"call","name":...,"arguments":{...}}, with "progress":true to
+// answer {"result":...,"progress":[...]}, or {"op":"logs"}: the log
+// messages the server sent so far) is answered with one JSON line on
+// stdout, {"ok":...} or {"error":{"code":...,"message":...}}.
 // It reaches the server through impgw as a box does: HTTPS_PROXY with
 // the run's token as proxy credentials, trusting the yard's CA.
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { ProxyAgent, fetch as ufetch } from "undici";
 
 const proxy = new URL(process.env.HTTPS_PROXY);
@@ -20,6 +23,8 @@ const transport = new StreamableHTTPClientTransport(new URL(process.argv[2]), {
   fetch: (url, init) => ufetch(url, { ...init, dispatcher: agent }),
 });
 const client = new Client({ name: "impyard-e2e", version: "1.0.0" });
+const logs = [];
+client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => logs.push(n.params));
 
 function out(v) {
   process.stdout.write(JSON.stringify(v) + "\n");
@@ -39,6 +44,15 @@ for await (const line of lines) {
   try {
     if (cmd.op === "list") {
       out({ ok: await client.listTools() });
+    } else if (cmd.op === "logs") {
+      out({ ok: logs });
+    } else if (cmd.progress) {
+      const progress = [];
+      const result = await client.callTool({ name: cmd.name, arguments: cmd.arguments ?? {} }, undefined, {
+        timeout: 30000,
+        onprogress: (p) => progress.push(p),
+      });
+      out({ ok: { result, progress } });
     } else {
       out({ ok: await client.callTool({ name: cmd.name, arguments: cmd.arguments ?? {} }, undefined, { timeout: 30000 }) });
     }
