@@ -210,6 +210,9 @@ func (g *Gate) Subject() approval.Subject {
 	if len(g.History) > 0 {
 		s.Filer, s.Via = g.History[0].By, g.History[0].Actor
 	}
+	if g.Expires != nil {
+		s.Expires = *g.Expires
+	}
 	return s
 }
 
