@@ -151,6 +151,14 @@ func Message(s Subject, by string, at time.Time, key string) []byte {
 	return b
 }
 
+// Digest names s whole, without a decider, time or key: the sha256, in
+// hex, of its Message for nobody. A page that shows a gate carries it, so
+// the approval asked from that page is of the very gate shown.
+func (s Subject) Digest() string {
+	h := sha256.Sum256(Message(s, "", time.Time{}, ""))
+	return hex.EncodeToString(h[:])
+}
+
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // Fingerprint names a public key: "ed25519:" and the first 16 bytes of

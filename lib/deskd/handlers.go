@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/go-webauthn/webauthn/protocol"
 	"github.com/go-webauthn/webauthn/protocol/webauthncose"
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/impyard/impyard/lib/approval"
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/desk"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/id"
@@ -279,7 +281,8 @@ func (s *Server) approveOptions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		SHA256 string `json:"sha256"`
+		SHA256  string `json:"sha256"`
+		Subject string `json:"subject"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		fail(w, http.StatusBadRequest, err)
@@ -300,8 +303,17 @@ func (s *Server) approveOptions(w http.ResponseWriter, r *http.Request) {
 	case req.SHA256 != g.SHA256:
 		fail(w, http.StatusConflict, fmt.Errorf("gate %s: its payload sha256 is %s, not the %q shown; reload the page", g.ID, g.SHA256, req.SHA256))
 		return
+	case req.Subject != g.Subject().Digest():
+		// The passkey signs the imp, intent, task, run, filing, verdict
+		// and deadline too, and the phone shows none of them at the tap.
+		fail(w, http.StatusConflict, fmt.Errorf("gate %s changed since its page was shown (imp, intent, task, run, filing, trust verdict or deadline); reload the page", g.ID))
+		return
 	}
 	at := state.Second(s.cfg.Now())
+	if d := s.deadline(g); !d.IsZero() && !at.Before(d) {
+		fail(w, http.StatusConflict, fmt.Errorf("gate %s: %w: its deadline was %s; it cannot be approved", g.ID, gate.ErrExpired, d.UTC().Format(time.RFC3339)))
+		return
+	}
 	challenge := approval.Challenge(g.Subject(), ss.name, at, ss.key)
 	o, byID, err := s.passkeys()
 	if err != nil {
@@ -345,7 +357,15 @@ func (s *Server) approveFinish(w http.ResponseWriter, r *http.Request) {
 	a := approval.WebAuthnApproval(c.by, c.at, t.Fingerprint, &approval.Assertion{
 		CredentialID: parsed.RawID, AuthenticatorData: raw.AuthenticatorData,
 		ClientDataJSON: raw.ClientDataJSON, Signature: raw.Signature})
-	s.decide(w, gid, gate.Change{To: state.Approved, By: c.by, Actor: "impgate serve", SHA: c.sha, Signed: a})
+	s.decide(w, gid, gate.Change{To: state.Approved, By: c.by, Actor: "impgate serve", SHA: c.sha, Signed: a, Deadline: s.deadline})
+}
+
+// deadline is g's deadline as org.toml says now (gate.Deadline), as
+// impgate approve reckons it; unreadable, only a deadline set at filing
+// holds, as for impexec.
+func (s *Server) deadline(g *gate.Gate) time.Time {
+	org, _ := config.LoadOrg(s.cfg.Yard)
+	return g.Deadline(org)
 }
 
 // decide moves gate gid as ch says and answers with where to go next.

@@ -37,19 +37,22 @@ type pageData struct {
 type gateView struct {
 	ID, Imp, Intent, State, Waiting, Task, Run string
 	Where, Trust, SHA256, Rationale            string
-	Matches                                    bool
-	MatchError                                 string
-	Verifies                                   *bool
-	ApprovalLine, ApprovalError                string
-	Payload                                    string
-	PayloadBytes                               int
-	DiffName, Stat                             string
-	Diff                                       []diffLine
-	DiffError                                  string
-	Promotion                                  []string
-	Result                                     string
-	Timeline                                   []string
-	CanApprove, CanDeny                        bool
+	// Subject names the gate shown, whole (approval.Subject.Digest): the
+	// approval is asked for it alone.
+	Subject                     string
+	Matches                     bool
+	MatchError                  string
+	Verifies                    *bool
+	ApprovalLine, ApprovalError string
+	Payload                     string
+	PayloadBytes                int
+	DiffName, Stat              string
+	Diff                        []diffLine
+	DiffError                   string
+	Promotion                   []string
+	Result                      string
+	Timeline                    []string
+	CanApprove, CanDeny         bool
 }
 
 type diffLine struct{ Class, Text string }
@@ -59,6 +62,7 @@ func (s *Server) gateView(r *desk.Report, ss *session) pageData {
 	p := cli.Printable
 	v := &gateView{ID: g.ID, Imp: p(g.Imp), Intent: p(g.Intent), State: g.State, Waiting: p(r.Waiting),
 		Task: p(g.Task), Run: p(g.Run), Trust: p(r.Verdict), SHA256: p(g.SHA256), Rationale: p(g.Rationale),
+		Subject: g.Subject().Digest(),
 		Matches: r.PayloadMatches, MatchError: p(r.PayloadError), Verifies: r.Verifies, ApprovalError: p(r.Error)}
 	if r.Destination != nil {
 		v.Where = p(r.Destination.String())
@@ -198,7 +202,7 @@ It works once.</p>
 <h2>timeline</h2>
 <ul class="timeline">{{range .Timeline}}<li>{{.}}</li>{{end}}</ul>
 {{if .CanApprove}}<div class="decide">
-<button id="approve" type="button" data-gate="{{.ID}}" data-sha="{{.SHA256}}">Approve with passkey</button>
+<button id="approve" type="button" data-gate="{{.ID}}" data-sha="{{.SHA256}}" data-subject="{{.Subject}}">Approve with passkey</button>
 <p class="note">Your passkey signs this gate's id, imp, intent, task, payload sha256, you and the time.</p>
 </div>{{end}}
 {{if .CanDeny}}<form method="post" action="/g/{{.ID}}/deny" class="decide">
