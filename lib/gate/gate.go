@@ -285,7 +285,8 @@ type FileOptions struct {
 	Dedupe time.Duration
 	// Rate, on an Approved gate with a Trust entry, bounds that entry's
 	// auto-approvals of the imp: when Rate.N gates of the imp were
-	// approved by the entry in the Rate.Period before now, the gate is
+	// approved by the entry (its terms, wherever it stands and whatever
+	// its rate) in the Rate.Period before now, the gate is
 	// filed for a human instead, its Trust's Reason RateReason. The
 	// count is read from the gates themselves, under the lock that files
 	// them, so neither a restart nor a concurrent filer passes it.
@@ -409,6 +410,10 @@ func Submit(y *yard.Yard, o FileOptions) (g *Gate, duplicate bool, err error) {
 // auto-approved within o.Rate's period before now.
 func recent(y *yard.Yard, o FileOptions, sum string, now time.Time) (dup *Gate, approvals int, err error) {
 	since := o.Rate.Since(now)
+	var entry []byte
+	if o.Trust != nil {
+		entry = entryTerms(o.Trust.Rule)
+	}
 	// A gate neither window reaches has not been written since both
 	// began. File times are the system clock's, as is now outside tests;
 	// the minute covers file systems' coarse times.
@@ -420,12 +425,39 @@ func recent(y *yard.Yard, o FileOptions, sum string, now time.Time) (dup *Gate, 
 			}
 		}
 		if o.Approved && o.Trust != nil && g.Trust != nil && g.Trust.Level == config.Auto &&
-			g.Trust.Entry == o.Trust.Entry && !g.Created.Before(since) {
+			!g.Created.Before(since) && (sameEntry(g.Trust.Rule, entry) || entry == nil && g.Trust.Entry == o.Trust.Entry) {
 			approvals++
 		}
 		return nil
 	})
 	return dup, approvals, err
+}
+
+// sameEntry says whether rule, a trust entry a gate recorded, is entry
+// (see entryTerms): an entry is counted by what it lets through, not by
+// where it stands, which any entry written above it changes.
+func sameEntry(rule json.RawMessage, entry []byte) bool {
+	terms := entryTerms(rule)
+	return terms != nil && bytes.Equal(terms, entry)
+}
+
+// entryTerms is a trust entry's canonical JSON without its rate, so that
+// an entry whose rate the owner changed keeps its count; nil for one
+// that does not read.
+func entryTerms(rule json.RawMessage) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(rule, &m) != nil || m == nil {
+		return nil
+	}
+	delete(m, "rate")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil
+	}
+	if b, err = Canonical(b); err != nil {
+		return nil
+	}
+	return b
 }
 
 // Decided returns when the gate left filed, and whether it has.
