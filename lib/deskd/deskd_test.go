@@ -266,3 +266,32 @@ func TestApproveWhatWasShown(t *testing.T) {
 		t.Errorf("a gate past its deadline: %d %s, want 409 expired", w.Code, w.Body.String())
 	}
 }
+
+// TestSignInsBounded: a stranger who begins sign-ins in a loop holds at
+// most MaxSignIns of them; the next is 503 with Retry-After and keeps
+// nothing, while the owner, signed in, still approves; once they expire,
+// sign-ins begin again.
+func TestSignInsBounded(t *testing.T) {
+	r := newRig(t)
+	o := "http://localhost:7400"
+	for i := range MaxSignIns {
+		if w := r.do("POST", "/api/login/options", o, nil, ""); w.Code != http.StatusOK {
+			t.Fatalf("sign-in %d: %d %s", i+1, w.Code, w.Body.String())
+		}
+	}
+	w := r.do("POST", "/api/login/options", o, nil, "")
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || w.Header().Get("Set-Cookie") != "" {
+		t.Errorf("sign-in past the bound: %d %v %s, want 503 with Retry-After and no ceremony", w.Code, w.Header(), w.Body.String())
+	}
+	if n := len(r.s.ceremonies); n != MaxSignIns {
+		t.Errorf("%d ceremonies kept, want %d", n, MaxSignIns)
+	}
+	c := r.signIn()
+	if w := r.do("POST", "/g/"+r.g.ID+"/approve/options", o, c, `{"sha256":"`+r.g.SHA256+`","subject":"`+r.g.Subject().Digest()+`"}`); w.Code != http.StatusOK {
+		t.Errorf("an approval while sign-ins are full: %d %s", w.Code, w.Body.String())
+	}
+	r.now = r.now.Add(ceremonyTTL)
+	if w := r.do("POST", "/api/login/options", o, nil, ""); w.Code != http.StatusOK {
+		t.Errorf("a sign-in once the others expired: %d %s", w.Code, w.Body.String())
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -114,7 +115,7 @@ func (s *Server) enrollOptions(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	s.begin(w, &ceremony{kind: "enroll:" + tok, data: *data})
+	_ = s.begin(w, &ceremony{kind: "enroll:" + tok, data: *data})
 	writeJSON(w, http.StatusOK, opts)
 }
 
@@ -209,7 +210,12 @@ func (s *Server) loginOptions(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	s.begin(w, &ceremony{kind: "login", data: *data})
+	if err := s.begin(w, &ceremony{kind: "login", data: *data}); err != nil {
+		s.cfg.Logf("desk: sign-in refused: %v", err)
+		w.Header().Set("Retry-After", strconv.Itoa(int(ceremonyTTL/time.Second)))
+		fail(w, http.StatusServiceUnavailable, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, opts)
 }
 
@@ -332,7 +338,7 @@ func (s *Server) approveOptions(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	s.begin(w, &ceremony{kind: "approve:" + g.ID, data: *data, by: ss.name, key: ss.key, sha: g.SHA256, at: at})
+	_ = s.begin(w, &ceremony{kind: "approve:" + g.ID, data: *data, by: ss.name, key: ss.key, sha: g.SHA256, at: at})
 	writeJSON(w, http.StatusOK, opts)
 }
 
