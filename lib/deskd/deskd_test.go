@@ -295,3 +295,28 @@ func TestSignInsBounded(t *testing.T) {
 		t.Errorf("a sign-in once the others expired: %d %s", w.Code, w.Body.String())
 	}
 }
+
+// TestApproveOldAsksAgain: the gate page shows when the gate was filed,
+// and a gate older than its executor's confirm_after is approved only
+// when the owner ticks that it is old, as impgate approve asks again:
+// the passkey is not asked for before.
+func TestApproveOldAsksAgain(t *testing.T) {
+	r := newRig(t)
+	if err := os.WriteFile(r.s.cfg.Yard.Path("org.toml"), []byte("[executors.email-send]\nkind = \"message-user\"\nconfirm_after = \"1h\"\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	r.now = r.g.Created.Add(26 * time.Hour)
+	c := r.signIn()
+	page := r.do("GET", "/g/"+r.g.ID, "", c, "").Body.String()
+	if !strings.Contains(page, `id="old-ok"`) || !strings.Contains(page, "26h ago") {
+		t.Errorf("the page of a gate filed a day ago does not say it is old:\n%s", page)
+	}
+	o := "http://localhost:7400"
+	shown := `"sha256":"` + r.g.SHA256 + `","subject":"` + r.g.Subject().Digest() + `"`
+	if w := r.do("POST", "/g/"+r.g.ID+"/approve/options", o, c, "{"+shown+"}"); w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "confirm_after") {
+		t.Errorf("an old gate approved without saying so: %d %s, want 409 naming confirm_after", w.Code, w.Body.String())
+	}
+	if w := r.do("POST", "/g/"+r.g.ID+"/approve/options", o, c, "{"+shown+`,"old":true}`); w.Code != http.StatusOK {
+		t.Errorf("an old gate the owner says is old: %d %s", w.Code, w.Body.String())
+	}
+}

@@ -289,6 +289,7 @@ func (s *Server) approveOptions(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		SHA256  string `json:"sha256"`
 		Subject string `json:"subject"`
+		Old     bool   `json:"old"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		fail(w, http.StatusBadRequest, err)
@@ -318,6 +319,10 @@ func (s *Server) approveOptions(w http.ResponseWriter, r *http.Request) {
 	at := state.Second(s.cfg.Now())
 	if d := s.deadline(g); !d.IsZero() && !at.Before(d) {
 		fail(w, http.StatusConflict, fmt.Errorf("gate %s: %w: its deadline was %s; it cannot be approved", g.ID, gate.ErrExpired, d.UTC().Format(time.RFC3339)))
+		return
+	}
+	if t := desk.Timing(g, s.org(), at); t.Old && !req.Old {
+		fail(w, http.StatusConflict, fmt.Errorf("gate %s was filed %s ago, older than its executor's confirm_after: tick that you approve it although it is old", g.ID, t.AgeText()))
 		return
 	}
 	challenge := approval.Challenge(g.Subject(), ss.name, at, ss.key)
@@ -369,9 +374,15 @@ func (s *Server) approveFinish(w http.ResponseWriter, r *http.Request) {
 // deadline is g's deadline as org.toml says now (gate.Deadline), as
 // impgate approve reckons it; unreadable, only a deadline set at filing
 // holds, as for impexec.
-func (s *Server) deadline(g *gate.Gate) time.Time {
-	org, _ := config.LoadOrg(s.cfg.Yard)
-	return g.Deadline(org)
+func (s *Server) deadline(g *gate.Gate) time.Time { return g.Deadline(s.org()) }
+
+// org is org.toml as it stands, nil when it does not load.
+func (s *Server) org() *config.Org {
+	org, err := config.LoadOrg(s.cfg.Yard)
+	if err != nil {
+		return nil
+	}
+	return org
 }
 
 // decide moves gate gid as ch says and answers with where to go next.
