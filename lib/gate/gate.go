@@ -767,7 +767,9 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 			if c.SHA != "" && !strings.HasPrefix(g.SHA256, strings.ToLower(c.SHA)) {
 				return fmt.Errorf("gate %s: payload sha256 is %s, which does not start with %s; not the payload that was reviewed", gateID, g.SHA256, c.SHA)
 			}
-			if c.To == state.Approved && g.State == state.Filed && c.Deadline != nil {
+			// Signing again a gate approved without a valid signature is
+			// the approval, made now: the deadline holds for it too.
+			if c.To == state.Approved && (g.State == state.Filed || resign(g)) && c.Deadline != nil {
 				if d := c.Deadline(g); !d.IsZero() && !h.At.Before(d) {
 					return fmt.Errorf("gate %s: %w: its deadline was %s (filed %s); nothing was approved", gateID, ErrExpired, stamp(d), stamp(g.Created))
 				}
