@@ -10,7 +10,8 @@
 //     program the gate was filed, the payload's sha256, the state
 //     "approved", the decider, the time, the signing key's fingerprint and
 //     the sha256 of the trust verdict recorded at filing, which for an
-//     auto-approval holds the trust entry that applied, whole. Changing any
+//     auto-approval holds the trust entry that applied, whole, and the
+//     deadline set at filing when the gate has one. Changing any
 //     of them, or moving the signature to another gate, breaks it.
 //   - An impyard.approval/1 approval (over id, sha256, decider, time and
 //     key only) no longer verifies: Verify refuses it with ErrOutdated,
@@ -131,14 +132,31 @@ type Subject struct {
 	Via    string    // the program that filed it: impgw for a proposal
 	SHA256 string    // the payload's canonical bytes
 	Trust  string    // sha256 of the trust verdict recorded at filing, or ""
+	// Expires is the deadline set at filing, zero when the gate has none
+	// of its own: impexec refuses an approval signed at or after it.
+	Expires time.Time
 }
 
 // Message is the exact byte string an approval of s signs: a JSON array
-// of the schema and the fields, which cannot be read two ways.
+// of the schema and the fields, which cannot be read two ways. A gate's
+// own deadline is one more element, only when it has one, so the
+// approvals of gates without one read as they always did.
 func Message(s Subject, by string, at time.Time, key string) []byte {
-	b, _ := json.Marshal([]string{Schema, s.Gate, s.Imp, s.Intent, s.Task, s.Run, stamp(s.Filed), s.Filer, s.Via,
-		s.SHA256, approvedState, by, stamp(at), key, s.Trust})
+	fields := []string{Schema, s.Gate, s.Imp, s.Intent, s.Task, s.Run, stamp(s.Filed), s.Filer, s.Via,
+		s.SHA256, approvedState, by, stamp(at), key, s.Trust}
+	if !s.Expires.IsZero() {
+		fields = append(fields, stamp(s.Expires))
+	}
+	b, _ := json.Marshal(fields)
 	return b
+}
+
+// Digest names s whole, without a decider, time or key: the sha256, in
+// hex, of its Message for nobody. A page that shows a gate carries it, so
+// the approval asked from that page is of the very gate shown.
+func (s Subject) Digest() string {
+	h := sha256.Sum256(Message(s, "", time.Time{}, ""))
+	return hex.EncodeToString(h[:])
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

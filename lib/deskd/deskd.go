@@ -196,20 +196,39 @@ func (s *Server) session(r *http.Request) *session {
 	return ss
 }
 
+// MaxSignIns bounds the sign-ins under way at once. Anyone who reaches
+// the desk can begin one, and each is kept for ceremonyTTL: without a
+// bound a stranger's loop would grow the desk's memory, and the time each
+// new ceremony takes, without end. Enrollments (which need a token) and
+// approvals (which need a session) are not counted.
+const MaxSignIns = 256
+
+// ErrBusy is a sign-in begun while MaxSignIns others are under way.
+var ErrBusy = errors.New("too many sign-ins under way; try again in a minute")
+
 // begin keeps a ceremony for the browser that asked, under a fresh
-// ceremony cookie.
-func (s *Server) begin(w http.ResponseWriter, c *ceremony) {
+// ceremony cookie; a sign-in past MaxSignIns is refused with ErrBusy and
+// nothing kept.
+func (s *Server) begin(w http.ResponseWriter, c *ceremony) error {
 	t := token()
 	c.expires = s.cfg.Now().Add(ceremonyTTL)
 	s.mu.Lock()
+	signIns := 0
 	for k, old := range s.ceremonies {
 		if !s.cfg.Now().Before(old.expires) {
 			delete(s.ceremonies, k)
+		} else if old.kind == "login" {
+			signIns++
 		}
+	}
+	if c.kind == "login" && signIns >= MaxSignIns {
+		s.mu.Unlock()
+		return ErrBusy
 	}
 	s.ceremonies[hashed(t)] = c
 	s.mu.Unlock()
 	http.SetCookie(w, s.cookie(ceremonyCookie, t, ceremonyTTL))
+	return nil
 }
 
 // finish takes the request's ceremony of kind, once: a ceremony answers

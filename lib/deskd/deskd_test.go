@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -133,7 +135,8 @@ func TestStateChangesCheckOrigin(t *testing.T) {
 }
 
 // TestApproveOptions: an approval's challenge is asked only in a
-// session, for a pending gate, for the payload sha256 the page showed.
+// session, for a pending gate, for the payload sha256 and the gate the
+// page showed.
 func TestApproveOptions(t *testing.T) {
 	r := newRig(t)
 	p := "/g/" + r.g.ID + "/approve/options"
@@ -145,7 +148,7 @@ func TestApproveOptions(t *testing.T) {
 	if w := r.do("POST", p, o, c, `{"sha256":"00"}`); w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "reload the page") {
 		t.Errorf("another sha256: %d %s", w.Code, w.Body.String())
 	}
-	w := r.do("POST", p, o, c, `{"sha256":"`+r.g.SHA256+`"}`)
+	w := r.do("POST", p, o, c, `{"sha256":"`+r.g.SHA256+`","subject":"`+r.g.Subject().Digest()+`"}`)
 	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"challenge"`) {
 		t.Fatalf("options: %d %s", w.Code, w.Body.String())
 	}
@@ -210,5 +213,110 @@ func TestEnrollRefusesUnverified(t *testing.T) {
 	c := &webauthn.Credential{ID: []byte("c"), PublicKey: []byte("not cbor"), Flags: webauthn.CredentialFlags{UserPresent: true, UserVerified: true}}
 	if _, err := passkeyOf(c); err == nil || !strings.Contains(err.Error(), "credential public key") {
 		t.Errorf("a key that is no COSE key: %v", err)
+	}
+}
+
+// TestApproveWhatWasShown: the challenge a passkey signs is asked only
+// for the gate the page showed, whole: a writer of the yard who changes
+// its imp, intent, task or run between the page and the tap (the
+// payload's sha256 unchanged) gets the page reloaded, not a signature
+// over what the owner never saw. A gate past its deadline is refused
+// before any passkey is asked, and at the approval itself.
+func TestApproveWhatWasShown(t *testing.T) {
+	r := newRig(t)
+	c := r.signIn()
+	o := "http://localhost:7400"
+	page := r.do("GET", "/g/"+r.g.ID, "", c, "")
+	m := regexp.MustCompile(`data-subject="([0-9a-f]{64})"`).FindStringSubmatch(page.Body.String())
+	if m == nil {
+		t.Fatalf("the gate page carries no data-subject: %s", page.Body.String())
+	}
+	shown := `{"sha256":"` + r.g.SHA256 + `","subject":"` + m[1] + `"}`
+	path := filepath.Join(r.s.cfg.Yard.Path("gates", "pending"), r.g.ID+".json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(b), `"intent": "email-send"`, `"intent": "message-user"`, 1)
+	if edited == string(b) {
+		t.Fatalf("no intent to edit in %s", b)
+	}
+	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := r.do("POST", "/g/"+r.g.ID+"/approve/options", o, c, shown)
+	if w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "reload the page") {
+		t.Errorf("a gate changed since its page: %d %s, want 409 asking to reload", w.Code, w.Body.String())
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if w := r.do("POST", "/g/"+r.g.ID+"/approve/options", o, c, shown); w.Code != http.StatusOK {
+		t.Errorf("the gate as shown: %d %s", w.Code, w.Body.String())
+	}
+
+	g, err := gate.File(r.s.cfg.Yard, gate.FileOptions{Imp: "yuko", Intent: "email-send", Payload: []byte(`{"subject":"meeting tomorrow"}`), By: "yuko", Actor: "test", Expires: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.now = g.Created.Add(2 * time.Hour)
+	c = r.signIn()
+	late := `{"sha256":"` + g.SHA256 + `","subject":"` + g.Subject().Digest() + `"}`
+	if w := r.do("POST", "/g/"+g.ID+"/approve/options", o, c, late); w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "expired") {
+		t.Errorf("a gate past its deadline: %d %s, want 409 expired", w.Code, w.Body.String())
+	}
+}
+
+// TestSignInsBounded: a stranger who begins sign-ins in a loop holds at
+// most MaxSignIns of them; the next is 503 with Retry-After and keeps
+// nothing, while the owner, signed in, still approves; once they expire,
+// sign-ins begin again.
+func TestSignInsBounded(t *testing.T) {
+	r := newRig(t)
+	o := "http://localhost:7400"
+	for i := range MaxSignIns {
+		if w := r.do("POST", "/api/login/options", o, nil, ""); w.Code != http.StatusOK {
+			t.Fatalf("sign-in %d: %d %s", i+1, w.Code, w.Body.String())
+		}
+	}
+	w := r.do("POST", "/api/login/options", o, nil, "")
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || w.Header().Get("Set-Cookie") != "" {
+		t.Errorf("sign-in past the bound: %d %v %s, want 503 with Retry-After and no ceremony", w.Code, w.Header(), w.Body.String())
+	}
+	if n := len(r.s.ceremonies); n != MaxSignIns {
+		t.Errorf("%d ceremonies kept, want %d", n, MaxSignIns)
+	}
+	c := r.signIn()
+	if w := r.do("POST", "/g/"+r.g.ID+"/approve/options", o, c, `{"sha256":"`+r.g.SHA256+`","subject":"`+r.g.Subject().Digest()+`"}`); w.Code != http.StatusOK {
+		t.Errorf("an approval while sign-ins are full: %d %s", w.Code, w.Body.String())
+	}
+	r.now = r.now.Add(ceremonyTTL)
+	if w := r.do("POST", "/api/login/options", o, nil, ""); w.Code != http.StatusOK {
+		t.Errorf("a sign-in once the others expired: %d %s", w.Code, w.Body.String())
+	}
+}
+
+// TestApproveOldAsksAgain: the gate page shows when the gate was filed,
+// and a gate older than its executor's confirm_after is approved only
+// when the owner ticks that it is old, as impgate approve asks again:
+// the passkey is not asked for before.
+func TestApproveOldAsksAgain(t *testing.T) {
+	r := newRig(t)
+	if err := os.WriteFile(r.s.cfg.Yard.Path("org.toml"), []byte("[executors.email-send]\nkind = \"message-user\"\nconfirm_after = \"1h\"\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	r.now = r.g.Created.Add(26 * time.Hour)
+	c := r.signIn()
+	page := r.do("GET", "/g/"+r.g.ID, "", c, "").Body.String()
+	if !strings.Contains(page, `id="old-ok"`) || !strings.Contains(page, "26h ago") {
+		t.Errorf("the page of a gate filed a day ago does not say it is old:\n%s", page)
+	}
+	o := "http://localhost:7400"
+	shown := `"sha256":"` + r.g.SHA256 + `","subject":"` + r.g.Subject().Digest() + `"`
+	if w := r.do("POST", "/g/"+r.g.ID+"/approve/options", o, c, "{"+shown+"}"); w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), "confirm_after") {
+		t.Errorf("an old gate approved without saying so: %d %s, want 409 naming confirm_after", w.Code, w.Body.String())
+	}
+	if w := r.do("POST", "/g/"+r.g.ID+"/approve/options", o, c, "{"+shown+`,"old":true}`); w.Code != http.StatusOK {
+		t.Errorf("an old gate the owner says is old: %d %s", w.Code, w.Body.String())
 	}
 }

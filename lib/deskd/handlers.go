@@ -8,13 +8,16 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-webauthn/webauthn/protocol"
 	"github.com/go-webauthn/webauthn/protocol/webauthncose"
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/impyard/impyard/lib/approval"
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/desk"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/id"
@@ -112,7 +115,7 @@ func (s *Server) enrollOptions(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	s.begin(w, &ceremony{kind: "enroll:" + tok, data: *data})
+	_ = s.begin(w, &ceremony{kind: "enroll:" + tok, data: *data})
 	writeJSON(w, http.StatusOK, opts)
 }
 
@@ -207,7 +210,12 @@ func (s *Server) loginOptions(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	s.begin(w, &ceremony{kind: "login", data: *data})
+	if err := s.begin(w, &ceremony{kind: "login", data: *data}); err != nil {
+		s.cfg.Logf("desk: sign-in refused: %v", err)
+		w.Header().Set("Retry-After", strconv.Itoa(int(ceremonyTTL/time.Second)))
+		fail(w, http.StatusServiceUnavailable, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, opts)
 }
 
@@ -279,7 +287,9 @@ func (s *Server) approveOptions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		SHA256 string `json:"sha256"`
+		SHA256  string `json:"sha256"`
+		Subject string `json:"subject"`
+		Old     bool   `json:"old"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		fail(w, http.StatusBadRequest, err)
@@ -300,8 +310,21 @@ func (s *Server) approveOptions(w http.ResponseWriter, r *http.Request) {
 	case req.SHA256 != g.SHA256:
 		fail(w, http.StatusConflict, fmt.Errorf("gate %s: its payload sha256 is %s, not the %q shown; reload the page", g.ID, g.SHA256, req.SHA256))
 		return
+	case req.Subject != g.Subject().Digest():
+		// The passkey signs the imp, intent, task, run, filing, verdict
+		// and deadline too, and the phone shows none of them at the tap.
+		fail(w, http.StatusConflict, fmt.Errorf("gate %s changed since its page was shown (imp, intent, task, run, filing, trust verdict or deadline); reload the page", g.ID))
+		return
 	}
 	at := state.Second(s.cfg.Now())
+	if d := s.deadline(g); !d.IsZero() && !at.Before(d) {
+		fail(w, http.StatusConflict, fmt.Errorf("gate %s: %w: its deadline was %s; it cannot be approved", g.ID, gate.ErrExpired, d.UTC().Format(time.RFC3339)))
+		return
+	}
+	if t := desk.Timing(g, s.org(), at); t.Old && !req.Old {
+		fail(w, http.StatusConflict, fmt.Errorf("gate %s was filed %s ago, older than its executor's confirm_after: tick that you approve it although it is old", g.ID, t.AgeText()))
+		return
+	}
 	challenge := approval.Challenge(g.Subject(), ss.name, at, ss.key)
 	o, byID, err := s.passkeys()
 	if err != nil {
@@ -320,7 +343,7 @@ func (s *Server) approveOptions(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusInternalServerError, err)
 		return
 	}
-	s.begin(w, &ceremony{kind: "approve:" + g.ID, data: *data, by: ss.name, key: ss.key, sha: g.SHA256, at: at})
+	_ = s.begin(w, &ceremony{kind: "approve:" + g.ID, data: *data, by: ss.name, key: ss.key, sha: g.SHA256, at: at})
 	writeJSON(w, http.StatusOK, opts)
 }
 
@@ -345,7 +368,21 @@ func (s *Server) approveFinish(w http.ResponseWriter, r *http.Request) {
 	a := approval.WebAuthnApproval(c.by, c.at, t.Fingerprint, &approval.Assertion{
 		CredentialID: parsed.RawID, AuthenticatorData: raw.AuthenticatorData,
 		ClientDataJSON: raw.ClientDataJSON, Signature: raw.Signature})
-	s.decide(w, gid, gate.Change{To: state.Approved, By: c.by, Actor: "impgate serve", SHA: c.sha, Signed: a})
+	s.decide(w, gid, gate.Change{To: state.Approved, By: c.by, Actor: "impgate serve", SHA: c.sha, Signed: a, Deadline: s.deadline})
+}
+
+// deadline is g's deadline as org.toml says now (gate.Deadline), as
+// impgate approve reckons it; unreadable, only a deadline set at filing
+// holds, as for impexec.
+func (s *Server) deadline(g *gate.Gate) time.Time { return g.Deadline(s.org()) }
+
+// org is org.toml as it stands, nil when it does not load.
+func (s *Server) org() *config.Org {
+	org, err := config.LoadOrg(s.cfg.Yard)
+	if err != nil {
+		return nil
+	}
+	return org
 }
 
 // decide moves gate gid as ch says and answers with where to go next.

@@ -50,6 +50,15 @@ type gateView struct {
 	Result                                     string
 	Timeline                                   []string
 	CanApprove, CanDeny                        bool
+
+	// Subject names the gate shown, whole (approval.Subject.Digest): the
+	// approval is asked for it alone.
+	Subject string
+	// Filed is when and how long ago it was filed, Left the time it has
+	// before its deadline ("" without one), Old that it is older than its
+	// executor's confirm_after, so approving asks again.
+	Filed, Left string
+	Old         bool
 }
 
 type diffLine struct{ Class, Text string }
@@ -59,7 +68,16 @@ func (s *Server) gateView(r *desk.Report, ss *session) pageData {
 	p := cli.Printable
 	v := &gateView{ID: g.ID, Imp: p(g.Imp), Intent: p(g.Intent), State: g.State, Waiting: p(r.Waiting),
 		Task: p(g.Task), Run: p(g.Run), Trust: p(r.Verdict), SHA256: p(g.SHA256), Rationale: p(g.Rationale),
+		Subject: g.Subject().Digest(),
+		Filed:   g.Created.UTC().Format(time.RFC3339),
 		Matches: r.PayloadMatches, MatchError: p(r.PayloadError), Verifies: r.Verifies, ApprovalError: p(r.Error)}
+	// The desk's clock, not the report's, which every page shares.
+	t := desk.Timing(g, s.org(), s.cfg.Now())
+	v.Filed = t.AgeText() + " ago, at " + v.Filed
+	if t.Deadline != nil && g.State == state.Filed {
+		v.Left = t.LeftText() + ", at " + t.Deadline.UTC().Format(time.RFC3339)
+	}
+	v.Old = t.Old
 	if r.Destination != nil {
 		v.Where = p(r.Destination.String())
 	} else {
@@ -177,6 +195,8 @@ It works once.</p>
 <dt>imp</dt><dd>{{.Imp}}</dd>
 <dt>intent</dt><dd>{{.Intent}}</dd>
 <dt>state</dt><dd class="state-{{.State}}">{{.State}}</dd>
+<dt>filed</dt><dd id="filed">{{.Filed}}</dd>
+{{if .Left}}<dt>time left</dt><dd id="left">{{.Left}}</dd>{{end}}
 {{if .Waiting}}<dt>waiting</dt><dd>{{.Waiting}}</dd>{{end}}
 {{if .Task}}<dt>task</dt><dd>{{.Task}}</dd>{{end}}
 {{if .Run}}<dt>run</dt><dd>{{.Run}}</dd>{{end}}
@@ -198,7 +218,9 @@ It works once.</p>
 <h2>timeline</h2>
 <ul class="timeline">{{range .Timeline}}<li>{{.}}</li>{{end}}</ul>
 {{if .CanApprove}}<div class="decide">
-<button id="approve" type="button" data-gate="{{.ID}}" data-sha="{{.SHA256}}">Approve with passkey</button>
+{{if .Old}}<p class="bad" id="old">Filed {{.Filed}}: older than its executor's confirm_after.</p>
+<label><input type="checkbox" id="old-ok"> Approve it although it is old</label>{{end}}
+<button id="approve" type="button" data-gate="{{.ID}}" data-sha="{{.SHA256}}" data-subject="{{.Subject}}">Approve with passkey</button>
 <p class="note">Your passkey signs this gate's id, imp, intent, task, payload sha256, you and the time.</p>
 </div>{{end}}
 {{if .CanDeny}}<form method="post" action="/g/{{.ID}}/deny" class="decide">

@@ -199,6 +199,9 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 	}
 	switch {
 	case g.State == state.Approved:
+		if why := late(g, org); why != "" {
+			return r.fail(g, why+"; nothing was sent")
+		}
 		// The owner who pressed stop expects nothing more to go out: the
 		// gate keeps its approval and is executed after resume.
 		if ps, _ := pause.Load(r.Yard); ps.Of(g.Imp) != nil {

@@ -2,8 +2,10 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/state"
 )
@@ -72,4 +74,20 @@ func (r *Runner) ExpireOnce(now time.Time) (next time.Time) {
 		later(g.Deadline(org))
 	}
 	return next
+}
+
+// late says why g's verified approval is not executed: it was signed at
+// or after the gate's deadline, counted from the signed filing time by
+// the executor's expires in org, or the deadline set at filing, which the
+// approval signs as well. "" when it was in time. An approver that
+// checks the deadline never makes such an approval; one that did not
+// look (an impgate whose org.toml did not load) is caught here, on fields
+// a writer of the yard cannot change.
+func late(g *gate.Gate, org *config.Org) string {
+	d := g.Deadline(org)
+	if d.IsZero() || g.Approval == nil || g.Approval.At.Before(d) {
+		return ""
+	}
+	return fmt.Sprintf("%s: approved at %s, at or after its deadline %s (filed %s)", gate.ErrExpired,
+		g.Approval.At.UTC().Format(time.RFC3339), d.UTC().Format(time.RFC3339), g.Created.UTC().Format(time.RFC3339))
 }

@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/internal/approvaltest"
 	"github.com/impyard/impyard/internal/testclock"
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/notify"
 	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard/yardtest"
 )
 
@@ -164,6 +166,58 @@ func TestApprovePastDeadline(t *testing.T) {
 	state.Now = func() time.Time { return t0.Add(time.Hour) }
 	if _, _, err := gate.Decide(r.Yard, g.ID, gate.Change{To: state.Approved, By: "alice", Signer: key, Deadline: func(g *gate.Gate) time.Time { return g.Deadline(org) }}, nil); err != nil {
 		t.Errorf("approve before the deadline: %v", err)
+	}
+}
+
+// An approval signed at or after its gate's deadline is never executed,
+// whoever made it: the desk, or an approver whose org.toml did not load,
+// approves without looking at the deadline, and impexec compares the
+// approval's signed time with the deadline counted from the signed filing
+// time. A deadline set at filing is signed with the approval, so a writer
+// of the yard who lengthens it afterwards breaks the approval instead.
+func TestExecuteRefusesAnApprovalPastItsDeadline(t *testing.T) {
+	t0 := testclock.Freeze(t, &state.Now)
+	r := setup(t, "[executors.message-user]\nkind = \"message-user\"\nexpires = \"1h\"\n")
+	ctx := context.Background()
+	late := fileMessage(t, r, "meeting tomorrow")
+	own, err := gate.File(r.Yard, gate.FileOptions{Imp: "yuko", Intent: "message-user", Payload: []byte(`{"text":"a week to decide"}`), By: "yuko", Actor: "test", Expires: 7 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := gate.File(r.Yard, gate.FileOptions{Imp: "yuko", Intent: "message-user", Payload: []byte(`{"text":"ninety minutes"}`), By: "yuko", Actor: "test", Expires: 90 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state.Now = func() time.Time { return t0.Add(2 * time.Hour) }
+	for _, g := range []*gate.Gate{late, own, short} {
+		approvaltest.Approve(t, r.Yard, r.Home, g.ID)
+	}
+	// The writer of the yard gives the short gate the week the other has.
+	edited, err := gate.Get(r.Yard, short.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	week := state.Second(t0).Add(7 * 24 * time.Hour)
+	edited.Expires = &week
+	b, _ := store.Encode(edited)
+	if err := os.WriteFile(r.Yard.Path("gates", "resolved", short.ID+".json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := r.Execute(ctx, late.ID)
+	if err != nil || out.State != state.Failed || !strings.Contains(lastWhy(out), "deadline") || !strings.Contains(lastWhy(out), "nothing was sent") {
+		t.Errorf("an approval two hours after a filing that expires in one: %v, %v; want failed past its deadline, nothing sent", out, err)
+	}
+	out, err = r.Execute(ctx, short.ID)
+	if err != nil || out.State != state.Failed || !strings.Contains(lastWhy(out), "does not verify") {
+		t.Errorf("a deadline lengthened after the approval: %v, %v; want failed, approval does not verify", out, err)
+	}
+	if n := notices(t, r); len(n) != 0 {
+		t.Errorf("a late approval was executed: %+v", n)
+	}
+	out, err = r.Execute(ctx, own.ID)
+	if err != nil || out.State != state.Executed {
+		t.Errorf("an approval within the week its filing gave it: %v, %v; want executed", out, err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/internal/testclock"
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
@@ -312,5 +313,36 @@ func TestVersion1ApprovedAgain(t *testing.T) {
 	}
 	if _, err := again.VerifyApproval(kr); err != nil || !strings.Contains(again.History[len(again.History)-1].Why, "older schema") {
 		t.Fatalf("after approving again: %v; %q", err, again.History[len(again.History)-1].Why)
+	}
+}
+
+// Signing again a gate whose approval had no signature is an approval
+// made now: past the gate's deadline it is refused as one of a filed gate
+// is, so an unsigned "approved" written into the yard for a gate that
+// expired undecided is not turned into a signed one.
+func TestApproveAgainPastDeadline(t *testing.T) {
+	t0 := testclock.Freeze(t, &state.Now)
+	y := newYard(t)
+	g, err := File(y, FileOptions{Imp: "yuko", Intent: "message-user", Payload: []byte(`{"n":1}`), By: "yuko", Actor: "test", Expires: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	p := y.Path("gates", "resolved", g.ID+".json")
+	var raw map[string]any
+	b, _ := os.ReadFile(p)
+	json.Unmarshal(b, &raw)
+	delete(raw, "approval")
+	b, _ = json.Marshal(raw)
+	os.WriteFile(p, b, 0o640)
+	state.Now = func() time.Time { return t0.Add(2 * time.Hour) }
+	deadline := func(g *Gate) time.Time { return g.Deadline(nil) }
+	if _, err := Move(y, g.ID, Change{To: state.Approved, Signer: testKey, By: "bob", Deadline: deadline}); !errors.Is(err, ErrExpired) {
+		t.Errorf("signing again past the deadline: %v, want ErrExpired", err)
+	}
+	if got, _ := Get(y, g.ID); got.Approval != nil {
+		t.Errorf("a signature was written past the deadline: %+v", got.Approval)
 	}
 }

@@ -210,6 +210,9 @@ func (g *Gate) Subject() approval.Subject {
 	if len(g.History) > 0 {
 		s.Filer, s.Via = g.History[0].By, g.History[0].Actor
 	}
+	if g.Expires != nil {
+		s.Expires = *g.Expires
+	}
 	return s
 }
 
@@ -282,7 +285,8 @@ type FileOptions struct {
 	Dedupe time.Duration
 	// Rate, on an Approved gate with a Trust entry, bounds that entry's
 	// auto-approvals of the imp: when Rate.N gates of the imp were
-	// approved by the entry in the Rate.Period before now, the gate is
+	// approved by the entry (its terms, wherever it stands and whatever
+	// its rate) in the Rate.Period before now, the gate is
 	// filed for a human instead, its Trust's Reason RateReason. The
 	// count is read from the gates themselves, under the lock that files
 	// them, so neither a restart nor a concurrent filer passes it.
@@ -406,6 +410,10 @@ func Submit(y *yard.Yard, o FileOptions) (g *Gate, duplicate bool, err error) {
 // auto-approved within o.Rate's period before now.
 func recent(y *yard.Yard, o FileOptions, sum string, now time.Time) (dup *Gate, approvals int, err error) {
 	since := o.Rate.Since(now)
+	var entry []byte
+	if o.Trust != nil {
+		entry = entryTerms(o.Trust.Rule)
+	}
 	// A gate neither window reaches has not been written since both
 	// began. File times are the system clock's, as is now outside tests;
 	// the minute covers file systems' coarse times.
@@ -417,12 +425,39 @@ func recent(y *yard.Yard, o FileOptions, sum string, now time.Time) (dup *Gate, 
 			}
 		}
 		if o.Approved && o.Trust != nil && g.Trust != nil && g.Trust.Level == config.Auto &&
-			g.Trust.Entry == o.Trust.Entry && !g.Created.Before(since) {
+			!g.Created.Before(since) && (sameEntry(g.Trust.Rule, entry) || entry == nil && g.Trust.Entry == o.Trust.Entry) {
 			approvals++
 		}
 		return nil
 	})
 	return dup, approvals, err
+}
+
+// sameEntry says whether rule, a trust entry a gate recorded, is entry
+// (see entryTerms): an entry is counted by what it lets through, not by
+// where it stands, which any entry written above it changes.
+func sameEntry(rule json.RawMessage, entry []byte) bool {
+	terms := entryTerms(rule)
+	return terms != nil && bytes.Equal(terms, entry)
+}
+
+// entryTerms is a trust entry's canonical JSON without its rate, so that
+// an entry whose rate the owner changed keeps its count; nil for one
+// that does not read.
+func entryTerms(rule json.RawMessage) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(rule, &m) != nil || m == nil {
+		return nil
+	}
+	delete(m, "rate")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil
+	}
+	if b, err = Canonical(b); err != nil {
+		return nil
+	}
+	return b
 }
 
 // Decided returns when the gate left filed, and whether it has.
@@ -732,7 +767,9 @@ func move(y *yard.Yard, gateID string, c Change, again bool, keys func() (*appro
 			if c.SHA != "" && !strings.HasPrefix(g.SHA256, strings.ToLower(c.SHA)) {
 				return fmt.Errorf("gate %s: payload sha256 is %s, which does not start with %s; not the payload that was reviewed", gateID, g.SHA256, c.SHA)
 			}
-			if c.To == state.Approved && g.State == state.Filed && c.Deadline != nil {
+			// Signing again a gate approved without a valid signature is
+			// the approval, made now: the deadline holds for it too.
+			if c.To == state.Approved && (g.State == state.Filed || resign(g)) && c.Deadline != nil {
 				if d := c.Deadline(g); !d.IsZero() && !h.At.Before(d) {
 					return fmt.Errorf("gate %s: %w: its deadline was %s (filed %s); nothing was approved", gateID, ErrExpired, stamp(d), stamp(g.Created))
 				}

@@ -221,3 +221,43 @@ func TestTrustRateConcurrent(t *testing.T) {
 		t.Errorf("%d gates, %d approved; want 5 and 2", len(gs), approved)
 	}
 }
+
+// An entry's rate counts the auto-approvals of that entry, wherever it
+// stands in org.toml: an entry written above it moves it to #2, and it
+// is still spent; its rate raised, it approves as many more as the new
+// rate allows, not a whole new count.
+func TestTrustRateFollowsTheEntry(t *testing.T) {
+	testclock.Freeze(t, &state.Now)
+	y := newYard(t)
+	writeOrg(t, y, rateOrg)
+	key := signer(t)
+	n := 0
+	propose := func() Decision {
+		t.Helper()
+		n++
+		body := fmt.Sprintf(`{"intent":"email-send","payload":{"to":["a@ourco.com"],"subject":"n%d"}}`, n)
+		d, err := new(Decider).Decide(y, Proposal{Imp: "yuko", Run: run, Body: strings.NewReader(body), Rules: rules, Signer: key})
+		if err != nil || d.Verdict == Refused {
+			t.Fatalf("refused: %v %s %v", d.Refusal, d.Reason, err)
+		}
+		return d
+	}
+	for i := range 2 {
+		if d := propose(); d.Verdict != AutoApproved {
+			t.Fatalf("approval %d: %v %s", i+1, d.Verdict, d.Reason)
+		}
+	}
+	above := "[[trust]]\nintent = \"message-user\"\nimp = \"rex\"\nlevel = \"gate\"\n" + rateOrg
+	writeOrg(t, y, above)
+	d := propose()
+	if d.Verdict != Gated || d.Gate == nil || d.Gate.Trust == nil || d.Gate.Trust.Reason != gate.RateReason || !strings.Contains(d.Gate.Trust.Entry, "[[trust]] #2") {
+		t.Errorf("the spent entry moved to #2: %v %s, want gated for its rate", d.Verdict, d.Reason)
+	}
+	writeOrg(t, y, strings.Replace(above, `rate = "2/1h"`, `rate = "3/1h"`, 1))
+	if d := propose(); d.Verdict != AutoApproved {
+		t.Errorf("the entry's rate raised to 3: %v %s, want one more auto-approval", d.Verdict, d.Reason)
+	}
+	if d := propose(); d.Verdict != Gated {
+		t.Errorf("the entry's rate raised to 3, spent: %v %s, want gated, its count kept", d.Verdict, d.Reason)
+	}
+}

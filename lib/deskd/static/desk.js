@@ -63,5 +63,6 @@ function on(id, fn) {
 document.addEventListener("DOMContentLoaded", () => {
   on("enroll", b => create("/api/enroll/" + b.dataset.token + "/options", "/api/enroll/" + b.dataset.token));
   on("login", () => get("/api/login/options", {}, "/api/login"));
-  on("approve", b => get("/g/" + b.dataset.gate + "/approve/options", {sha256: b.dataset.sha}, "/g/" + b.dataset.gate + "/approve"));
+  on("approve", b => get("/g/" + b.dataset.gate + "/approve/options", {sha256: b.dataset.sha, subject: b.dataset.subject,
+    old: !!(document.getElementById("old-ok") || {}).checked}, "/g/" + b.dataset.gate + "/approve"));
 });
