@@ -260,9 +260,9 @@ func BenchmarkMeteredStream(b *testing.B) {
 	b.ReportMetric(without.total.Seconds()/withMeter.total.Seconds(), "metered/plain")
 	b.ReportMetric(straight.total.Seconds()/withMeter.total.Seconds(), "metered/direct")
 	b.ReportMetric(float64(median(straight.ttfb).Microseconds()), "direct-ttfb-µs")
-	b.ReportMetric(float64((median(withMeter.ttfb)-median(straight.ttfb)).Microseconds()), "metered-ttfb-added-µs")
-	b.ReportMetric(float64((median(without.ttfb)-median(straight.ttfb)).Microseconds()), "plain-ttfb-added-µs")
-	b.ReportMetric(float64((median(unsynced.ttfb)-median(straight.ttfb)).Microseconds()), "unsynced-ttfb-added-µs")
+	b.ReportMetric(float64((median(withMeter.ttfb) - median(straight.ttfb)).Microseconds()), "metered-ttfb-added-µs")
+	b.ReportMetric(float64((median(without.ttfb) - median(straight.ttfb)).Microseconds()), "plain-ttfb-added-µs")
+	b.ReportMetric(float64((median(unsynced.ttfb) - median(straight.ttfb)).Microseconds()), "unsynced-ttfb-added-µs")
 }
 
 func median(d []time.Duration) time.Duration {
