@@ -18,6 +18,8 @@ GREMLINS_VERSION ?= v0.6.0
 # deadline as a failure (golang/go#75804, fixed in Go 1.27) when a loaded
 # machine leaves a worker mid-input as the time runs out.
 FUZZTIME ?= 50000x
+# 1 MiB model streams per path in make bench (BenchmarkMeteredStream).
+STREAMS ?= 100
 
 export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 
@@ -89,7 +91,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'EnvelopeToPending|ApproveToExecuted' -benchtime 500x ./tests/
 	$(GO) test -run '^$$' -bench 'Dispatch' -benchtime 50x ./tests/
 	$(GO) test -run '^$$' -bench 'Start' -benchtime 50x ./lib/box/
-	$(GO) test -run '^$$' -bench 'MeteredStream' -benchtime 300x ./lib/gateway/
+	$(GO) test -run '^$$' -bench 'MeteredStream' -benchtime $(STREAMS)x ./lib/gateway/
 	$(GO) test -run '^$$' -bench 'FrameMeter|DecodeBody' -benchtime 300x ./lib/gateway/
 	$(GO) test -run '^$$' -bench 'UnmarshalRecord' ./lib/strictjson/
 	$(GO) test -run '^$$' -bench 'Judge' -benchtime 20000x ./lib/judge/
