@@ -1,12 +1,19 @@
 package tests
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/yard"
 )
 
 // TestMakeInstallCompletions: make install puts each binary's bash, zsh
@@ -81,6 +88,205 @@ func TestManSynopsisNamesEveryFlag(t *testing.T) {
 		}
 		if n < 5 {
 			t.Errorf("%s: %d flags found in its completion script; the parse of the script is broken", name, n)
+		}
+	}
+}
+
+// completionYard is a yard for the completion tests: imps yuko and mina
+// (and a directory under imps/ that is no imp's name), tasks waiting,
+// cancelled and failed, one gate pending and one denied. env runs the
+// binaries on it, with a home of the test's own for the shells.
+type completionYard struct {
+	root string
+	env  []string
+}
+
+func newCompletionYard(t *testing.T) *completionYard {
+	t.Helper()
+	home := t.TempDir()
+	c := &completionYard{root: filepath.Join(t.TempDir(), "yard"), env: append(os.Environ(),
+		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "HOME="+home,
+		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "XDG_DATA_HOME="+filepath.Join(home, ".local", "share"))}
+	c.must(t, "", "impsup", "init", c.root)
+	c.env = append(c.env, "IMPYARD_ROOT="+c.root)
+	for _, d := range []string{"yuko", "mina", "Bad Name"} {
+		if err := os.MkdirAll(filepath.Join(c.root, "imps", d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(c.root, "org.toml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("\n[executors.message-user]\nkind = \"message-user\"\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var tasks []string
+	for i := range 4 {
+		tasks = append(tasks, strings.TrimSpace(c.must(t, "", "impq", "add", "--force", "--imp", "yuko", fmt.Sprintf("task %d", i))))
+	}
+	c.must(t, "", "impq", "cancel", tasks[1])
+	y, err := yard.Open(c.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []string{state.Running, state.Failed} {
+		if _, err := queue.Move(y, tasks[2], queue.Change{To: to, By: "test", Actor: "test", Why: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gates []string
+	for range 2 {
+		gates = append(gates, strings.TrimSpace(c.must(t, `{"text":"hello"}`, "impgate", "file", "--imp", "yuko", "--intent", "message-user", "--payload-file", "-")))
+	}
+	c.must(t, "", "impgate", "deny", gates[1])
+	return c
+}
+
+func (c *completionYard) must(t *testing.T, stdin string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, name), args...)
+	cmd.Env, cmd.Stdin = c.env, strings.NewReader(stdin)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %q: %v\n%s", name, args, err, out)
+	}
+	return string(out)
+}
+
+// shorts are the ids a listing prints with --json, each as the
+// abbreviation a terminal shows, of the records whose state is one of
+// states (any, for none).
+func (c *completionYard) shorts(t *testing.T, list []string, states ...string) []string {
+	t.Helper()
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(c.must(t, "", list[0], list[1:]...)), "\n") {
+		var r struct{ ShortID, State string }
+		if err := json.Unmarshal([]byte(line), &struct {
+			ShortID *string `json:"short_id"`
+			State   *string `json:"state"`
+		}{&r.ShortID, &r.State}); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if len(states) == 0 || slices.Contains(states, r.State) {
+			ids = append(ids, r.ShortID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// shellCompletions are the words a shell completes the command line
+// line to, its last word (maybe empty) the one completed, with the
+// script the command prints: bash calls the script's function as
+// programmable completion does; fish completes with complete -C; zsh,
+// whose completion system needs a terminal, runs the script with
+// _describe and _files standing in for the system's own, keeping the
+// words that begin the word completed.
+func (c *completionYard) shellCompletions(t *testing.T, shell, line string, env ...string) (words []string, stderr string) {
+	t.Helper()
+	fields := strings.Fields(line)
+	if strings.HasSuffix(line, " ") {
+		fields = append(fields, "")
+	}
+	name := fields[0]
+	script := filepath.Join(t.TempDir(), name+"."+shell)
+	if err := os.WriteFile(script, []byte(c.must(t, "", name, "completion", shell)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var cmd *exec.Cmd
+	switch shell {
+	case "bash":
+		cmd = exec.Command("bash", "--norc", "--noprofile", "-c", `source "$1"; shift
+COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _`+name+`; printf '%s\n' "${COMPREPLY[@]}"`, "bash", script)
+		cmd.Args = append(cmd.Args, fields...)
+	case "zsh":
+		cmd = exec.Command("zsh", "-f", "-c", `_describe() {
+	local x
+	for x in "${(@P)4}"; do
+		x=${x%%:*}
+		[[ $x == "$PREFIX"* ]] && print -r -- $x
+	done
+}
+_files() { print -r -- FILES; }
+script=$1; shift
+words=("$@"); CURRENT=$#; PREFIX=${words[-1]}
+source $script
+exit 0`, "zsh", script)
+		cmd.Args = append(cmd.Args, fields...)
+	case "fish":
+		cmd = exec.Command("fish", "--no-config", "-c", `source $argv[1]; complete -C $argv[2]`, script, line)
+	}
+	cmd.Env = append(slices.Clip(c.env), env...)
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s completing %q: %v\n%s%s", shell, line, err, out, errb.String())
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if w, _, _ := strings.Cut(l, "\t"); w != "" {
+			words = append(words, w)
+		}
+	}
+	slices.Sort(words)
+	return words, errb.String()
+}
+
+// TestCompletionOfNames: in bash, zsh and fish, the completion scripts
+// complete task and gate ids (as the listings abbreviate them, only those
+// in a state the command takes), imp names and the values of --state and
+// --color, asking the binary; a word longer than an abbreviation
+// completes to the whole id; with no yard they complete nothing and
+// print nothing.
+func TestCompletionOfNames(t *testing.T) {
+	c := newCompletionYard(t)
+	tasks := c.shorts(t, []string{"impq", "ls", "--json"})
+	gates := c.shorts(t, []string{"impgate", "ls", "--all", "--json"})
+	full := strings.TrimSpace(c.must(t, "", "impq", "ls", "--state", "failed", "--json"))
+	var failed struct{ ID string }
+	if err := json.Unmarshal([]byte(full), &failed); err != nil {
+		t.Fatal(err)
+	}
+	long := failed.ID[:len(c.shorts(t, []string{"impq", "ls", "--state", "failed", "--json"})[0])+1]
+	for _, tc := range []struct {
+		line string
+		want []string
+	}{
+		{"impq show ", tasks},
+		{"impq cancel ", c.shorts(t, []string{"impq", "ls", "--json"}, state.Waiting, state.Running, state.NeedsReview)},
+		{"impq retry ", c.shorts(t, []string{"impq", "ls", "--json"}, state.Failed)},
+		{"impq show " + long, []string{failed.ID}},
+		{"impq add --imp ", []string{"mina", "yuko"}},
+		{"impq add --imp y", []string{"yuko"}},
+		{"impq memory ", []string{"mina", "yuko"}},
+		{"impq ls --state ne", []string{"needs-review"}},
+		{"impq --root " + c.root + " show ", tasks},
+		{"impgate approve ", c.shorts(t, []string{"impgate", "ls", "--json"})},
+		{"impgate show ", gates},
+		{"impgate ls --color a", []string{"always", "auto"}},
+		{"impsup pause ", []string{"mina", "yuko"}},
+		{"impgw log --verdict t", []string{"tunnel"}},
+	} {
+		if len(tc.want) == 0 {
+			t.Fatalf("%q: the yard has nothing to complete", tc.line)
+		}
+		for _, shell := range []string{"bash", "zsh", "fish"} {
+			got, stderr := c.shellCompletions(t, shell, tc.line)
+			if !slices.Equal(got, tc.want) || stderr != "" {
+				t.Errorf("%s: %q completes to %q (stderr %q), want %q", shell, tc.line, got, stderr, tc.want)
+			}
+		}
+	}
+	// No yard: nothing, not even file names, and no error.
+	elsewhere := t.TempDir()
+	for _, line := range []string{"impq show ", "impq add --imp ", "impgate approve ", "impq --root " + elsewhere + " show "} {
+		for _, shell := range []string{"bash", "zsh", "fish"} {
+			got, stderr := c.shellCompletions(t, shell, line, "IMPYARD_ROOT="+elsewhere)
+			if len(got) != 0 || stderr != "" {
+				t.Errorf("%s without a yard: %q completes to %q, stderr %q; want nothing", shell, line, got, stderr)
+			}
 		}
 	}
 }
