@@ -241,6 +241,11 @@ exit 0`, "zsh", script)
 // completes to the whole id; with no yard they complete nothing and
 // print nothing.
 func TestCompletionOfNames(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		if _, err := exec.LookPath(shell); err != nil {
+			t.Fatalf("%s is not installed: scripts/deps installs it", shell)
+		}
+	}
 	c := newCompletionYard(t)
 	tasks := c.shorts(t, []string{"impq", "ls", "--json"})
 	gates := c.shorts(t, []string{"impgate", "ls", "--all", "--json"})
