@@ -9,11 +9,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
+	"golang.org/x/sys/unix"
 )
 
 // TestMakeInstallCompletions: make install puts each binary's bash, zsh
@@ -267,7 +269,6 @@ func TestCompletionOfNames(t *testing.T) {
 		{"impq add --imp y", []string{"yuko"}},
 		{"impq memory ", []string{"mina", "yuko"}},
 		{"impq ls --state ne", []string{"needs-review"}},
-		{"impq --root " + c.root + " show ", tasks},
 		{"impgate approve ", c.shorts(t, []string{"impgate", "ls", "--json"})},
 		{"impgate show ", gates},
 		{"impgate ls --color a", []string{"always", "auto"}},
@@ -284,8 +285,15 @@ func TestCompletionOfNames(t *testing.T) {
 			}
 		}
 	}
-	// No yard: nothing, not even file names, and no error.
+	// No yard: nothing, not even file names, and no error; but the yard
+	// the command line names with --root.
 	elsewhere := t.TempDir()
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		line := "impq --root " + c.root + " show "
+		if got, _ := c.shellCompletions(t, shell, line, "IMPYARD_ROOT="+elsewhere); !slices.Equal(got, tasks) {
+			t.Errorf("%s: %q completes to %q, want %q", shell, line, got, tasks)
+		}
+	}
 	for _, line := range []string{"impq show ", "impq add --imp ", "impgate approve ", "impq --root " + elsewhere + " show "} {
 		for _, shell := range []string{"bash", "zsh", "fish"} {
 			got, stderr := c.shellCompletions(t, shell, line, "IMPYARD_ROOT="+elsewhere)
@@ -293,5 +301,106 @@ func TestCompletionOfNames(t *testing.T) {
 				t.Errorf("%s without a yard: %q completes to %q, stderr %q; want nothing", shell, line, got, stderr)
 			}
 		}
+	}
+}
+
+// interactiveBash completes line as a person does, in an interactive
+// bash on a pseudo-terminal with the command's script sourced and
+// matches listed at the first tab: line, a tab, then a marker command;
+// it returns what the terminal showed
+// between the line and the marker's output, which comes after whatever
+// the completion printed.
+func (c *completionYard) interactiveBash(t *testing.T, dir, line string, env ...string) string {
+	t.Helper()
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals: %v", err)
+	}
+	defer ptmx.Close()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetUint32(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	name := strings.Fields(line)[0]
+	script := filepath.Join(t.TempDir(), name+".bash")
+	if err := os.WriteFile(script, []byte(c.must(t, "", name, "completion", "bash")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "--norc", "--noprofile", "-i")
+	cmd.Dir, cmd.Env = dir, append(slices.Clip(c.env), append(env, "PS1=$ ", "TERM=dumb")...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	var out []byte
+	buf := make([]byte, 4096)
+	// upTo reads the terminal until it has shown want, and returns what
+	// it showed since the last call.
+	seen := 0
+	upTo := func(want string) string {
+		for !strings.Contains(string(out[seen:]), want) {
+			n, err := ptmx.Read(buf)
+			if err != nil {
+				t.Fatalf("bash ended before showing %q: %v\n%s", want, err, out)
+			}
+			out = append(out, buf[:n]...)
+		}
+		i := seen + strings.Index(string(out[seen:]), want) + len(want)
+		s := string(out[seen:i])
+		seen = i
+		return s
+	}
+	write := func(s string) {
+		if _, err := ptmx.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each step waits for the prompt, when readline reads keys one by
+	// one; a marker is printed from two pieces, so its echo as typed is
+	// not taken for its output.
+	upTo("$ ")
+	write("source " + script + "; bind 'set show-all-if-ambiguous on'; printf '%s-%s\\n' sourced ok\n")
+	upTo("sourced-ok\r\n")
+	upTo("$ ")
+	write(line + "\t\x15printf '%s-%s\\n' completion done\n")
+	shown := upTo("completion-done\r\n")
+	write("exit\n")
+	_, shown, _ = strings.Cut(shown, line)
+	return shown
+}
+
+// TestInteractiveBashCompletion: in an interactive bash, a tab after "impq
+// show " lists the yard's task ids; where there is no yard it lists
+// nothing at all, not the directory's files, as they would for a
+// command that takes file names.
+func TestInteractiveBashCompletion(t *testing.T) {
+	c := newCompletionYard(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "somefile"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shown := c.interactiveBash(t, dir, "impq show ")
+	for _, s := range c.shorts(t, []string{"impq", "ls", "--json"}) {
+		if !strings.Contains(shown, s) {
+			t.Errorf("impq show <tab> showed %q; %s is not in it", shown, s)
+		}
+	}
+	if shown := c.interactiveBash(t, dir, "impq show ", "IMPYARD_ROOT="+dir); strings.Contains(shown, "somefile") || strings.Contains(shown, "t-") {
+		t.Errorf("impq show <tab> with no yard showed %q; want nothing", shown)
+	}
+	// The same directory's files where a file name is due.
+	if shown := c.interactiveBash(t, dir, "impsup config edit ", "IMPYARD_ROOT="+dir); !strings.Contains(shown, "somefile") {
+		t.Errorf("impsup config edit <tab> showed %q; want the directory's file", shown)
 	}
 }
