@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/executor"
 	"github.com/impyard/impyard/lib/gate"
@@ -44,7 +45,7 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &cli.Env{Name: "impexec", Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	e := &cli.Env{Name: "impexec", Names: complete.Names, Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	return e.Dispatch(args, usage, map[string]func([]string) error{
 		"run":  func(a []string) error { return runCmd(ctx, e, a) },
 		"once": func(a []string) error { return once(ctx, e, a) },
@@ -133,6 +134,7 @@ Examples:
 
 func once(ctx context.Context, e *cli.Env, args []string) error {
 	fs := e.FlagSet("once", onceUsage)
+	e.Complete(fs, "", cli.Names(complete.Kind(complete.Gate, state.Approved)))
 	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	asJSON := fs.Bool("json", false, "print the gate as one JSON object")

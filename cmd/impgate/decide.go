@@ -10,6 +10,7 @@ import (
 
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/crash"
 	"github.com/impyard/impyard/lib/desk"
@@ -89,6 +90,7 @@ Examples:
 
 func approve(e *cli.Env, args []string) error {
 	fs := e.FlagSet("approve", approveUsage)
+	e.Complete(fs, "", cli.Names(complete.Kind(complete.Gate, state.Filed)))
 	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	sha := fs.String("sha", "", "refuse unless the payload sha256 starts with `PREFIX`")
@@ -109,6 +111,7 @@ func approve(e *cli.Env, args []string) error {
 
 func deny(e *cli.Env, args []string) error {
 	fs := e.FlagSet("deny", denyUsage)
+	e.Complete(fs, "", cli.Names(complete.Kind(complete.Gate, state.Filed)))
 	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	reason := fs.String("reason", "", "`WHY` the gate is denied")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/queue"
@@ -37,10 +38,12 @@ func file(e *cli.Env, args []string) error {
 	o := gate.FileOptions{Actor: "impgate"}
 	var payloadFile, as string
 	fs.StringVar(&o.Imp, "imp", "", "the imp `NAME` the gate belongs to (required)")
+	e.Complete(fs, "imp", cli.Names(complete.Imp))
 	fs.StringVar(&o.Intent, "intent", "", "the `INTENT`, a policy rule name (required)")
 	fs.StringVar(&payloadFile, "payload-file", "", "read the JSON payload from `FILE` ('-' for standard input)")
 	fs.StringVar(&o.Rationale, "rationale", "", "`WHY` the action is proposed")
 	fs.StringVar(&o.Task, "task", "", "the `TASK` the gate belongs to")
+	e.Complete(fs, "task", cli.Names(complete.Task))
 	fs.StringVar(&o.Run, "run", "", "the `RUN` that proposed it")
 	fs.StringVar(&as, "as", "", "`NAME` of who files it (default $USER)")
 	expires := cli.PositiveDuration(fs, "expires", 0, "expire the gate undecided `DURATION` after filing")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 )
 
 const logUsage = `usage: impgate log [--json] GATE
@@ -18,6 +19,7 @@ Examples:
 
 func logCmd(e *cli.Env, args []string) error {
 	fs := e.FlagSet("log", logUsage)
+	e.Complete(fs, "", cli.Names(complete.Gate))
 	root := cli.RootFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object per transition")
 	g, err := oneGate(fs, args, root)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/desk"
 	"github.com/impyard/impyard/lib/gate"
@@ -52,6 +53,7 @@ func ls(e *cli.Env, args []string) error {
 	f.Edited = true
 	fs.BoolVar(&f.All, "all", false, "include decided gates")
 	fs.StringVar(&f.Imp, "imp", "", "only gates of imp `NAME`")
+	e.Complete(fs, "imp", cli.Names(complete.Imp))
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
 	color := cli.ColorFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 )
 
 const usage = `usage: impgate COMMAND [flags] [args]
@@ -45,7 +46,7 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &cli.Env{Name: "impgate", Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	e := &cli.Env{Name: "impgate", Names: complete.Names, Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	return e.Dispatch(args, usage, map[string]func([]string) error{
 		"ls":      func(a []string) error { return ls(e, a) },
 		"show":    func(a []string) error { return show(e, a) },

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/desk"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/state"
@@ -56,6 +57,7 @@ func review(e *cli.Env, args []string) error {
 	root := cli.RootFlag(fs)
 	script := fs.String("script", "", "take the decisions from `FILE` ('-' for standard input), not a terminal")
 	imp := fs.String("imp", "", "only gates of imp `NAME`")
+	e.Complete(fs, "imp", cli.Names(complete.Imp))
 	as := fs.String("as", "", "the decider's `NAME` (default $USER)")
 	if err := cli.Parse(fs, args); err != nil {
 		return err

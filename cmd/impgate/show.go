@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/desk"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/yard"
@@ -74,6 +75,7 @@ Examples:
 
 func show(e *cli.Env, args []string) error {
 	fs := e.FlagSet("show", showUsage)
+	e.Complete(fs, "", cli.Names(complete.Gate))
 	root := cli.RootFlag(fs)
 	asJSON := fs.Bool("json", false, "print the gate as one JSON object")
 	raw := fs.Bool("raw", false, "print only the exact frozen payload bytes")

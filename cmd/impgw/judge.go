@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/gateway"
 	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/store"
@@ -52,6 +53,7 @@ func judgeCmd(e *cli.Env, args []string) (int, error) {
 	subject := fs.String("subject", "", "the requesting `SUBJECT` (an imp name, or org)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	task := fs.String("task", "", "the `ID` of the task the request is made for")
+	e.Complete(fs, "task", cli.Names(complete.Task))
 	at := fs.String("at", "", "judge as at `TIME` (RFC 3339; default now), for rules that expire")
 	if err := cli.Parse(fs, args); err != nil {
 		return 0, err

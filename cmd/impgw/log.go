@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/gateway"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
@@ -44,7 +45,9 @@ func logCmd(ctx context.Context, e *cli.Env, args []string) error {
 	since := fs.String("since", "", "only decisions at or after `DURATION|TIME` (15m, 2h, 7d, 2026-07-01T10:00:00Z, 2026-07-01)")
 	var f gateway.Filter
 	fs.StringVar(&f.Imp, "imp", "", "only the imp `NAME`'s requests")
+	e.Complete(fs, "imp", cli.Names(complete.Imp))
 	fs.StringVar(&f.Verdict, "verdict", "", "only verdict `V`: allow, deny, tunnel, gate or reject")
+	e.Complete(fs, "verdict", cli.Words("allow", "deny", "tunnel", "gate", "reject"))
 	fs.StringVar(&f.Host, "host", "", "only requests to host `H`")
 	fs.StringVar(&f.Rule, "rule", "", "only decisions by rule `R`")
 	follow := fs.Bool("f", false, "follow: keep listing decisions as they are written")

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 )
 
 const usage = `usage: impgw COMMAND [flags] [args]
@@ -45,7 +46,7 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &cli.Env{Name: "impgw", Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	e := &cli.Env{Name: "impgw", Names: complete.Names, Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	code := cli.OK
 	cmds := map[string]func([]string) error{
 		"serve":  func(a []string) error { return serve(ctx, e, a) },

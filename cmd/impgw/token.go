@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/token"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -46,6 +47,8 @@ func tokenIssue(e *cli.Env, args []string) error {
 	e.TimeoutFlag(fs)
 	imp := fs.String("imp", "", "the imp `NAME` the token speaks for (required)")
 	task := fs.String("task", "", "the `TASK` it works on")
+	e.Complete(fs, "imp", cli.Names(complete.Imp))
+	e.Complete(fs, "task", cli.Names(complete.Task))
 	run := fs.String("run", "", "the `RUN` it belongs to")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := cli.Parse(fs, args); err != nil {

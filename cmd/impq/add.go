@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -61,9 +62,11 @@ func add(e *cli.Env, args []string) error {
 	var notBefore, as string
 	var force bool
 	fs.StringVar(&o.Imp, "imp", "", "the imp `NAME` (required)")
+	e.Complete(fs, "imp", cli.Names(complete.Imp))
 	fs.BoolVar(&o.Proactive, "proactive", false, "mark the task proactive (budget-limited), not an owner task")
 	fs.Var(&ls, "label", "a `LABEL` (repeatable)")
 	fs.StringVar(&o.Kind, "kind", "research", "task `KIND`: research or code")
+	e.Complete(fs, "kind", cli.Words("research", "code"))
 	fs.StringVar(&o.Repo, "repo", "", "repository `DIR` for a code task")
 	fs.StringVar(&o.Base, "base", "", "base `REF` for a code task")
 	fs.StringVar(&o.Continues, "continues", "", "the `TASK` this one continues")

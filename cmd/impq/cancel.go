@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/yard"
@@ -36,6 +37,7 @@ Examples:
 
 func cancel(e *cli.Env, args []string) error {
 	fs := e.FlagSet("cancel", cancelUsage)
+	e.Complete(fs, "", cli.Names(complete.Kind(complete.Task, state.Waiting, state.Running, state.NeedsReview)))
 	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	as := fs.String("as", "", "`NAME` of who cancels (default $USER)")
@@ -70,6 +72,7 @@ func cancel(e *cli.Env, args []string) error {
 
 func retry(e *cli.Env, args []string) error {
 	fs := e.FlagSet("retry", retryUsage)
+	e.Complete(fs, "", cli.Names(complete.Kind(complete.Task, state.Failed)))
 	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	as := fs.String("as", "", "`NAME` of who retries (default $USER)")

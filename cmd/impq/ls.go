@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/state"
@@ -39,8 +40,10 @@ func ls(e *cli.Env, args []string) error {
 	root := cli.RootFlag(fs)
 	var f queue.Filter
 	fs.StringVar(&f.Imp, "imp", "", "only tasks of imp `NAME`")
+	e.Complete(fs, "imp", cli.Names(complete.Imp))
 	var states stateList
 	fs.Var(&states, "state", "only tasks in `STATE` (waiting, running, needs-review, done, failed, cancelled; repeatable, or comma-separated)")
+	e.Complete(fs, "state", cli.Words(state.Waiting, state.Running, state.NeedsReview, state.Done, state.Failed, state.Cancelled))
 	since := fs.String("since", "", "only tasks made at or after `DURATION|TIME` (15m, 2h, 7d, 2026-07-01T10:00:00Z, 2026-07-01)")
 	limit := fs.Int("limit", 0, "at most the `N` newest tasks (0: all)")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 )
 
 const usage = `usage: impq COMMAND [flags] [args]
@@ -43,7 +44,7 @@ func main() {
 // thread of its own, and a short command a signal stops mid-write leaves
 // what a crash leaves, which the store recovers.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &cli.Env{Name: "impq", Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	e := &cli.Env{Name: "impq", Names: complete.Names, Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	return e.Dispatch(args, usage, map[string]func([]string) error{
 		"add":    func(a []string) error { return add(e, a) },
 		"ls":     func(a []string) error { return ls(e, a) },

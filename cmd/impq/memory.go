@@ -7,6 +7,7 @@ import (
 
 	"github.com/impyard/impyard/lib/approval"
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/intent"
@@ -67,6 +68,7 @@ func vouch(y *yard.Yard, keys *approval.Keyring, keysErr error, imp, gateID stri
 
 func memoryCmd(e *cli.Env, args []string) error {
 	fs := e.FlagSet("memory", memoryUsage)
+	e.Complete(fs, "", cli.Names(complete.Imp))
 	root := cli.RootFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object per entry")
 	if err := cli.Parse(fs, args); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/queue"
 	runrec "github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/state"
@@ -25,6 +26,7 @@ Examples:
 
 func show(e *cli.Env, args []string) error {
 	fs := e.FlagSet("show", showUsage)
+	e.Complete(fs, "", cli.Names(complete.Task))
 	root := cli.RootFlag(fs)
 	asJSON := fs.Bool("json", false, "print the task as one JSON object")
 	if err := cli.Parse(fs, args); err != nil {

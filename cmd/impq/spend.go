@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/yard"
@@ -59,6 +60,7 @@ func spend(e *cli.Env, args []string) error {
 	fs := e.FlagSet("spend", spendUsage)
 	root := cli.RootFlag(fs)
 	imp := fs.String("imp", "", "only imp `NAME`")
+	e.Complete(fs, "imp", cli.Names(complete.Imp))
 	sinceFlag := fs.String("since", "", "from `WHEN`, YYYY-MM-DD or RFC 3339 (default today, UTC)")
 	untilFlag := fs.String("until", "", "until `WHEN`, YYYY-MM-DD (through its end) or RFC 3339 (default now)")
 	day := fs.String("day", "", "the UTC `DAY`, YYYY-MM-DD: --since DAY --until DAY")

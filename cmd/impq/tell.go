@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/mailbox"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -27,6 +28,7 @@ func tell(e *cli.Env, args []string) error {
 	e.TimeoutFlag(fs)
 	root := cli.RootFlag(fs)
 	imp := fs.String("imp", "", "the imp `NAME` (required)")
+	e.Complete(fs, "imp", cli.Names(complete.Imp))
 	as := fs.String("as", "", "`NAME` of who writes (default $USER)")
 	asJSON := fs.Bool("json", false, `print {"id": MESSAGE, "imp": NAME} as one JSON object`)
 	if err := cli.Parse(fs, args); err != nil {

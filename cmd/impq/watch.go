@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -24,6 +25,7 @@ func watchCmd(ctx context.Context, e *cli.Env, args []string) error {
 	fs := e.FlagSet("watch", watchUsage)
 	root := cli.RootFlag(fs)
 	imp := fs.String("imp", "", "only tasks of imp `NAME`")
+	e.Complete(fs, "imp", cli.Names(complete.Imp))
 	rescan := cli.PositiveDuration(fs, "rescan", 10*time.Second, "slow full rescan `INTERVAL`")
 	// Accepted so that --json works on every command that prints: watch
 	// prints JSON lines either way.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/impyard/impyard/lib/box"
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/supervisor"
 	"github.com/impyard/impyard/lib/yard"
@@ -52,7 +53,7 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	e := &cli.Env{Name: "impsup", Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	e := &cli.Env{Name: "impsup", Names: complete.Names, Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	return e.Dispatch(args, usage, map[string]func([]string) error{
 		"init":   func(a []string) error { return initCmd(e, a) },
 		"run":    func(a []string) error { return runCmd(ctx, e, a) },

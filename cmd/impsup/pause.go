@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/complete"
 	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -50,6 +51,7 @@ func pauseCmd(ctx context.Context, e *cli.Env, args []string, resume bool) error
 		name, text = "resume", resumeUsage
 	}
 	fs := e.FlagSet(name, text)
+	e.Complete(fs, "", cli.Names(complete.Imp))
 	root := cli.RootFlag(fs)
 	var reason *string
 	var stop *bool

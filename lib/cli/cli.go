@@ -42,6 +42,11 @@ type Env struct {
 	journalOnce sync.Once
 	journal     bool
 
+	// Names lists the names of a kind (Values.Kind) that begin with a
+	// word, in the yard of a root directory ("" for the default), for
+	// the completion scripts' "__complete"; nil lists none.
+	Names func(root, kind, word string) []Name
+
 	// desc, while the command describes itself for completion, is the
 	// subcommand being described.
 	desc *Command
@@ -221,6 +226,8 @@ func (e *Env) Dispatch(args []string, usage string, cmds map[string]func(args []
 			return OK
 		case "completion":
 			return e.Report(withCmd(e.completion(args[1:], usage, cmds), e.Name+" completion"))
+		case completeCmd:
+			return e.names(args[1:])
 		}
 	}
 	return e.Report(e.Group("", args, usage, cmds))

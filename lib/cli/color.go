@@ -30,6 +30,11 @@ func (m *ColorMode) Set(s string) error {
 	return fmt.Errorf("want auto, always or never")
 }
 
+// Words are the values --color takes, for its completion.
+func (m *ColorMode) Words() []string {
+	return []string{string(ColorAuto), string(ColorAlways), string(ColorNever)}
+}
+
 // ColorFlag adds --color=auto|always|never to fs.
 func ColorFlag(fs *flag.FlagSet) *ColorMode {
 	m := ColorAuto

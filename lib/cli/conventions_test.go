@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,6 +163,9 @@ func treeEnv() (*Env, string, map[string]func([]string) error) {
 			fs := e.FlagSet("add", "usage")
 			fs.String("imp", "", "the imp `NAME`")
 			fs.Bool("force", false, "queue 'anyway'")
+			fs.String("kind", "research", "task `KIND`")
+			e.Complete(fs, "imp", Names("imp"))
+			e.Complete(fs, "kind", Words("research", "code"))
 			if err := Parse(fs, args); err != nil {
 				return err
 			}
@@ -172,6 +176,7 @@ func treeEnv() (*Env, string, map[string]func([]string) error) {
 				"issue": func(args []string) error {
 					fs := e.FlagSet("token issue", "usage")
 					fs.String("task", "", "the `TASK`")
+					e.Complete(fs, "", Names("task:waiting"))
 					if err := Parse(fs, args); err != nil {
 						return err
 					}
@@ -196,7 +201,7 @@ func TestTree(t *testing.T) {
 	})
 	want := []string{
 		":  help,version",
-		"add: file a task force,imp",
+		"add: file a task force,imp,kind",
 		"token: issue or revoke tokens ",
 		"token issue:  task",
 		"completion: print a shell completion script ",
@@ -248,13 +253,15 @@ func TestBashCompletion(t *testing.T) {
 		{[]string{"impq", ""}, []string{"add", "token", "completion", "help"}},
 		{[]string{"impq", "to"}, []string{"token"}},
 		{[]string{"impq", "--"}, []string{"--help", "--version"}},
-		{[]string{"impq", "add", "--"}, []string{"--force", "--imp"}},
+		{[]string{"impq", "add", "--"}, []string{"--force", "--imp", "--kind"}},
 		{[]string{"impq", "add", "text", "--f"}, []string{"--force"}},
 		{[]string{"impq", "token", ""}, []string{"issue"}},
 		{[]string{"impq", "token", "issue", "--"}, []string{"--task"}},
 		{[]string{"impq", "completion", "z"}, []string{"zsh"}},
 		// A flag's value is not completed from the command's words.
-		{[]string{"impq", "add", "--imp", ""}, nil},
+		{[]string{"impq", "token", "issue", "--task", ""}, nil},
+		{[]string{"impq", "add", "--kind", "c"}, []string{"code"}},
+		{[]string{"impq", "add", "--kind", "=", ""}, []string{"research", "code"}},
 	} {
 		if got := complete(t, script, c.words...); !slices.Equal(got, c.want) {
 			t.Errorf("%q completes to %q, want %q", c.words, got, c.want)
@@ -306,4 +313,95 @@ func TestParseNone(t *testing.T) {
 	if !errors.As(err, &u) || u.Msg != `key ls: unexpected argument "extra"` {
 		t.Errorf("extra argument: %v, want a usage error naming it", err)
 	}
+}
+
+// TestCompletionAsksTheCommand: for the names of a kind the bash script
+// runs the command's __complete with the kind, the word and the
+// command line's --root, and offers the words it prints, not what
+// follows their tab.
+func TestCompletionAsksTheCommand(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("bash is not installed")
+	}
+	e, usage, cmds := treeEnv()
+	var b bytes.Buffer
+	if err := Bash(&b, e.Tree(usage, cmds)); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	script, log := filepath.Join(dir, "impq.bash"), filepath.Join(dir, "asked")
+	if err := os.WriteFile(script, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fake := "#!/bin/sh\necho \"$*\" >>" + log + "\nprintf 'yuko\\tthe imp\\nyumi\\n'\n"
+	if err := os.WriteFile(filepath.Join(dir, "impq"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv("HOME", "/home/owner")
+	for _, c := range []struct {
+		words []string
+		want  []string
+		asked string
+	}{
+		{[]string{"impq", "add", "--imp", "y"}, []string{"yuko", "yumi"}, "__complete imp y \n"},
+		{[]string{"impq", "--root", "/srv/yard", "add", "--imp", ""}, []string{"yuko", "yumi"}, "__complete imp  /srv/yard\n"},
+		{[]string{"impq", "add", "--root", "=", "~/yard", "--imp", "=", "y"}, []string{"yuko", "yumi"}, "__complete imp y /home/owner/yard\n"},
+		{[]string{"impq", "token", "issue", ""}, []string{"yuko", "yumi"}, "__complete task:waiting  \n"},
+	} {
+		os.Remove(log)
+		if got := complete(t, script, c.words...); !slices.Equal(got, c.want) {
+			t.Errorf("%q completes to %q, want %q", c.words, got, c.want)
+		}
+		if asked, _ := os.ReadFile(log); string(asked) != c.asked {
+			t.Errorf("%q asked %q, want %q", c.words, asked, c.asked)
+		}
+	}
+}
+
+// TestNamesAnswer: __complete prints the names of a kind beginning with
+// the word, one a line with what each is after a tab, on one printable
+// line; a name a shell would read as more than a word is left out; a
+// command that lists no names prints nothing, and neither fails.
+func TestNamesAnswer(t *testing.T) {
+	e, out, errb := newEnv()
+	var asked []string
+	e.Names = func(root, kind, word string) []Name {
+		asked = append(asked, root, kind, word)
+		return []Name{
+			{Word: "yuko", About: "two\tcolumns\x1b[31m red\nline"},
+			{Word: "yumi"},
+			{Word: "y$(touch x)"},
+			{Word: "y uko"},
+			{Word: "mina"},
+		}
+	}
+	if code := e.Dispatch([]string{"__complete", "imp", "y", "/srv/yard"}, "usage", nil); code != OK {
+		t.Errorf("exit %d", code)
+	}
+	want := "yuko\ttwo columns\\x1b[31m red line\nyumi\n"
+	if out.String() != want || errb.Len() != 0 || !slices.Equal(asked, []string{"/srv/yard", "imp", "y"}) {
+		t.Errorf("__complete printed %q, stderr %q, asked %q; want %q", out, errb, asked, want)
+	}
+	e, out, errb = newEnv()
+	if code := e.Dispatch([]string{"__complete", "imp", ""}, "usage", nil); code != OK || out.Len() != 0 || errb.Len() != 0 {
+		t.Errorf("__complete of a command that lists no names: exit %d, %q, %q", code, out, errb)
+	}
+}
+
+// TestCompleteNamesAFlag: a completion given for a flag the command does
+// not define is a mistake its description shows at once.
+func TestCompleteNamesAFlag(t *testing.T) {
+	e, _, _ := newEnv()
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "--imps") {
+			t.Errorf("recovered %v, want a panic naming --imps", r)
+		}
+	}()
+	e.Tree("usage", map[string]func([]string) error{"ls": func(args []string) error {
+		fs := e.FlagSet("ls", "usage")
+		fs.String("imp", "", "imp")
+		e.Complete(fs, "imps", Names("imp"))
+		return Parse(fs, args)
+	}})
 }

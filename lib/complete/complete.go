@@ -1,0 +1,142 @@
+// Package complete lists the names a shell completes on an impyard
+// command line, read from the yard at the time: task and gate ids as the
+// listings show them, and imp names. The commands pass Names to
+// cli.Env.Names, which answers their completion scripts.
+package complete
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/impyard/impyard/lib/cli"
+	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/id"
+	"github.com/impyard/impyard/lib/queue"
+	"github.com/impyard/impyard/lib/state"
+	"github.com/impyard/impyard/lib/yard"
+)
+
+// The kinds of names (cli.Values.Kind). A task's or a gate's may add
+// ":STATE,..." for only those in the states its command takes
+// ("task:failed" for impq retry); without, every id is listed, unread.
+const (
+	Imp  = "imp"
+	Task = "task"
+	Gate = "gate"
+)
+
+// Kind is kind with only the states given, for cli.Names.
+func Kind(kind string, states ...string) string {
+	if len(states) == 0 {
+		return kind
+	}
+	return kind + ":" + strings.Join(states, ",")
+}
+
+// Names lists the names of kind that begin with word in the yard at root
+// ("" for the default yard). An id is the abbreviation a listing shows on
+// a terminal when word begins it, else the whole id (a word longer than
+// the abbreviation, as pasted). There are none when the yard is absent or
+// cannot be read: a completion says nothing of errors, which the command
+// itself reports when run.
+func Names(root, kind, word string) []cli.Name {
+	y, err := yard.Open(root)
+	if err != nil {
+		return nil
+	}
+	kind, list, _ := strings.Cut(kind, ":")
+	var states []string
+	if list != "" {
+		states = strings.Split(list, ",")
+	}
+	switch kind {
+	case Imp:
+		return imps(y, word)
+	case Task:
+		return tasks(y, states, word)
+	case Gate:
+		return gates(y, states, word)
+	}
+	return nil
+}
+
+func imps(y *yard.Yard, word string) []cli.Name {
+	names, err := config.ImpNames(y)
+	if err != nil {
+		return nil
+	}
+	var out []cli.Name
+	for _, n := range names {
+		if strings.HasPrefix(n, word) && id.CheckName(n) == nil {
+			out = append(out, cli.Name{Word: n})
+		}
+	}
+	return out
+}
+
+// pick is the form of the id full to complete word with, or "" when
+// word begins neither the abbreviation nor the id.
+func pick(full, short, word string) string {
+	switch {
+	case short != "" && strings.HasPrefix(short, word):
+		return short
+	case strings.HasPrefix(full, word):
+		return full
+	}
+	return ""
+}
+
+func tasks(y *yard.Yard, states []string, word string) []cli.Name {
+	ids, err := queue.IDs(y)
+	if err != nil {
+		return nil
+	}
+	// Abbreviations unique among every task, as impq ls shows them.
+	shorts := id.Shortest(ids)
+	var out []cli.Name
+	if len(states) == 0 {
+		slices.Sort(ids)
+		for _, t := range ids {
+			if w := pick(t, shorts[t], word); w != "" {
+				out = append(out, cli.Name{Word: w})
+			}
+		}
+		return out
+	}
+	queue.Each(y, queue.Filter{}, func(t *queue.Task) error {
+		if w := pick(t.ID, shorts[t.ID], word); w != "" && slices.Contains(states, t.State) {
+			out = append(out, cli.Name{Word: w, About: t.Imp + " " + t.State + ": " + t.Text})
+		}
+		return nil
+	})
+	return out
+}
+
+func gates(y *yard.Yard, states []string, word string) []cli.Name {
+	ids, err := gate.IDs(y)
+	if err != nil {
+		return nil
+	}
+	shorts := id.Shortest(ids)
+	var out []cli.Name
+	if len(states) == 0 {
+		slices.Sort(ids)
+		for _, g := range ids {
+			if w := pick(g, shorts[g], word); w != "" {
+				out = append(out, cli.Name{Word: w})
+			}
+		}
+		return out
+	}
+	// Only a filed gate is in gates/pending; any other state needs the
+	// decided ones read too.
+	all := slices.ContainsFunc(states, func(s string) bool { return s != state.Filed })
+	gate.Each(y, gate.Filter{All: all}, func(g *gate.Gate) error {
+		if w := pick(g.ID, shorts[g.ID], word); w != "" && slices.Contains(states, g.State) {
+			out = append(out, cli.Name{Word: w, About: g.Imp + " " + g.Intent + ": " + g.Rationale})
+		}
+		return nil
+	})
+	return out
+}
