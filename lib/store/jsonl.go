@@ -361,6 +361,56 @@ func (t *Tail) Next(reset func(), fn func(line []byte, n int)) (bad []BadLine, e
 	}
 }
 
+// Skip passes over the lines the file holds now, as Next would without
+// calling fn and without checking them, so the next Next starts with the
+// lines appended after it: what tail -f does first. A line not yet ended
+// by its newline is kept, as Next keeps it. The lines are counted, not
+// parsed, so line numbers stay those of the file.
+func (t *Tail) Skip() error {
+	f, err := openRegular(t.Path, os.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		t.restart(nil)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if t.fi != nil && !os.SameFile(t.fi, fi) || fi.Size() < t.off {
+		t.restart(nil)
+	}
+	t.fi = fi
+	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
+		return err
+	}
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := f.Read(buf)
+		t.off += int64(n)
+		data := buf[:n]
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			t.line += bytes.Count(data[:i+1], []byte{'\n'})
+			t.partial = t.partial[:0]
+			data = data[i+1:]
+		}
+		if len(t.partial)+len(data) > MaxLine {
+			// No record is this long: Next would drop it too.
+			t.partial, data = t.partial[:0], nil
+		}
+		t.partial = append(t.partial, data...)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", t.Path, err)
+		}
+	}
+}
+
 func (t *Tail) restart(reset func()) {
 	t.fi, t.off, t.line, t.partial = nil, 0, 0, nil
 	if reset != nil {
