@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Every proposal leaves exactly one record in the audit log, whatever its
@@ -236,5 +238,43 @@ func TestDeciderGateCap(t *testing.T) {
 	}
 	if d := propose("r-0000000000000002", gated(50)); d.Verdict != Gated {
 		t.Errorf("another run: %+v", d)
+	}
+}
+
+// ParseRecord reads back what MarshalJSON writes, to the millisecond;
+// other lines are ErrNotProposal, damaged ones an error naming the field.
+func TestParseRecord(t *testing.T) {
+	at := time.Date(2026, 7, 1, 10, 0, 0, 250e6, time.UTC)
+	for _, r := range []*Record{
+		{Time: at, Imp: "yuko", Run: "r-1", Task: "t-1", Intent: "email-send", Verdict: Refused, Refusal: TrustDeny,
+			Reason: "intent \"email-send\" is refused for yuko by trust.toml", Entry: "trust.toml:3", SHA256: strings.Repeat("a", 64), Size: 12},
+		{Time: at, Imp: "yuko", Intent: "email-send", Verdict: Refused, Refusal: PayloadRefused, Reason: "payload: to: want a list"},
+		{Time: at, Imp: "yuko", Intent: "message-user", Verdict: AutoApproved, Entry: "trust.toml:1", Gate: "g-1", Size: 2},
+	} {
+		line, _ := r.MarshalJSON()
+		got, err := ParseRecord(line)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if !reflect.DeepEqual(got, r) {
+			t.Errorf("%s\nread as %+v\nwant    %+v", line, got, r)
+		}
+	}
+	if _, err := ParseRecord([]byte(`{"schema":"impyard.decision/1","ts":"2026-07-01T10:00:00Z"}`)); err != ErrNotProposal {
+		t.Errorf("a decision: %v, want ErrNotProposal", err)
+	}
+	for line, want := range map[string]string{
+		`{"schema":"impyard.proposal/1","ts":"yesterday","verdict":"refused"}`:                               "ts",
+		`{"schema":"impyard.proposal/1","ts":"2026-07-01T10:00:00Z","verdict":"maybe"}`:                      `unknown verdict "maybe"`,
+		`{"schema":"impyard.proposal/1","ts":"2026-07-01T10:00:00Z","verdict":"refused","payload_size":"x"}`: "proposal record",
+		`{"schema":"impyard.proposal/1"`: "unexpected end",
+	} {
+		if _, err := ParseRecord([]byte(line)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error with %q", line, err, want)
+		}
+	}
+	r, err := ParseRecord([]byte(`{"schema":"impyard.proposal/1","ts":"2026-07-01T10:00:00Z","verdict":"refused","refusal":"from-the-future"}`))
+	if err != nil || r.Verdict != Refused || r.Refusal != Unexplained {
+		t.Errorf("an unknown refusal: %+v, %v", r, err)
 	}
 }
