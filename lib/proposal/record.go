@@ -356,3 +356,30 @@ func ParseRecord(line []byte) (*Record, error) {
 	}
 	return r, nil
 }
+
+// Refusals reads the audit log for the proposals refused under task,
+// oldest first: what became of a task's actions that no gate records.
+// Only the lines that name the task are parsed; one of them that cannot
+// be read is returned in bad, the others' damage is not this reader's
+// to report. Refusals past a run's cap (RefusalsPerRun) have no record
+// and are not found.
+func Refusals(y *yard.Yard, task string) (refused []*Record, bad []error, err error) {
+	name, _ := json.Marshal(task)
+	key := append([]byte(`"`+FieldTask+`":`), name...)
+	schema := []byte(`"` + RecordSchema + `"`)
+	_, err = store.ReadJSONL(y.Decisions(), func(line []byte) error {
+		if !bytes.Contains(line, key) || !bytes.Contains(line, schema) {
+			return nil
+		}
+		r, err := ParseRecord(line)
+		switch {
+		case errors.Is(err, ErrNotProposal):
+		case err != nil:
+			bad = append(bad, fmt.Errorf("%s: a proposal of task %s: %w", y.Decisions(), task, err))
+		case r.Task == task && r.Verdict == Refused:
+			refused = append(refused, r)
+		}
+		return nil
+	})
+	return refused, bad, err
+}

@@ -278,3 +278,40 @@ func TestParseRecord(t *testing.T) {
 		t.Errorf("an unknown refusal: %+v, %v", r, err)
 	}
 }
+
+// Refusals finds a task's refused proposals, as the Decider recorded
+// them, and neither another task's nor its gated ones; a damaged proposal
+// line of the task is reported, damage elsewhere in the log is not.
+func TestRefusals(t *testing.T) {
+	y := newYard(t)
+	var dc Decider
+	key := signer(t)
+	for _, p := range []struct{ imp, task, body string }{
+		{"yuko", "t-0000000000000001", `{"intent":"launch-missiles","payload":{"x":1}}`},
+		{"rex", "t-0000000000000001", `{"intent":"message-user","payload":{"text":"hi"}}`},
+		{"yuko", "t-0000000000000001", `{"intent":"email-send","payload":{"to":["x@elsewhere.com"],"subject":"s"}}`},
+		{"yuko", "t-0000000000000002", `{"intent":"launch-missiles","payload":{"x":2}}`},
+	} {
+		if _, err := dc.Decide(y, Proposal{Imp: p.imp, Task: p.task, Body: strings.NewReader(p.body), Rules: rules, Signer: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, bad, err := Refusals(y, "t-0000000000000001")
+	if err != nil || bad != nil {
+		t.Fatal(err, bad)
+	}
+	if len(got) != 2 || got[0].Refusal != UnknownIntent || got[1].Refusal != TrustDeny || got[1].Reason == "" {
+		t.Fatalf("refusals of the task: %+v", got)
+	}
+	ap, _ := y.DecisionsPath()
+	f, _ := os.OpenFile(ap, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("{torn\n" + `{"schema":"impyard.proposal/1","task":"t-0000000000000001","ts":"never"}` + "\n")
+	f.Close()
+	got, bad, err = Refusals(y, "t-0000000000000001")
+	if err != nil || len(got) != 2 || len(bad) != 1 || !strings.Contains(bad[0].Error(), "a proposal of task t-0000000000000001") {
+		t.Errorf("with damage: %d refusals, bad %v, %v", len(got), bad, err)
+	}
+	if got, bad, err := Refusals(y, "t-0000000000000009"); got != nil || bad != nil || err != nil {
+		t.Errorf("a task with none: %v %v %v", got, bad, err)
+	}
+}
