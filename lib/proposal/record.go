@@ -367,10 +367,7 @@ func Refusals(y *yard.Yard, task string) (refused []*Record, bad []error, err er
 	name, _ := json.Marshal(task)
 	key := append([]byte(`"`+FieldTask+`":`), name...)
 	schema := []byte(`"` + RecordSchema + `"`)
-	_, err = store.ReadJSONL(y.Decisions(), func(line []byte) error {
-		if !bytes.Contains(line, key) || !bytes.Contains(line, schema) {
-			return nil
-		}
+	_, err = store.ReadJSONLContaining(y.Decisions(), [][]byte{key, schema}, func(line []byte) error {
 		r, err := ParseRecord(line)
 		switch {
 		case errors.Is(err, ErrNotProposal):

@@ -204,17 +204,46 @@ func ReadJSONL(path string, fn func(line []byte) error) (bad []BadLine, err erro
 		return nil, err
 	}
 	defer f.Close()
-	return ScanJSONL(f, path, fn)
+	return scanJSONL(f, path, nil, fn)
+}
+
+// ReadJSONLContaining is ReadJSONL for the lines that contain every one
+// of subs; the others are passed over unchecked, neither validated nor
+// reported: a reader after a few lines of a large log pays for reading
+// it, not for validating every line.
+func ReadJSONLContaining(path string, subs [][]byte, fn func(line []byte) error) (bad []BadLine, err error) {
+	f, err := openRegular(path, os.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return scanJSONL(f, path, func(line []byte) bool {
+		for _, s := range subs {
+			if !bytes.Contains(line, s) {
+				return false
+			}
+		}
+		return true
+	}, fn)
 }
 
 // ScanJSONL is ReadJSONL over rd, a stream such as standard input; path is
 // what bad lines and errors call it.
 func ScanJSONL(rd io.Reader, path string, fn func(line []byte) error) (bad []BadLine, err error) {
+	return scanJSONL(rd, path, nil, fn)
+}
+
+// scanJSONL is ScanJSONL for the lines keep keeps, all when it is nil.
+func scanJSONL(rd io.Reader, path string, keep func(line []byte) bool, fn func(line []byte) error) (bad []BadLine, err error) {
 	r := bufio.NewReaderSize(rd, 64<<10)
 	for n := 1; ; n++ {
 		line, err := readLine(r)
 		if len(trimLine(line)) > 0 {
 			switch {
+			case keep != nil && !keep(line):
 			case len(line) > MaxLine:
 				bad = append(bad, BadLine{path, n, fmt.Errorf("line over the %d byte limit", MaxLine)})
 			case !json.Valid(trimLine(line)):

@@ -486,3 +486,22 @@ func TestTailSkip(t *testing.T) {
 		t.Errorf("after the Skip: %v", got)
 	}
 }
+
+// ReadJSONLContaining passes on the valid lines that hold every string,
+// reports those of them that are damaged, and passes over the rest, damaged
+// or not, unreported.
+func TestReadJSONLContaining(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "log.jsonl")
+	os.WriteFile(p, []byte(`{"a":1,"t":"x"}`+"\n"+`{"a":2}`+"\n"+"{torn\n"+`{"t":"x","a":3`+"\n"+`{"a":4,"t":"x"}`+"\n"), 0o644)
+	var got []string
+	bad, err := ReadJSONLContaining(p, [][]byte{[]byte(`"t":"x"`), []byte(`"a"`)}, func(line []byte) error {
+		got = append(got, string(line))
+		return nil
+	})
+	if err != nil || strings.Join(got, " ") != `{"a":1,"t":"x"} {"a":4,"t":"x"}` || len(bad) != 1 || bad[0].Line != 4 {
+		t.Errorf("got %v, bad %v, %v", got, bad, err)
+	}
+	if got, err := ReadJSONLContaining(filepath.Join(t.TempDir(), "none"), nil, func([]byte) error { return nil }); got != nil || err != nil {
+		t.Errorf("a missing file: %v %v", got, err)
+	}
+}
