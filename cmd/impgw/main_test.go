@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +15,7 @@ import (
 
 	"github.com/impyard/impyard/internal/scripttest"
 	"github.com/impyard/impyard/lib/gateway"
+	"github.com/impyard/impyard/lib/proposal"
 )
 
 // TestMain makes this test binary double as impgw, on PATH for the
@@ -27,15 +32,12 @@ func TestScripts(t *testing.T) {
 				return err
 			}
 			env.Setenv("HOME", env.WorkDir)
+			env.Values[followKey{}] = &follower{}
 			return os.MkdirAll(filepath.Join(env.WorkDir, "policies"), 0o755)
 		},
 		Cmds: scripttest.Cmds(map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"decisions": decisionsCmd,
-			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
-				d, err := time.ParseDuration(args[0])
-				ts.Check(err)
-				time.Sleep(d)
-			},
+			"follow":    followCmd,
 		}),
 	})
 }
@@ -44,9 +46,10 @@ func TestScripts(t *testing.T) {
 // encoder, as impgw serve writes them: "decisions FILE" writes the set
 // below, "decisions FILE more" one more denial, dated now. The set is two
 // records of 2026-07-01 (an allow completed by its outcome, a deny), a
-// gate event sharing the log, and three of the last minutes: an allow of
-// kenji's with its outcome, a malformed request rejected, and a tunnel
-// still open (no outcome yet).
+// gate event and two proposals sharing the log (one refused by trust, one
+// gated), and four of the last minutes: an allow of kenji's with its
+// outcome, a malformed request rejected, a proposal refused by its
+// payload's type checks, and a tunnel still open (no outcome yet).
 func decisionsCmd(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 1 || len(args) > 2 {
 		ts.Fatalf("usage: decisions FILE [more]")
@@ -82,6 +85,14 @@ func decisionsCmd(ts *testscript.TestScript, neg bool, args []string) {
 	ev, err := json.Marshal(map[string]string{"schema": "impyard.event/1", "ts": t0.Add(2 * time.Second).Format(time.RFC3339), "event": "gate-filed", "imp": "yuko"})
 	ts.Check(err)
 	put(ev)
+	prop := func(r *proposal.Record) {
+		b, err := r.MarshalJSON()
+		ts.Check(err)
+		put(b)
+	}
+	prop(&proposal.Record{Time: t0.Add(3 * time.Second), Imp: "yuko", Run: "r-1", Task: "t-1", Intent: "email-send", Verdict: proposal.Refused,
+		Refusal: proposal.TrustDeny, Reason: `intent "email-send" is refused for yuko by trust.toml:3`, Entry: "trust.toml:3"})
+	prop(&proposal.Record{Time: t0.Add(4 * time.Second), Imp: "yuko", Intent: "message-user", Verdict: proposal.Gated, Gate: "g-1"})
 	outcome(r, 200, 900)
 	r = rec("00000000-0000-4000-8000-000000000004", now.Add(-5*time.Minute), "kenji", gateway.VerdictAllow, "github", "GET", "API.GitHub.com", "/user", 0)
 	outcome(r, 200, 120)
@@ -90,5 +101,82 @@ func decisionsCmd(ts *testscript.TestScript, neg bool, args []string) {
 	b, err := bad.MarshalJSON()
 	ts.Check(err)
 	put(b)
+	prop(&proposal.Record{Time: now.Add(-45 * time.Second), Imp: "kenji", Intent: "email-send", Verdict: proposal.Refused,
+		Refusal: proposal.PayloadRefused, Reason: `payload: "to": want a list of addresses`})
 	rec("00000000-0000-4000-8000-000000000006", now.Add(-30*time.Second), "kenji", gateway.VerdictTunnel, "ws", "CONNECT", "ws.example.com", "", 0)
+}
+
+// followCmd runs impgw in the background as a follower, the way an owner
+// leaves impgw log -f running: "follow ARGS..." starts it and returns
+// once it says on standard error that it follows, so what the script
+// appends next is new to it; "follow stop" interrupts it, waits for it to
+// end and writes what it printed to follow.stdout and follow.stderr.
+func followCmd(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: follow ARGS... | follow stop")
+	}
+	slot := ts.Value(followKey{}).(*follower)
+	if args[0] == "stop" {
+		if slot.cmd == nil {
+			ts.Fatalf("follow stop: nothing follows")
+		}
+		ts.Check(slot.cmd.Process.Signal(os.Interrupt))
+		<-slot.done
+		err := slot.cmd.Wait()
+		ts.Check(os.WriteFile(ts.MkAbs("follow.stdout"), slot.stdout.Bytes(), 0o644))
+		ts.Check(os.WriteFile(ts.MkAbs("follow.stderr"), slot.stderr.Bytes(), 0o644))
+		slot.cmd = nil
+		ts.Check(err)
+		return
+	}
+	if slot.cmd != nil {
+		ts.Fatalf("follow: one follows already")
+	}
+	cmd := exec.Command("impgw", args...)
+	cmd.Dir = ts.Getenv("WORK")
+	cmd.Env = os.Environ()
+	for _, k := range []string{"HOME", "USER", "IMPYARD_ROOT", "IMPYARD_HOME"} {
+		cmd.Env = append(cmd.Env, k+"="+ts.Getenv(k))
+	}
+	*slot = follower{cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout = &slot.stdout
+	pr, pw, err := os.Pipe()
+	ts.Check(err)
+	cmd.Stderr = pw
+	ts.Check(cmd.Start())
+	pw.Close()
+	ts.Defer(func() { cmd.Process.Kill() })
+	ready := make(chan bool, 1)
+	go func() {
+		defer close(slot.done)
+		defer pr.Close()
+		sc := bufio.NewScanner(pr)
+		said := false
+		for sc.Scan() {
+			slot.stderr.WriteString(sc.Text() + "\n")
+			if !said && strings.Contains(sc.Text(), ": note: following ") {
+				said = true
+				ready <- true
+			}
+		}
+		if !said {
+			ready <- false
+		}
+	}()
+	if !<-ready {
+		<-slot.done
+		cmd.Wait()
+		ts.Fatalf("impgw %s ended without following:\n%s", strings.Join(args, " "), slot.stderr.String())
+	}
+}
+
+// followKey holds a script's follower in its Values.
+type followKey struct{}
+
+// follower is the impgw a script's follow started; stderr is written by
+// the goroutine that reads it until done is closed.
+type follower struct {
+	cmd            *exec.Cmd
+	done           chan struct{}
+	stdout, stderr bytes.Buffer
 }

@@ -21,8 +21,10 @@ Show what each imp spent, from ledger/<imp>.jsonl: the cost of executed
 actions and of model tokens, the bytes moved through the gateway and the
 model tokens metered there, per class (owner or proactive work) and per
 model, with each imp's total beside its daily budgets from org.toml.
-WHEN is YYYY-MM-DD (a day as --until counts through its end) or an RFC
-3339 time; the default is today, UTC, and --day D is --since D --until D.
+--since takes what every command's --since takes: a duration back from
+now (30m, 2h, 7d), an RFC 3339 time or a date, YYYY-MM-DD, from its
+start; --until takes a date (through its end) or an RFC 3339 time. The
+default is today, UTC, and --day D is --since D --until D.
 Budgets cap proactive work per UTC day: past one it is refused until the
 next day; owner tasks always run. An imp without a budget is never over.
 
@@ -61,7 +63,7 @@ func spend(e *cli.Env, args []string) error {
 	root := cli.RootFlag(fs)
 	imp := fs.String("imp", "", "only imp `NAME`")
 	e.Complete(fs, "imp", cli.Names(complete.Imp))
-	sinceFlag := fs.String("since", "", "from `WHEN`, YYYY-MM-DD or RFC 3339 (default today, UTC)")
+	sinceFlag := fs.String("since", "", "from `DURATION|TIME` (30m, 2h, 7d, 2026-07-01T10:00:00Z, 2026-07-01; default today, UTC)")
 	untilFlag := fs.String("until", "", "until `WHEN`, YYYY-MM-DD (through its end) or RFC 3339 (default now)")
 	day := fs.String("day", "", "the UTC `DAY`, YYYY-MM-DD: --since DAY --until DAY")
 	asJSON := fs.Bool("json", false, "print one JSON object per imp")
@@ -72,6 +74,9 @@ func spend(e *cli.Env, args []string) error {
 		if *sinceFlag != "" || *untilFlag != "" {
 			return cli.Usagef("spend: --day is --since and --until in one")
 		}
+		if _, err := time.Parse(time.DateOnly, *day); err != nil {
+			return cli.Usagef("spend: --day %q: want a date, YYYY-MM-DD", *day)
+		}
 		*sinceFlag, *untilFlag = *day, *day
 	}
 	now := time.Now().UTC()
@@ -81,9 +86,10 @@ func spend(e *cli.Env, args []string) error {
 	until := now.Truncate(time.Second).Add(time.Second)
 	var err error
 	if *sinceFlag != "" {
-		if since, _, err = when(*sinceFlag); err != nil {
-			return cli.Usagef("spend: --since: %v", err)
+		if since, err = cli.ParseSince(*sinceFlag, now); err != nil {
+			return cli.Usagef("spend: %v", err)
 		}
+		since = since.UTC().Truncate(time.Second)
 	}
 	if *untilFlag != "" {
 		if _, until, err = when(*untilFlag); err != nil {
@@ -187,8 +193,8 @@ func spendOf(y *yard.Yard, org *config.Org, imp string, since, until time.Time) 
 	return r, nil
 }
 
-// when reads a --since or --until: a UTC day, from its start to its
-// end, or an instant.
+// when reads an --until: a UTC day, from its start to its end, or an
+// instant.
 func when(s string) (start, end time.Time, err error) {
 	if t, err := time.Parse(time.DateOnly, s); err == nil {
 		start, end = ledger.Day(t)

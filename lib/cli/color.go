@@ -101,7 +101,7 @@ func StateStyle(s string) Style {
 	switch s {
 	case "allow", "tunnel", "approved", "executed", "done":
 		return Green
-	case "deny", "reject", "denied", "expired", "failed", "cancelled":
+	case "deny", "reject", "refused", "denied", "expired", "failed", "cancelled":
 		return Red
 	case "filed", "needs-review", "waiting", "running", "executing":
 		return Amber

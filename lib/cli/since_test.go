@@ -9,6 +9,8 @@ func TestParseSince(t *testing.T) {
 	now := time.Date(2026, 7, 8, 12, 0, 0, 0, time.UTC)
 	for in, want := range map[string]time.Time{
 		"90m":                       now.Add(-90 * time.Minute),
+		"30m":                       now.Add(-30 * time.Minute),
+		"1h30m":                     now.Add(-90 * time.Minute),
 		"2h":                        now.Add(-2 * time.Hour),
 		"7d":                        now.Add(-7 * 24 * time.Hour),
 		"2026-07-01T10:00:00Z":      time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC),

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -40,17 +39,6 @@ func (f *Filter) Match(r *Record) bool {
 	return true
 }
 
-// CheckVerdict returns an error naming the valid verdicts when v is not
-// one of them.
-func CheckVerdict(v string) error {
-	for _, ok := range Verdicts {
-		if v == ok {
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown verdict %q (want %s)", v, strings.Join(Verdicts, ", "))
-}
-
 // awaitsOutcome reports whether an outcome line will complete r: a
 // request the gateway forwarded (or a tunnel it opened) whose exchange
 // was not over when its decision was written.
@@ -60,56 +48,80 @@ func awaitsOutcome(r *Record) bool {
 
 // LogReader reads the decision records of an audit log as it grows, each
 // completed by its outcome line. Lines of other schemas (the gate and
-// task events that share the log) are skipped. A record is returned once
-// it is complete: at once when no outcome is to follow, else when its
-// outcome line is read, or by Flush.
+// task events that share the log) are skipped, or given to Other. A
+// record is returned once it is complete: at once when no outcome is to
+// follow, else when its outcome line is read, or by Flush.
 type LogReader struct {
 	Path string
+	// Other, when set, is given each line of another schema, in the
+	// log's order: it returns what to list with the decisions (a
+	// refused proposal's record), nil to pass the line over, or an error
+	// for a line of its kind it cannot read.
+	Other func(line []byte) (any, error)
 
 	tail    store.Tail
 	pending map[string]*Record
 	order   []*Record // pending, in the order their decisions were written
 }
 
+// Entry is one thing a LogReader lists: a decision record, completed by
+// its outcome, or what Other made of a line of another kind (Record nil).
+type Entry struct {
+	*Record
+	Other any
+}
+
+// Skip passes over what the log holds now (see store.Tail.Skip): the
+// next Next returns only what is appended after, and the outcomes of
+// decisions passed over are ignored.
+func (l *LogReader) Skip() error {
+	l.tail.Path = l.Path
+	return l.tail.Skip()
+}
+
 // Next reads the lines appended since the last call and returns the
-// records they complete, and the lines it skipped (damaged, or a decision
+// entries they complete, and the lines it skipped (damaged, or a decision
 // it could not read). A line without its newline yet is kept for the next
 // call. A missing file has no lines.
-func (l *LogReader) Next() ([]*Record, []store.BadLine, error) {
+func (l *LogReader) Next() ([]Entry, []store.BadLine, error) {
 	l.tail.Path = l.Path
-	var out []*Record
+	var out []Entry
 	var skipped []store.BadLine
 	bad, err := l.tail.Next(nil, func(line []byte, n int) {
-		if r, err := l.take(line); err != nil {
+		if e, err := l.take(line); err != nil {
 			skipped = append(skipped, store.BadLine{Path: l.Path, Line: n, Err: err})
-		} else if r != nil {
-			out = append(out, r)
+		} else if e.Record != nil || e.Other != nil {
+			out = append(out, e)
 		}
 	})
 	return out, append(bad, skipped...), err
 }
 
-// take reads one line and returns the record it completes, if any.
-func (l *LogReader) take(line []byte) (*Record, error) {
+// take reads one line and returns the entry it completes, if any.
+func (l *LogReader) take(line []byte) (Entry, error) {
 	o, err := ParseOutcome(line)
 	if err == nil {
 		r := l.pending[o.ID]
 		if r == nil {
-			return nil, nil // its decision was before the reader started, or lost
+			return Entry{}, nil // its decision was before the reader started, or lost
 		}
 		r.Complete(o)
 		l.drop(o.ID)
-		return r, nil
+		return Entry{Record: r}, nil
 	}
 	if !errors.Is(err, ErrNotOutcome) {
-		return nil, err
+		return Entry{}, err
 	}
 	r, err := ParseRecord(line)
 	switch {
 	case errors.Is(err, ErrNotDecision):
-		return nil, nil
+		if l.Other == nil {
+			return Entry{}, nil
+		}
+		v, err := l.Other(line)
+		return Entry{Other: v}, err
 	case err != nil:
-		return nil, err
+		return Entry{}, err
 	}
 	if l.pending[r.ID] != nil {
 		// A forward refused after its decision was written: the refusal
@@ -117,14 +129,14 @@ func (l *LogReader) take(line []byte) (*Record, error) {
 		l.drop(r.ID)
 	}
 	if !awaitsOutcome(r) {
-		return r, nil
+		return Entry{Record: r}, nil
 	}
 	if l.pending == nil {
 		l.pending = map[string]*Record{}
 	}
 	l.pending[r.ID] = r
 	l.order = append(l.order, r)
-	return nil, nil
+	return Entry{}, nil
 }
 
 func (l *LogReader) drop(id string) {
@@ -140,8 +152,11 @@ func (l *LogReader) drop(id string) {
 // Flush returns the records still awaiting their outcome, as they stand
 // (an exchange still open, or one the gateway never finished), oldest
 // first, and a torn last line, if any, as skipped.
-func (l *LogReader) Flush() ([]*Record, []store.BadLine) {
-	out := l.order
+func (l *LogReader) Flush() ([]Entry, []store.BadLine) {
+	var out []Entry
+	for _, r := range l.order {
+		out = append(out, Entry{Record: r})
+	}
 	l.order, l.pending = nil, nil
 	return out, l.tail.Torn()
 }

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,19 +40,6 @@ func TestFilterMatch(t *testing.T) {
 	} {
 		if got := c.f.Match(r); got != c.want {
 			t.Errorf("%+v: Match = %v, want %v", c.f, got, c.want)
-		}
-	}
-}
-
-func TestCheckVerdict(t *testing.T) {
-	for _, v := range Verdicts {
-		if err := CheckVerdict(v); err != nil {
-			t.Error(err)
-		}
-	}
-	for _, v := range []string{"", "Allow", "denied", "would-deny"} {
-		if CheckVerdict(v) == nil {
-			t.Errorf("CheckVerdict(%q): no error", v)
 		}
 	}
 }
@@ -134,5 +123,70 @@ func TestLogReaderLarge(t *testing.T) {
 	}
 	if recs[n-1].ID != fmt.Sprint("id-", n-1) {
 		t.Fatalf("last = %s", recs[n-1].ID)
+	}
+}
+
+// TestLogReaderOther lists the lines Other keeps among the decisions, in
+// the log's order, and reports a line Other cannot read as skipped; Skip
+// starts at the end, so a decision before it and its later outcome are
+// never listed.
+func TestLogReaderOther(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "decisions.jsonl")
+	t0 := time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
+	before := logRecord("before", "yuko", VerdictAllow, "api.example.com", "api", t0)
+	denied := logRecord("den", "yuko", VerdictDeny, "evil.example", "", t0.Add(time.Second))
+	denied.Status = 403
+	j := func(r *Record) string { b, _ := r.MarshalJSON(); return string(b) + "\n" }
+	write := func(s string) {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(s)
+		f.Close()
+	}
+	write(j(before) + `{"schema":"impyard.proposal/1","n":0}` + "\n")
+	l := &LogReader{Path: path, Other: func(line []byte) (any, error) {
+		var p struct {
+			Schema string `json:"schema"`
+			N      *int   `json:"n"`
+		}
+		json.Unmarshal(line, &p)
+		switch {
+		case p.Schema != "impyard.proposal/1":
+			return nil, nil
+		case p.N == nil:
+			return nil, errors.New("no n")
+		}
+		return *p.N, nil
+	}}
+	if err := l.Skip(); err != nil {
+		t.Fatal(err)
+	}
+	done := *before
+	done.Status = 200
+	write(`{"schema":"impyard.proposal/1","n":1}` + "\n" + string(done.OutcomeJSON(t0.Add(time.Second))) + "\n" +
+		j(denied) + `{"schema":"impyard.event/1","event":"gate-filed"}` + "\n" + `{"schema":"impyard.proposal/1"}` + "\n" +
+		`{"schema":"impyard.proposal/1","n":2}` + "\n")
+	got, bad, err := l.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, e := range got {
+		if e.Record != nil {
+			seen = append(seen, e.ID)
+		} else {
+			seen = append(seen, fmt.Sprint(e.Other))
+		}
+	}
+	if strings.Join(seen, " ") != "1 den 2" {
+		t.Errorf("listed %v, want 1 den 2", seen)
+	}
+	if len(bad) != 1 || bad[0].Line != 7 || !strings.Contains(bad[0].Error(), "no n") {
+		t.Errorf("bad = %v, want line 7, no n", bad)
+	}
+	if rest, _ := l.Flush(); len(rest) != 0 {
+		t.Errorf("flush: %v, want nothing from before the Skip", rest)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -282,4 +283,100 @@ func writeRecord(y *yard.Yard, r *Record, journal bool) error {
 	told.Reason, told.Entry = "", ""
 	b, _ = told.MarshalJSON()
 	return store.AppendLine(jp, append(b, '\n'))
+}
+
+// ErrNotProposal is returned by ParseRecord for a line of another kind.
+var ErrNotProposal = errors.New("not a proposal record")
+
+// ParseRecord reads a proposal record line, as MarshalJSON writes it and
+// as a reader of the audit log meets it beside the gateway's decisions.
+// A line of another schema returns ErrNotProposal; a verdict this
+// version does not know is an error, a refusal it does not know reads
+// as Unexplained.
+func ParseRecord(line []byte) (*Record, error) {
+	var w struct {
+		Schema  string      `json:"schema"`
+		Time    string      `json:"ts"`
+		TimeMS  int64       `json:"ts_ms"`
+		Imp     string      `json:"imp"`
+		Run     string      `json:"run"`
+		Task    string      `json:"task"`
+		Intent  string      `json:"intent"`
+		Verdict string      `json:"verdict"`
+		Refusal string      `json:"refusal"`
+		Reason  string      `json:"reason"`
+		Entry   string      `json:"trust_entry"`
+		Gate    string      `json:"gate_id"`
+		SHA256  string      `json:"payload_sha256"`
+		Size    json.Number `json:"payload_size"`
+	}
+	var schema struct {
+		Schema string `json:"schema"`
+	}
+	if err := json.Unmarshal(line, &schema); err != nil {
+		return nil, err
+	}
+	if schema.Schema != RecordSchema {
+		return nil, ErrNotProposal
+	}
+	if err := json.Unmarshal(line, &w); err != nil {
+		return nil, fmt.Errorf("proposal record: %w", err)
+	}
+	t, err := time.Parse(time.RFC3339Nano, w.Time)
+	if err != nil {
+		return nil, fmt.Errorf("proposal record: %s: %w", FieldTime, err)
+	}
+	if w.TimeMS != 0 {
+		if p := store.FromMillis(w.TimeMS); store.Second(p).Equal(store.Second(t)) {
+			t = p
+		}
+	}
+	r := &Record{Time: t, Imp: w.Imp, Run: w.Run, Task: w.Task, Intent: w.Intent, Reason: w.Reason,
+		Entry: w.Entry, Gate: w.Gate, SHA256: w.SHA256}
+	known := false
+	for v := Refused; v <= Duplicate; v++ {
+		if v.String() == w.Verdict {
+			r.Verdict, known = v, true
+		}
+	}
+	if !known {
+		return nil, fmt.Errorf("proposal record: unknown %s %q", FieldVerdict, w.Verdict)
+	}
+	for k, name := range refusalNames {
+		if name == w.Refusal {
+			r.Refusal = Refusal(k)
+		}
+	}
+	if w.Size != "" {
+		n, err := w.Size.Int64()
+		if err != nil {
+			return nil, fmt.Errorf("proposal record: %s: %w", FieldSize, err)
+		}
+		r.Size = int(n)
+	}
+	return r, nil
+}
+
+// Refusals reads the audit log for the proposals refused under task,
+// oldest first: what became of a task's actions that no gate records.
+// Only the lines that name the task are parsed; one of them that cannot
+// be read is returned in bad, the others' damage is not this reader's
+// to report. Refusals past a run's cap (RefusalsPerRun) have no record
+// and are not found.
+func Refusals(y *yard.Yard, task string) (refused []*Record, bad []error, err error) {
+	name, _ := json.Marshal(task)
+	key := append([]byte(`"`+FieldTask+`":`), name...)
+	schema := []byte(`"` + RecordSchema + `"`)
+	_, err = store.ReadJSONLContaining(y.Decisions(), [][]byte{key, schema}, func(line []byte) error {
+		r, err := ParseRecord(line)
+		switch {
+		case errors.Is(err, ErrNotProposal):
+		case err != nil:
+			bad = append(bad, fmt.Errorf("%s: a proposal of task %s: %w", y.Decisions(), task, err))
+		case r.Task == task && r.Verdict == Refused:
+			refused = append(refused, r)
+		}
+		return nil
+	})
+	return refused, bad, err
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Every proposal leaves exactly one record in the audit log, whatever its
@@ -236,5 +238,80 @@ func TestDeciderGateCap(t *testing.T) {
 	}
 	if d := propose("r-0000000000000002", gated(50)); d.Verdict != Gated {
 		t.Errorf("another run: %+v", d)
+	}
+}
+
+// ParseRecord reads back what MarshalJSON writes, to the millisecond;
+// other lines are ErrNotProposal, damaged ones an error naming the field.
+func TestParseRecord(t *testing.T) {
+	at := time.Date(2026, 7, 1, 10, 0, 0, 250e6, time.UTC)
+	for _, r := range []*Record{
+		{Time: at, Imp: "yuko", Run: "r-1", Task: "t-1", Intent: "email-send", Verdict: Refused, Refusal: TrustDeny,
+			Reason: "intent \"email-send\" is refused for yuko by trust.toml", Entry: "trust.toml:3", SHA256: strings.Repeat("a", 64), Size: 12},
+		{Time: at, Imp: "yuko", Intent: "email-send", Verdict: Refused, Refusal: PayloadRefused, Reason: "payload: to: want a list"},
+		{Time: at, Imp: "yuko", Intent: "message-user", Verdict: AutoApproved, Entry: "trust.toml:1", Gate: "g-1", Size: 2},
+	} {
+		line, _ := r.MarshalJSON()
+		got, err := ParseRecord(line)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if !reflect.DeepEqual(got, r) {
+			t.Errorf("%s\nread as %+v\nwant    %+v", line, got, r)
+		}
+	}
+	if _, err := ParseRecord([]byte(`{"schema":"impyard.decision/1","ts":"2026-07-01T10:00:00Z"}`)); err != ErrNotProposal {
+		t.Errorf("a decision: %v, want ErrNotProposal", err)
+	}
+	for line, want := range map[string]string{
+		`{"schema":"impyard.proposal/1","ts":"yesterday","verdict":"refused"}`:                               "ts",
+		`{"schema":"impyard.proposal/1","ts":"2026-07-01T10:00:00Z","verdict":"maybe"}`:                      `unknown verdict "maybe"`,
+		`{"schema":"impyard.proposal/1","ts":"2026-07-01T10:00:00Z","verdict":"refused","payload_size":"x"}`: "proposal record",
+		`{"schema":"impyard.proposal/1"`: "unexpected end",
+	} {
+		if _, err := ParseRecord([]byte(line)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error with %q", line, err, want)
+		}
+	}
+	r, err := ParseRecord([]byte(`{"schema":"impyard.proposal/1","ts":"2026-07-01T10:00:00Z","verdict":"refused","refusal":"from-the-future"}`))
+	if err != nil || r.Verdict != Refused || r.Refusal != Unexplained {
+		t.Errorf("an unknown refusal: %+v, %v", r, err)
+	}
+}
+
+// Refusals finds a task's refused proposals, as the Decider recorded
+// them, and neither another task's nor its gated ones; a damaged proposal
+// line of the task is reported, damage elsewhere in the log is not.
+func TestRefusals(t *testing.T) {
+	y := newYard(t)
+	var dc Decider
+	key := signer(t)
+	for _, p := range []struct{ imp, task, body string }{
+		{"yuko", "t-0000000000000001", `{"intent":"launch-missiles","payload":{"x":1}}`},
+		{"rex", "t-0000000000000001", `{"intent":"message-user","payload":{"text":"hi"}}`},
+		{"yuko", "t-0000000000000001", `{"intent":"email-send","payload":{"to":["x@elsewhere.com"],"subject":"s"}}`},
+		{"yuko", "t-0000000000000002", `{"intent":"launch-missiles","payload":{"x":2}}`},
+	} {
+		if _, err := dc.Decide(y, Proposal{Imp: p.imp, Task: p.task, Body: strings.NewReader(p.body), Rules: rules, Signer: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, bad, err := Refusals(y, "t-0000000000000001")
+	if err != nil || bad != nil {
+		t.Fatal(err, bad)
+	}
+	if len(got) != 2 || got[0].Refusal != UnknownIntent || got[1].Refusal != TrustDeny || got[1].Reason == "" {
+		t.Fatalf("refusals of the task: %+v", got)
+	}
+	ap, _ := y.DecisionsPath()
+	f, _ := os.OpenFile(ap, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("{torn\n" + `{"schema":"impyard.proposal/1","task":"t-0000000000000001","ts":"never"}` + "\n")
+	f.Close()
+	got, bad, err = Refusals(y, "t-0000000000000001")
+	if err != nil || len(got) != 2 || len(bad) != 1 || !strings.Contains(bad[0].Error(), "a proposal of task t-0000000000000001") {
+		t.Errorf("with damage: %d refusals, bad %v, %v", len(got), bad, err)
+	}
+	if got, bad, err := Refusals(y, "t-0000000000000009"); got != nil || bad != nil || err != nil {
+		t.Errorf("a task with none: %v %v %v", got, bad, err)
 	}
 }

@@ -204,17 +204,46 @@ func ReadJSONL(path string, fn func(line []byte) error) (bad []BadLine, err erro
 		return nil, err
 	}
 	defer f.Close()
-	return ScanJSONL(f, path, fn)
+	return scanJSONL(f, path, nil, fn)
+}
+
+// ReadJSONLContaining is ReadJSONL for the lines that contain every one
+// of subs; the others are passed over unchecked, neither validated nor
+// reported: a reader after a few lines of a large log pays for reading
+// it, not for validating every line.
+func ReadJSONLContaining(path string, subs [][]byte, fn func(line []byte) error) (bad []BadLine, err error) {
+	f, err := openRegular(path, os.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return scanJSONL(f, path, func(line []byte) bool {
+		for _, s := range subs {
+			if !bytes.Contains(line, s) {
+				return false
+			}
+		}
+		return true
+	}, fn)
 }
 
 // ScanJSONL is ReadJSONL over rd, a stream such as standard input; path is
 // what bad lines and errors call it.
 func ScanJSONL(rd io.Reader, path string, fn func(line []byte) error) (bad []BadLine, err error) {
+	return scanJSONL(rd, path, nil, fn)
+}
+
+// scanJSONL is ScanJSONL for the lines keep keeps, all when it is nil.
+func scanJSONL(rd io.Reader, path string, keep func(line []byte) bool, fn func(line []byte) error) (bad []BadLine, err error) {
 	r := bufio.NewReaderSize(rd, 64<<10)
 	for n := 1; ; n++ {
 		line, err := readLine(r)
 		if len(trimLine(line)) > 0 {
 			switch {
+			case keep != nil && !keep(line):
 			case len(line) > MaxLine:
 				bad = append(bad, BadLine{path, n, fmt.Errorf("line over the %d byte limit", MaxLine)})
 			case !json.Valid(trimLine(line)):
@@ -357,6 +386,56 @@ func (t *Tail) Next(reset func(), fn func(line []byte, n int)) (bad []BadLine, e
 		}
 		if err != nil {
 			return bad, fmt.Errorf("read %s: %w", t.Path, err)
+		}
+	}
+}
+
+// Skip passes over the lines the file holds now, as Next would without
+// calling fn and without checking them, so the next Next starts with the
+// lines appended after it: what tail -f does first. A line not yet ended
+// by its newline is kept, as Next keeps it. The lines are counted, not
+// parsed, so line numbers stay those of the file.
+func (t *Tail) Skip() error {
+	f, err := openRegular(t.Path, os.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		t.restart(nil)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if t.fi != nil && !os.SameFile(t.fi, fi) || fi.Size() < t.off {
+		t.restart(nil)
+	}
+	t.fi = fi
+	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
+		return err
+	}
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := f.Read(buf)
+		t.off += int64(n)
+		data := buf[:n]
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			t.line += bytes.Count(data[:i+1], []byte{'\n'})
+			t.partial = t.partial[:0]
+			data = data[i+1:]
+		}
+		if len(t.partial)+len(data) > MaxLine {
+			// No record is this long: Next would drop it too.
+			t.partial, data = t.partial[:0], nil
+		}
+		t.partial = append(t.partial, data...)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", t.Path, err)
 		}
 	}
 }

@@ -441,3 +441,67 @@ func TestTailLongLines(t *testing.T) {
 		t.Fatalf("MaxLine+1 bytes without a newline: %v, want line 2003", bad)
 	}
 }
+
+// Skip starts a Tail at the end, as tail -f does: the lines there are
+// passed over, counted for their numbers, however long the file; a line
+// being written is kept and passed on once its newline comes; a missing
+// file is read from its start once it exists.
+func TestTailSkip(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "log.jsonl")
+	tl := &Tail{Path: p}
+	if err := tl.Skip(); err != nil {
+		t.Fatal(err)
+	}
+	var many strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&many, "{\"n\":%d,\"pad\":%q}\n", i, strings.Repeat("x", 80))
+	}
+	os.WriteFile(p, []byte(many.String()+"{\"d\":"), 0o644)
+	var got []string
+	next := func() {
+		t.Helper()
+		bad, err := tl.Next(nil, func(line []byte, n int) { got = append(got, fmt.Sprintf("%d:%s", n, line)) })
+		if err != nil || bad != nil {
+			t.Fatal(err, bad)
+		}
+	}
+	next()
+	if len(got) != 5000 {
+		t.Fatalf("a file made after a Skip of none: %d lines, want 5000", len(got))
+	}
+
+	tl, got = &Tail{Path: p}, nil
+	if err := tl.Skip(); err != nil {
+		t.Fatal(err)
+	}
+	next()
+	if got != nil {
+		t.Fatalf("lines there before the Skip: %v", got)
+	}
+	f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0o644)
+	f.WriteString("4}\n{\"e\":5}\n")
+	f.Close()
+	next()
+	if strings.Join(got, " ") != `5001:{"d":4} 5002:{"e":5}` {
+		t.Errorf("after the Skip: %v", got)
+	}
+}
+
+// ReadJSONLContaining passes on the valid lines that hold every string,
+// reports those of them that are damaged, and passes over the rest, damaged
+// or not, unreported.
+func TestReadJSONLContaining(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "log.jsonl")
+	os.WriteFile(p, []byte(`{"a":1,"t":"x"}`+"\n"+`{"a":2}`+"\n"+"{torn\n"+`{"t":"x","a":3`+"\n"+`{"a":4,"t":"x"}`+"\n"), 0o644)
+	var got []string
+	bad, err := ReadJSONLContaining(p, [][]byte{[]byte(`"t":"x"`), []byte(`"a"`)}, func(line []byte) error {
+		got = append(got, string(line))
+		return nil
+	})
+	if err != nil || strings.Join(got, " ") != `{"a":1,"t":"x"} {"a":4,"t":"x"}` || len(bad) != 1 || bad[0].Line != 4 {
+		t.Errorf("got %v, bad %v, %v", got, bad, err)
+	}
+	if got, err := ReadJSONLContaining(filepath.Join(t.TempDir(), "none"), nil, func([]byte) error { return nil }); got != nil || err != nil {
+		t.Errorf("a missing file: %v %v", got, err)
+	}
+}
