@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"syscall"
 	"testing"
 	"time"
@@ -63,12 +64,17 @@ func peakRSS(args []string) int {
 	return 0
 }
 
-// lsRun runs a listing command against root and returns its wall time,
+// lsRun runs a listing command (one of impyard's by name, any by absolute
+// path) against root and returns its wall time,
 // its CPU time (user and system: on a machine shared with other work, the
 // steadier figure) and its peak resident memory.
 func lsRun(b *testing.B, root string, args ...string) (wall, cpu time.Duration, mib float64) {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{filepath.Join(bin, args[0])}, args[1:]...)...)
+	name := args[0]
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(bin, name)
+	}
+	cmd := exec.Command(os.Args[0], append([]string{name}, args[1:]...)...)
 	cmd.Env = append(os.Environ(), "IMPYARD_ROOT="+root, peakRSSEnv+"=1")
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = nil, &stderr
@@ -170,4 +176,78 @@ func BenchmarkScale100k(b *testing.B) {
 	b.ReportMetric(pf.Seconds(), "pass-first-s")
 	b.ReportMetric(pn.Seconds(), "pass-s")
 	b.ReportMetric(pe.Seconds(), "pass-empty-s")
+}
+
+// BenchmarkList100k runs impq ls --json and impgate ls --all --json as
+// whole processes, each started afresh as from a shell, over a yard of
+// 100,000 finished tasks and 100,000 resolved gates whose files impyard
+// wrote (copies of a task and a gate it filed and moved, each under an id
+// of its own), b.N times each (run with -benchtime 3x), taking turns
+// with the floor of each: readfloor, a Go command that reads the
+// directory's names, sorts them and copies every file to its output. It
+// reports the median wall time (aim under 1 s), the largest peak
+// resident memory (aim under 100 MiB) and the CPU time of each, and
+// x-floor, the floor's median wall time over the listing's.
+func BenchmarkList100k(b *testing.B) {
+	b.StopTimer()
+	y := newYardB(b)
+	tid, _, err := queue.Add(y, queue.AddOptions{Imp: "yuko", Text: "scale", By: "b", Actor: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, to := range []string{state.Running, state.Done} {
+		if _, err := queue.Move(y, tid, queue.Change{To: to, By: "b", Actor: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	g, err := gate.File(y, gate.FileOptions{Imp: "yuko", Intent: "message-user", Payload: []byte(`{"text":"hi"}`), By: "b", Actor: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := gate.Move(y, g.ID, gate.Change{To: state.Denied, By: "b", Actor: "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	seedCopies(b, y.Path("queue", "yuko", tid+".json"), tid, "t", scaleN)
+	seedCopies(b, y.Path("gates", "resolved", g.ID+".json"), g.ID, "g", scaleN)
+	floors := b.TempDir()
+	if out, err := exec.Command("go", "build", "-o", floors+"/", "./testdata/readfloor").CombinedOutput(); err != nil {
+		b.Fatalf("build readfloor: %v %s", err, out)
+	}
+	floor := filepath.Join(floors, "readfloor")
+	type side struct {
+		args      []string
+		wall, cpu []time.Duration
+		mib       float64
+	}
+	lists := []struct{ name, dir string }{{"impq", y.Path("queue", "yuko")}, {"impgate", y.Path("gates", "resolved")}}
+	sides := map[string]*side{
+		"impq":          {args: []string{"impq", "ls", "--imp", "yuko", "--json"}},
+		"impgate":       {args: []string{"impgate", "ls", "--all", "--json"}},
+		"impq-floor":    {args: []string{floor, lists[0].dir}},
+		"impgate-floor": {args: []string{floor, lists[1].dir}},
+	}
+	b.StartTimer()
+	for i := 0; i < b.N; i++ {
+		for _, l := range lists {
+			for _, name := range []string{l.name, l.name + "-floor"} {
+				s := sides[name]
+				wall, cpu, mib := lsRun(b, y.Root, s.args...)
+				s.wall, s.cpu, s.mib = append(s.wall, wall), append(s.cpu, cpu), max(s.mib, mib)
+			}
+		}
+	}
+	b.StopTimer()
+	med := func(ds []time.Duration) time.Duration {
+		s := append([]time.Duration(nil), ds...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return s[len(s)/2]
+	}
+	for _, l := range lists {
+		s, f := sides[l.name], sides[l.name+"-floor"]
+		b.ReportMetric(med(s.wall).Seconds(), l.name+"-ls-s")
+		b.ReportMetric(med(s.cpu).Seconds(), l.name+"-ls-cpu-s")
+		b.ReportMetric(s.mib, l.name+"-ls-MiB")
+		b.ReportMetric(med(f.wall).Seconds(), l.name+"-floor-s")
+		b.ReportMetric(med(f.wall).Seconds()/med(s.wall).Seconds(), l.name+"-x-floor")
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/health"
 	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/mcpserv"
@@ -171,7 +172,7 @@ func doctor(ctx context.Context, e *cli.Env, args []string) error {
 	} else {
 		check("yard", "", err)
 	}
-	switch err := runpkg.GatewayUp(org.Gateway.Listen); {
+	switch err := health.GatewayUp(org.Gateway.Listen); {
 	case orgErr != nil:
 		warn("gateway", notChecked)
 	case err == nil:

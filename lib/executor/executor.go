@@ -50,9 +50,9 @@ import (
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/crash"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/health"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/pause"
-	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/signers"
 	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
@@ -69,7 +69,7 @@ var ErrBusy = temporary.New("another executor is working on this gate")
 
 // ErrGatewayDown means impgw does not answer, so an HTTP action is not
 // begun: the gate stays as it was, to be executed once impgw is back.
-var ErrGatewayDown = run.ErrGatewayDown
+var ErrGatewayDown = health.ErrGatewayDown
 
 // ErrPaused means the gate's imp (or the yard) is paused: the gate is held,
 // approved, nothing sent, until 'impsup resume'.

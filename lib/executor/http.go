@@ -17,8 +17,8 @@ import (
 
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/health"
 	"github.com/impyard/impyard/lib/home"
-	"github.com/impyard/impyard/lib/run"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/token"
 )
@@ -83,7 +83,7 @@ func gatewayUp(org *config.Org, exe *config.Executor) error {
 	if exe.Kind != config.HTTP {
 		return nil
 	}
-	return run.GatewayUp(org.Gateway.Listen)
+	return health.GatewayUp(org.Gateway.Listen)
 }
 
 // client builds an HTTP client whose every request goes through the

@@ -84,6 +84,35 @@ func TestFileApproveDeny(t *testing.T) {
 	}
 }
 
+// A payload whose record file holds it with other whitespace (indented,
+// as the store writes it, or spaced out) is the payload filed: Frozen
+// gives the canonical bytes hashed at filing. One whose bytes differ in
+// anything but whitespace is canonicalised, and if that changes nothing
+// (keys reordered) it still matches; an escape written differently too.
+func TestFrozenAcrossWhitespace(t *testing.T) {
+	y := newYard(t)
+	canon := `{"a":"<b>","n":1.50,"to":["team@ourco.com"]}`
+	g := file(t, y, `{"to":["team@ourco.com"],"n":1.50,"a":"<b>"}`)
+	for _, payload := range []string{
+		canon,
+		"{\n  \"a\": \"<b>\",\n  \"n\": 1.50,\n  \"to\": [\n    \"team@ourco.com\"\n  ]\n}",
+		`{"to":["team@ourco.com"],"n":1.50,"a":"<b>"}`,
+		`{"a":"\u003cb\u003e","n":1.50,"to":["team@ourco.com"]}`,
+	} {
+		g.Payload = []byte(payload)
+		b, err := g.Frozen()
+		if err != nil || string(b) != canon {
+			t.Errorf("payload %s: frozen %s, %v; want %s", payload, b, err, canon)
+		}
+	}
+	for _, payload := range []string{`{"a":"<b>","n":1.5,"to":["team@ourco.com"]}`, `{"a":"<b>","n":1.50,"to":["all@world.com"]}`, `{"a":"<b>","n":1.50,"to":["team@ourco.com"]`} {
+		g.Payload = []byte(payload)
+		if b, err := g.Frozen(); err == nil {
+			t.Errorf("payload %s: frozen %s; want it refused", payload, b)
+		}
+	}
+}
+
 func TestEditedPayloadRefused(t *testing.T) {
 	y := newYard(t)
 	g := file(t, y, `{"to":["team@ourco.com"]}`)

@@ -1,37 +1,7 @@
 package run
 
-import (
-	"fmt"
-	"net/http"
-	"time"
-
-	"github.com/impyard/impyard/lib/temporary"
-)
-
 // BoxGateway is where a box finds the gateway, inside its own network
 // namespace: the gateway listens there for the run (and answers with
 // runs/<run-id>/gateway.json, see WriteReady), and the supervisor points
 // the box's proxy variables at it.
 const BoxGateway = "127.0.0.1:7300"
-
-// ErrGatewayDown means impgw does not answer at its control address, so
-// whatever needed it (a box, an HTTP action) is not begun and can be
-// tried again later.
-var ErrGatewayDown = temporary.New("gateway unreachable")
-
-// healthTimeout bounds one health check.
-const healthTimeout = 2 * time.Second
-
-// GatewayUp checks that impgw answers GET /v1/health at listen (org.toml's
-// gateway.listen). It is the one check the supervisor and the executors
-// make before they commit to work that goes through the gateway; the
-// error wraps ErrGatewayDown.
-func GatewayUp(listen string) error {
-	c := http.Client{Timeout: healthTimeout}
-	resp, err := c.Get("http://" + listen + "/v1/health")
-	if err != nil {
-		return fmt.Errorf("%w: impgw at %s does not answer (is impgw serve running?): %w", ErrGatewayDown, listen, err)
-	}
-	resp.Body.Close()
-	return nil
-}

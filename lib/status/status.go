@@ -20,6 +20,7 @@ import (
 	"github.com/impyard/impyard/lib/cli"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/health"
 	"github.com/impyard/impyard/lib/ledger"
 	"github.com/impyard/impyard/lib/mcpserv"
 	"github.com/impyard/impyard/lib/notify"
@@ -149,7 +150,7 @@ type Options struct {
 	Now time.Time
 	// Failures is how many of the most recent failures to show.
 	Failures int
-	// GatewayUp checks impgw at its address; run.GatewayUp when nil.
+	// GatewayUp checks impgw at its address; health.GatewayUp when nil.
 	GatewayUp func(listen string) error
 }
 
@@ -207,7 +208,7 @@ func Gather(y *yard.Yard, o Options) (*Status, error) {
 		o.Failures = DefaultFailures
 	}
 	if o.GatewayUp == nil {
-		o.GatewayUp = run.GatewayUp
+		o.GatewayUp = health.GatewayUp
 	}
 	org, orgErr := config.LoadOrg(y)
 	unsafeOrg := errors.Is(orgErr, config.ErrUnsafe)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/impyard/impyard/lib/box"
 	"github.com/impyard/impyard/lib/config"
+	"github.com/impyard/impyard/lib/health"
 	"github.com/impyard/impyard/lib/home"
 	"github.com/impyard/impyard/lib/id"
 	"github.com/impyard/impyard/lib/memory"
@@ -66,7 +67,7 @@ func (s *Supervisor) start(ctx context.Context, org *config.Org, cfg *config.Imp
 			return false, nil
 		}
 	}
-	if err := run.GatewayUp(org.Gateway.Listen); err != nil {
+	if err := health.GatewayUp(org.Gateway.Listen); err != nil {
 		return false, err
 	}
 	caPath := home.Dir(s.Home).CACert()

@@ -1,7 +1,7 @@
 package supervisor
 
 import (
-	"github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/health"
 	"github.com/impyard/impyard/lib/temporary"
 )
 
@@ -13,5 +13,5 @@ var (
 	ErrRunning = temporary.New("another impsup is running")
 	// ErrGatewayDown means impgw does not answer, so no box is started:
 	// the task stays waiting.
-	ErrGatewayDown = run.ErrGatewayDown
+	ErrGatewayDown = health.ErrGatewayDown
 )

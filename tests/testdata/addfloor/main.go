@@ -3,6 +3,10 @@
 // a task-sized file into DIR through DIR/.tmp (create, write, fsync,
 // rename, fsync DIR) and appends a line to DIR/journal.jsonl and
 // DIR/audit.jsonl: no locks, no checks, no encoding, no configuration.
+//
+// With -power-cut first, it also keeps what impq add keeps for a power
+// cut: a 32-byte marker written over in place and synced before the file,
+// each appended line synced, the marker cleared after them.
 package main
 
 import (
@@ -14,8 +18,21 @@ import (
 
 func main() {
 	dir := os.Args[1]
+	powerCut := dir == "-power-cut"
+	if powerCut {
+		dir = os.Args[2]
+	}
 	name := "t-" + strconv.FormatInt(time.Now().UnixNano(), 36) + ".json"
 	tmp := filepath.Join(dir, ".tmp", name)
+	var mark *os.File
+	if powerCut {
+		var err error
+		mark, err = os.OpenFile(filepath.Join(dir, ".recording"), os.O_RDWR|os.O_CREATE, 0o600)
+		check(err)
+		_, err = mark.WriteAt([]byte(name[:min(len(name), 32)]), 0)
+		check(err)
+		check(mark.Sync())
+	}
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
 	check(err)
 	_, err = f.Write(make([]byte, 420))
@@ -32,7 +49,15 @@ func main() {
 		check(err)
 		_, err = f.Write(make([]byte, 200))
 		check(err)
+		if powerCut {
+			check(f.Sync())
+		}
 		check(f.Close())
+	}
+	if powerCut {
+		_, err = mark.WriteAt(make([]byte, 32), 0)
+		check(err)
+		check(mark.Close())
 	}
 	os.Stdout.WriteString(name + "\n")
 }
