@@ -46,8 +46,8 @@ type Spec struct {
 	// Stdout and Stderr, when set, receive the box's output through pipes
 	// of this process's instead of Log: a box whose output is a protocol
 	// (a stdio MCP server's) is read as it comes. Their copies end when
-	// the shim closes its end, at the box's exit; if this process dies
-	// first, the box's writes fail.
+	// the shim closes its end, at the box's exit, and close a writer that
+	// is an io.Closer; if this process dies first, the box's writes fail.
 	Stdout, Stderr io.Writer
 	User           string // numeric "uid:gid", DefaultUser if empty
 
@@ -444,6 +444,9 @@ func (s *stdio) feed() {
 		go func() {
 			io.Copy(o.dst, o.r)
 			o.r.Close()
+			if c, ok := o.dst.(io.Closer); ok {
+				c.Close()
+			}
 		}()
 	}
 	if s.w != nil {
