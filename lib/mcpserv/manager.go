@@ -412,7 +412,7 @@ func ReadStatus(y *yard.Yard) (*Status, error) {
 	return &st, nil
 }
 
-// Close stops every server process.
+// Close stops every server process, deleting the boxes of boxed ones.
 func (m *Manager) Close() {
 	m.mu.Lock()
 	ins := make([]*instance, 0, len(m.inst))
@@ -438,6 +438,9 @@ func (m *Manager) Close() {
 		}
 	}
 	wg.Wait()
+	if m.Boxes != nil {
+		m.Boxes.Close()
+	}
 	m.writes.Wait()
 	m.writeStatus()
 }

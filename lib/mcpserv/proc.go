@@ -259,7 +259,8 @@ func (p *proc) read(r io.Reader) error {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		p.stop(0)
+		p.stdin.Close()
+		p.kill(0)
 		return err
 	}
 	return nil
@@ -359,11 +360,21 @@ func (p *proc) alive() bool {
 }
 
 // stop ends the process: stdin closed (a stdio server's cue to exit),
-// then SIGTERM to its group (or its box), then after grace SIGKILL.
+// then SIGTERM to its group (or its box), then after grace SIGKILL; it
+// returns once the process and its box are gone.
 func (p *proc) stop(grace time.Duration) {
 	p.stdin.Close()
 	p.kill(grace)
+	// What it held (a box, its namespace) is gone once done is closed.
+	select {
+	case <-p.done:
+	case <-time.After(grace + cleanupTimeout):
+	}
 }
+
+// cleanupTimeout bounds the wait, once a server's process is killed, for
+// what it held to be removed.
+const cleanupTimeout = 30 * time.Second
 
 // Redact replaces every secret value in b, as sent and as JSON escapes
 // it, so that what a server echoes of its credentials reaches no box,
