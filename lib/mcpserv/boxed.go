@@ -36,6 +36,9 @@ const SubjectPrefix = "mcp:"
 // imp's box does.
 const BoxCA = "/etc/impyard/ca.crt"
 
+// rootfsPath is the PATH of a server in a rootfs folder.
+const rootfsPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // serverCeiling is a server box's ceiling: its lifetime is the idle
 // stop's business, not a run's.
 const serverCeiling = 10 * 365 * 24 * time.Hour
@@ -197,6 +200,11 @@ func (b *Boxes) start(ctx context.Context, name, imp string, s *config.MCPServer
 		"HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy, "http_proxy=" + proxy, "https_proxy=" + proxy,
 		"NODE_EXTRA_CA_CERTS=" + BoxCA, "CURL_CA_BUNDLE=" + BoxCA, "REQUESTS_CA_BUNDLE=" + BoxCA, "SSL_CERT_FILE=" + BoxCA,
 		"HOME=/tmp",
+	}
+	if s.Image == "" {
+		// An image brings its PATH; a rootfs folder has none, and a
+		// command named without its path is looked up in it.
+		boxEnv = append(boxEnv, "PATH="+rootfsPath)
 	}
 	args := s.Command
 	var names []string
