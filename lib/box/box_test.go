@@ -1,8 +1,10 @@
 package box
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -453,4 +455,43 @@ func host32BitABI(t *testing.T) bool {
 	}
 	t.Logf("this kernel has no 32-bit syscall ABI (the probe on the host: %v): the box's refusal of it is not tested", err)
 	return false
+}
+
+// A box's stdio can be a protocol: stdin streamed as it is written,
+// stdout and stderr read through pipes of the caller's, no log needed.
+func TestStdioPipes(t *testing.T) {
+	r := runner(t)
+	s := spec(t, RunC, "/bin/sh", "-c", `while read line; do echo "got $line"; echo "err $line" >&2; done`)
+	s.Log = ""
+	in, feed := io.Pipe()
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	s.Stdin, s.Stdout, s.Stderr = in, outW, errW
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := r.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errs := bufio.NewScanner(outR), bufio.NewScanner(errR)
+	for _, msg := range []string{"one", "two"} {
+		// Each answer comes before the next line is written: the pipe
+		// is a conversation, not a batch.
+		if _, err := io.WriteString(feed, msg+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if !out.Scan() || out.Text() != "got "+msg {
+			t.Fatalf("stdout: %q %v", out.Text(), out.Err())
+		}
+		if !errs.Scan() || errs.Text() != "err "+msg {
+			t.Fatalf("stderr: %q %v", errs.Text(), errs.Err())
+		}
+	}
+	feed.Close()
+	if exit, err := b.Wait(ctx); err != nil || exit.Code != 0 {
+		t.Fatalf("exit %+v %v", exit, err)
+	}
+	if err := janitor.Delete(context.Background(), s.ID); err != nil {
+		t.Fatal(err)
+	}
 }

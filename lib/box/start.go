@@ -43,7 +43,13 @@ type Spec struct {
 	Env   []string  // KEY=VALUE, over the image's or PATH's defaults
 	Cwd   string    // working directory; the image's or / if empty
 	Stdin io.Reader // fed to the box's stdin, then closed; none if nil
-	User  string    // numeric "uid:gid", DefaultUser if empty
+	// Stdout and Stderr, when set, receive the box's output through pipes
+	// of this process's instead of Log: a box whose output is a protocol
+	// (a stdio MCP server's) is read as it comes. Their copies end when
+	// the shim closes its end, at the box's exit, and close a writer that
+	// is an io.Closer; if this process dies first, the box's writes fail.
+	Stdout, Stderr io.Writer
+	User           string // numeric "uid:gid", DefaultUser if empty
 
 	Mounts      []Mount
 	MemoryBytes int64 // memory limit, swap included
@@ -52,7 +58,7 @@ type Spec struct {
 	Ceiling time.Duration // run time before SIGTERM
 	Grace   time.Duration // SIGTERM to SIGKILL
 
-	Log   string // absolute path; stdout and stderr are appended to it
+	Log   string // absolute path; stdout and stderr are appended to it, unless both go to writers
 	NetNS string // netns.New path to join; "" gives a private one no one can serve
 
 	// Runtime is one of Runtimes; "" is runc.
@@ -142,7 +148,7 @@ func (r *Runner) Start(ctx context.Context, s Spec) (_ *Box, err error) {
 		}
 	}()
 
-	stdio, err := newStdio(s.Log, s.Stdin)
+	stdio, err := newStdio(s.Log, s.Stdin, s.Stdout, s.Stderr)
 	if err != nil {
 		return nil, fmt.Errorf("box %s: %w", s.ID, err)
 	}
@@ -170,7 +176,14 @@ func (r *Runner) Start(ctx context.Context, s Spec) (_ *Box, err error) {
 		b.cancel()
 		return nil, fmt.Errorf("box %s: start: %w", s.ID, err)
 	}
-	go stdio.feed()
+	go func() {
+		stdio.feed()
+		if s.Stdin != nil {
+			// The shim holds the FIFO open for writing itself until told
+			// otherwise: only then does the box read EOF.
+			t.CloseIO(b.ctx, containerd.WithStdinCloser)
+		}
+	}()
 	return b, nil
 }
 
@@ -197,7 +210,7 @@ func (s *Spec) check() error {
 	if s.Rootfs != "" && len(s.Args) == 0 {
 		return bad("a rootfs folder has no default command: Args is empty")
 	}
-	if !filepath.IsAbs(s.Log) {
+	if (s.Stdout == nil || s.Stderr == nil || s.Log != "") && !filepath.IsAbs(s.Log) {
 		return bad("log %q is not an absolute path", s.Log)
 	}
 	if err := CheckRuntime(s.Runtime); err != nil {
@@ -346,12 +359,19 @@ func withMemory(limit int64) oci.SpecOpts {
 }
 
 // stdio is the box's cio.IO: the shim appends stdout and stderr to the log
-// file itself and reads stdin from a FIFO that this process writes.
+// file itself and reads stdin from a FIFO that this process writes; an
+// output sent to a writer goes through a FIFO this process reads.
 type stdio struct {
-	cfg cio.Config
-	src io.Reader      // what to feed, nil without stdin
-	w   io.WriteCloser // write end of the stdin FIFO
-	dir string         // holds the FIFO until both ends have it open
+	cfg  cio.Config
+	src  io.Reader      // what to feed, nil without stdin
+	w    io.WriteCloser // write end of the stdin FIFO
+	outs []pipe         // read ends of the output FIFOs, with their writers
+	dir  string         // holds the FIFOs until both ends have them open
+}
+
+type pipe struct {
+	r   io.ReadCloser
+	dst io.Writer
 }
 
 // newStdio hands the shim plain paths rather than a file:// URI. For
@@ -361,47 +381,82 @@ type stdio struct {
 // whatever stderr writes after stdout ends, such as a last error before
 // exit, is lost. Two spellings of the path give each stream its own
 // O_APPEND descriptor on the same file.
-func newStdio(log string, src io.Reader) (*stdio, error) {
-	log = filepath.Clean(log)
-	// The shim opens plain paths as they are, without O_CREATE.
-	if err := os.MkdirAll(filepath.Dir(log), 0o755); err != nil {
-		return nil, fmt.Errorf("log: %w", err)
+func newStdio(log string, src io.Reader, stdout, stderr io.Writer) (_ *stdio, err error) {
+	s := &stdio{}
+	if stdout == nil || stderr == nil {
+		log = filepath.Clean(log)
+		// The shim opens plain paths as they are, without O_CREATE.
+		if err := os.MkdirAll(filepath.Dir(log), 0o755); err != nil {
+			return nil, fmt.Errorf("log: %w", err)
+		}
+		f, err := os.OpenFile(log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("log: %w", err)
+		}
+		f.Close()
+		s.cfg = cio.Config{Stdout: log, Stderr: filepath.Dir(log) + "/./" + filepath.Base(log)}
 	}
-	f, err := os.OpenFile(log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("log: %w", err)
-	}
-	f.Close()
-	s := &stdio{cfg: cio.Config{Stdout: log, Stderr: filepath.Dir(log) + "/./" + filepath.Base(log)}}
-	if src == nil {
+	if src == nil && stdout == nil && stderr == nil {
 		return s, nil
 	}
-	dir, err := os.MkdirTemp("", "impyard-stdin-")
-	if err != nil {
-		return nil, fmt.Errorf("stdin: %w", err)
+	if s.dir, err = os.MkdirTemp("", "impyard-stdio-"); err != nil {
+		return nil, fmt.Errorf("stdio: %w", err)
 	}
-	path := filepath.Join(dir, "stdin")
-	// Non-blocking: the open completes when the shim opens the other end.
-	w, err := fifo.OpenFifo(context.Background(), path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_NONBLOCK, 0o600)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("stdin: %w", err)
+	defer func() {
+		if err != nil {
+			s.Close()
+			s.unlink()
+		}
+	}()
+	// Non-blocking: each open completes when the shim opens the other end.
+	for _, o := range []struct {
+		name string
+		dst  io.Writer
+		path *string
+	}{{"stdout", stdout, &s.cfg.Stdout}, {"stderr", stderr, &s.cfg.Stderr}} {
+		if o.dst == nil {
+			continue
+		}
+		p := filepath.Join(s.dir, o.name)
+		r, err := fifo.OpenFifo(context.Background(), p, syscall.O_RDONLY|syscall.O_CREAT|syscall.O_NONBLOCK, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", o.name, err)
+		}
+		s.outs = append(s.outs, pipe{r, o.dst})
+		*o.path = p
 	}
-	s.cfg.Stdin, s.src, s.w, s.dir = path, src, w, dir
+	if src != nil {
+		path := filepath.Join(s.dir, "stdin")
+		w, err := fifo.OpenFifo(context.Background(), path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_NONBLOCK, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("stdin: %w", err)
+		}
+		s.cfg.Stdin, s.src, s.w = path, src, w
+	}
 	return s, nil
 }
 
 // feed copies the source to the box's stdin and closes it, so the box
-// sees EOF.
+// sees EOF, and the box's outputs to their writers until the shim closes
+// them.
 func (s *stdio) feed() {
+	for _, o := range s.outs {
+		go func() {
+			io.Copy(o.dst, o.r)
+			o.r.Close()
+			if c, ok := o.dst.(io.Closer); ok {
+				c.Close()
+			}
+		}()
+	}
 	if s.w != nil {
 		io.Copy(s.w, s.src)
 		s.w.Close()
 	}
 }
 
-// unlink removes the FIFO's name once the shim holds it open (or never
-// will): the open ends keep the pipe.
+// unlink removes the FIFOs' names once the shim holds them open (or never
+// will): the open ends keep the pipes.
 func (s *stdio) unlink() {
 	if s.dir != "" {
 		os.RemoveAll(s.dir)
@@ -412,6 +467,9 @@ func (s *stdio) Config() cio.Config { return s.cfg }
 func (s *stdio) Cancel()            {}
 func (s *stdio) Wait()              {}
 func (s *stdio) Close() error {
+	for _, o := range s.outs {
+		o.r.Close()
+	}
 	if s.w == nil {
 		return nil
 	}

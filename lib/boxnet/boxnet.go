@@ -57,6 +57,36 @@ func (l *boxListener) Accept() (net.Conn, error) {
 	return &boxConn{Conn: c, run: l.run, imp: l.imp}, nil
 }
 
+// serviceConn is a connection on a listener inside the box of a server
+// the trusted side runs (a boxed MCP server): the listener alone names
+// its subject.
+type serviceConn struct {
+	net.Conn
+	subject string
+}
+
+type serviceListener struct {
+	net.Listener
+	subject string
+}
+
+func (l *serviceListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &serviceConn{Conn: c, subject: l.subject}, nil
+}
+
+// Service makes ln, a listener inside the network namespace of a box
+// the trusted side runs for itself (a boxed MCP server, subject
+// mcp:<name>), name subject as every request's on it. No token is asked:
+// only that box can reach the listener, and a box with no token holds
+// none it could lose; whatever credentials it sends are ignored.
+func Service(ln net.Listener, subject string) net.Listener {
+	return &serviceListener{Listener: ln, subject: subject}
+}
+
 // Identity names the run and imp of a connection accepted on a box
 // listener.
 func Identity(c net.Conn) (runID, imp string, ok bool) {
@@ -71,10 +101,14 @@ func Identity(c net.Conn) (runID, imp string, ok bool) {
 // home: it names the subject of a proxied request and the task its token
 // was issued for. On a box listener the credentials must be that run's
 // token; elsewhere any valid token, or none: the anonymous subject "",
-// which rules scoped to a subject never match. It needs no Server, so the
+// which rules scoped to a subject never match. On a Service listener
+// the listener's subject, whatever the credentials. It needs no Server, so the
 // gateway can be built with it before the Server that attaches to it.
 func Authenticate(home string) func(c net.Conn, proxyAuthorization string) (subject, task string, err error) {
 	return func(c net.Conn, proxyAuthorization string) (string, string, error) {
+		if sc, ok := c.(*serviceConn); ok {
+			return sc.subject, "", nil
+		}
 		runID, imp, ok := Identity(c)
 		if !ok && proxyAuthorization == "" {
 			return "", "", nil

@@ -19,7 +19,7 @@ const mcpTimeout = 2 * time.Minute
 
 // callMCP makes an approved MCP tool call (a gate the gateway's door
 // filed): it starts the server of the gate's intent on its own, with its
-// secrets, makes exactly the frozen call, and leaves the result, its
+// secrets (a boxed one in a box with no network), makes exactly the frozen call, and leaves the result, its
 // secrets redacted, in the imp's mailbox, where its next turn reads it.
 func (r *Runner) callMCP(ctx context.Context, g *gate.Gate, org *config.Org, payload []byte) (*Result, error) {
 	var p mcpserv.Payload
@@ -39,7 +39,11 @@ func (r *Runner) callMCP(ctx context.Context, g *gate.Gate, org *config.Org, pay
 	}
 	ctx, cancel := context.WithTimeout(ctx, mcpTimeout)
 	defer cancel()
-	res, sent, err := mcpserv.CallOnce(ctx, r.Home, name, spec, p.Tool, p.Arguments, io.Discard)
+	// A boxed server's box gets no gateway here: an approved call runs
+	// with no network at all.
+	boxes := &mcpserv.Boxes{Address: org.Containerd.Address, Namespace: org.Containerd.Namespace, Home: r.Home, Yard: r.Yard.Root}
+	defer boxes.Close()
+	res, sent, err := mcpserv.CallOnce(ctx, r.Home, name, spec, boxes, p.Tool, p.Arguments, io.Discard)
 	if err != nil {
 		return nil, &outcome{err: fmt.Errorf("gate %s: %w", g.ID, err), sent: sent}
 	}

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/approval"
+	"github.com/impyard/impyard/lib/box"
 	"github.com/impyard/impyard/lib/boxnet"
 	"github.com/impyard/impyard/lib/ca"
 	"github.com/impyard/impyard/lib/cli"
@@ -138,8 +139,19 @@ func New(cfg Config) (*Server, error) {
 	orgs := &config.Keeper{}
 	org := func() (*config.Org, error) { return orgs.Load(y, logf) }
 	api := &control.API{Yard: y, Home: cfg.Home, Signer: cfg.Signer, Policy: gateway.PolicyOf, RunOf: runOf, Org: org}
-	servers := &mcpserv.Manager{Yard: y, Home: cfg.Home, Org: org, Stderr: log, Logf: logf}
-	g, err := gateway.New(gateway.Config{
+	// Boxed MCP servers run in org.toml's containerd as the gateway
+	// starts, each served by the gateway inside its namespace.
+	var g *gateway.Gateway
+	boxes := &mcpserv.Boxes{Home: cfg.Home, Yard: y.Root, Serve: func(ctx context.Context, ln net.Listener, subject string) {
+		if err := g.Attach(ctx, boxnet.Service(ln, subject)); err != nil {
+			logf("error: serving %s: %v", subject, err)
+		}
+	}}
+	if o, err := org(); err == nil {
+		boxes.Address, boxes.Namespace = o.Containerd.Address, o.Containerd.Namespace
+	}
+	servers := &mcpserv.Manager{Yard: y, Home: cfg.Home, Org: org, Stderr: log, Logf: logf, Boxes: boxes}
+	g, err = gateway.New(gateway.Config{
 		PolicyPath:    policy,
 		ReadPolicy:    y.ReadAuthority,
 		UpstreamCA:    cfg.UpstreamCA,
@@ -461,6 +473,9 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, grace time.Durat
 	defer stop()
 	// Stopped last, once no listener can start one again.
 	defer s.mcp.Close()
+	// The boxes of MCP servers a gateway killed before it could stop them
+	// go before any server is boxed again.
+	s.sweep(ctx)
 	if org, err := s.org(); err == nil {
 		go s.mcp.Eager(sctx, org)
 	}
@@ -512,6 +527,19 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, grace time.Durat
 	}
 	wg.Wait()
 	return errors.Join(append(errs, inboundErr)...)
+}
+
+// sweep removes the boxes of MCP servers this yard's gateway left. With
+// containerd down there is nothing it could remove, and no server can
+// be boxed either: that is said when one is asked for.
+func (s *Server) sweep(ctx context.Context) {
+	removed, err := s.mcp.Boxes.Sweep(ctx)
+	for _, id := range removed {
+		fmt.Fprintf(s.log, "impgw: removed the box %s of an MCP server a previous gateway left\n", id)
+	}
+	if err != nil && !errors.Is(err, box.ErrUnreachable) {
+		fmt.Fprintf(s.log, "impgw: error: removing MCP server boxes left before: %v\n", err)
+	}
 }
 
 // answered waits until every listener answers GET /v1/health, as a

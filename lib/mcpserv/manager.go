@@ -16,8 +16,13 @@
 //     gets a JSON-RPC error, never a hang) and is started again after a
 //     backoff that doubles, up to MaxBackoff; one idle for its entry's
 //     idle is stopped.
-//   - Only isolation = "host" runs in this build: a boxed server is
-//     refused with ErrBoxed, never run on the host in its place.
+//   - A boxed server (isolation = "box", the default) runs in a box of
+//     its own with an imp's hardening, whose network reaches only the
+//     gateway, where what it sends is judged as subject mcp:<name>; its
+//     secrets reach it through its stdin pipe, in no file. It is never
+//     run on the host in its place. Its box is deleted, namespace and
+//     all, when it stops; a gateway killed before it could stop them
+//     leaves them to Boxes.Sweep at the next start.
 package mcpserv
 
 import (
@@ -59,6 +64,9 @@ type Manager struct {
 	// Stderr receives the servers' own logs; nil discards them.
 	Stderr io.Writer
 	Logf   func(format string, a ...any)
+	// Boxes runs the boxed servers (isolation = "box"); nil refuses
+	// them with ErrNoBoxes.
+	Boxes *Boxes
 
 	mu      sync.Mutex
 	inst    map[key]*instance
@@ -189,7 +197,7 @@ func (in *instance) get(ctx context.Context) (*proc, error) {
 		if stderr == nil {
 			stderr = io.Discard
 		}
-		p, err := launch(ctx, in.m.Home, in.k.name, spec, protocol, stderr)
+		p, err := launch(ctx, in.m.Home, in.k.name, in.k.imp, spec, in.m.Boxes, protocol, stderr)
 
 		in.mu.Lock()
 		in.starting = nil
@@ -201,7 +209,7 @@ func (in *instance) get(ctx context.Context) (*proc, error) {
 			return nil, err
 		}
 		in.p = p
-		in.set(StateRunning, p.cmd.Process.Pid, "")
+		in.set(StateRunning, p.pid, "")
 		in.armIdle()
 		in.mu.Unlock()
 		go in.watch(p)
@@ -404,7 +412,7 @@ func ReadStatus(y *yard.Yard) (*Status, error) {
 	return &st, nil
 }
 
-// Close stops every server process.
+// Close stops every server process, deleting the boxes of boxed ones.
 func (m *Manager) Close() {
 	m.mu.Lock()
 	ins := make([]*instance, 0, len(m.inst))
@@ -430,6 +438,9 @@ func (m *Manager) Close() {
 		}
 	}
 	wg.Wait()
+	if m.Boxes != nil {
+		m.Boxes.Close()
+	}
 	m.writes.Wait()
 	m.writeStatus()
 }

@@ -10,11 +10,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/lib/box"
 	"github.com/impyard/impyard/lib/config"
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/pause"
@@ -516,14 +518,55 @@ func TestSecretRefused(t *testing.T) {
 	}
 }
 
-func TestBoxedRefused(t *testing.T) {
-	s := &config.MCPServer{Command: []string{"x"}, Isolation: config.IsolationBox, Image: "i"}
-	_, err := launch(context.Background(), t.TempDir(), "b", s, "", nil)
-	if !errors.Is(err, ErrBoxed) {
-		t.Fatalf("launch of a boxed server: %v", err)
+// A boxed server with no containerd to run it is refused, never run on
+// the host in its place.
+func TestBoxedWithoutContainerd(t *testing.T) {
+	seen := filepath.Join(t.TempDir(), "ran")
+	s := &config.MCPServer{Command: []string{"touch", seen}, Isolation: config.IsolationBox, Image: "i"}
+	if _, err := launch(context.Background(), t.TempDir(), "b", "yuko", s, nil, "", nil); !errors.Is(err, ErrNoBoxes) {
+		t.Fatalf("launch with no boxes: %v", err)
 	}
-	if err := Check(t.TempDir(), "b", s); !errors.Is(err, ErrBoxed) {
-		t.Fatalf("Check: %v", err)
+	boxes := &Boxes{Address: filepath.Join(t.TempDir(), "containerd.sock"), Home: t.TempDir()}
+	if _, err := launch(context.Background(), t.TempDir(), "b", "yuko", s, boxes, "", nil); !errors.Is(err, box.ErrUnreachable) {
+		t.Fatalf("launch with containerd down: %v", err)
+	}
+	if _, err := os.Stat(seen); err == nil {
+		t.Fatal("the boxed server ran on the host")
+	}
+}
+
+// A boxed server's secret is one line of its stdin: one holding a line
+// break is refused by name, its content never shown.
+func TestBoxedSecretOneLine(t *testing.T) {
+	h := t.TempDir()
+	os.MkdirAll(filepath.Join(h, "secrets"), 0o700)
+	os.WriteFile(filepath.Join(h, "secrets", "k"), []byte("first-line-abc\nsecond-line\n"), 0o600)
+	s := &config.MCPServer{Command: []string{"x"}, Isolation: config.IsolationBox, Image: "i", Env: map[string]string{"KEY": "k"}}
+	_, _, err := Secrets(h, "b", s)
+	if !errors.Is(err, ErrSecret) || !strings.Contains(err.Error(), "env KEY") || strings.Contains(err.Error(), "abc") {
+		t.Fatalf("Secrets: %v", err)
+	}
+	s.Isolation = config.IsolationHost
+	if env, _, err := Secrets(h, "b", s); err != nil || len(env) != 1 {
+		t.Fatalf("a host server takes it whole: %v %v", env, err)
+	}
+}
+
+// The preamble takes one line of stdin per secret into the environment,
+// then runs the command on the rest of stdin, untouched.
+func TestPreamble(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", preamble([]string{"A_TOKEN", "B"}), "mcp-t", "/bin/sh", "-c", `printf "%s|%s|%s\\n" "$A_TOKEN" "$B" "$(cat)"`)
+	cmd.Stdin = strings.NewReader("sec ret $HOME\\n\nb-value\n{\"jsonrpc\":\"2.0\"}\n")
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	out, err := cmd.Output()
+	if want := `sec ret $HOME\n|b-value|{"jsonrpc":"2.0"}` + "\n"; err != nil || string(out) != want {
+		t.Fatalf("got %q %v, want %q", out, err, want)
+	}
+	// Stdin ending before the secrets do: the server does not start.
+	cmd = exec.Command("/bin/sh", "-c", preamble([]string{"A_TOKEN"}), "mcp-t", "/bin/echo", "started")
+	cmd.Stdin = strings.NewReader("")
+	if out, err := cmd.Output(); len(out) != 0 || err == nil {
+		t.Fatalf("with no secret on stdin: %q %v", out, err)
 	}
 }
 

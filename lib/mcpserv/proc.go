@@ -29,8 +29,6 @@ const MaxMessage = 16 << 20
 var (
 	// ErrExited: the server's process ended before it answered.
 	ErrExited = errors.New("MCP server exited")
-	// ErrBoxed: this build runs no boxed server (isolation = "box").
-	ErrBoxed = errors.New(`boxed MCP servers are not available in this build: set isolation = "host" to run it on the host, trusting it fully`)
 	// ErrSecret: a secret named in env cannot be read.
 	ErrSecret = errors.New("MCP server secret unusable")
 )
@@ -50,7 +48,8 @@ const DefaultProtocol = "2025-06-18"
 // proc is one running server: newline-delimited JSON-RPC on its stdio.
 type proc struct {
 	name    string
-	cmd     *exec.Cmd
+	pid     int // the process's, or the box's first, as the host sees it
+	kill    func(grace time.Duration)
 	stdin   io.WriteCloser
 	secrets []string // values to keep out of everything a server says
 	started time.Time
@@ -80,6 +79,10 @@ func Secrets(homeDir, name string, s *config.MCPServer) (env, values []string, e
 		if len(val) < MinSecret || strings.ContainsRune(val, 0) {
 			return nil, nil, fmt.Errorf("[mcp.%s] env %s: %w: %s is shorter than %d bytes or holds a NUL", name, v, ErrSecret, p, MinSecret)
 		}
+		if s.Isolation != config.IsolationHost && strings.ContainsAny(val, "\r\n") {
+			// A boxed server takes each secret as one line of its stdin.
+			return nil, nil, fmt.Errorf("[mcp.%s] env %s: %w: %s holds a line break, which a boxed server's secret may not", name, v, ErrSecret, p)
+		}
 		env = append(env, v+"="+val)
 		values = append(values, val)
 	}
@@ -98,40 +101,42 @@ func baseEnv() []string {
 	return env
 }
 
-// launch starts s's process and takes it through initialize, asking for
-// protocol. stderr receives what the server logs.
-func launch(ctx context.Context, homeDir, name string, s *config.MCPServer, protocol string, stderr io.Writer) (*proc, error) {
-	if s.Isolation != config.IsolationHost {
-		return nil, fmt.Errorf("[mcp.%s]: %w", name, ErrBoxed)
-	}
+// running is a server's process as launch gets it from its starter.
+type running struct {
+	stdin  io.WriteCloser
+	stdout io.Reader
+	pid    int
+	// wait returns once the process has ended and what it held is gone,
+	// with why it ended (nil for a clean exit).
+	wait func() error
+	// kill stops it: SIGTERM, then after grace SIGKILL.
+	kill func(grace time.Duration)
+}
+
+// launch starts s's process (on the host, or in a box of boxes for
+// imp, "" for a shared server) and takes it through initialize, asking
+// for protocol. stderr receives what the server logs.
+func launch(ctx context.Context, homeDir, name, imp string, s *config.MCPServer, boxes *Boxes, protocol string, stderr io.Writer) (*proc, error) {
 	env, secrets, err := Secrets(homeDir, name, s)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(s.Command[0], s.Command[1:]...)
-	cmd.Env = append(baseEnv(), env...)
-	// Its own process group, so that stopping it stops what it spawned
-	// (npx runs the server as a child).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
+	var r *running
+	if s.Isolation == config.IsolationHost {
+		r, err = startHost(name, s, env, stderr)
+	} else {
+		r, err = boxes.start(ctx, name, imp, s, env, stderr)
+	}
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("[mcp.%s]: starting %s: %w", name, s.Command[0], err)
-	}
-	p := &proc{name: name, cmd: cmd, stdin: stdin, secrets: secrets, started: time.Now(),
+	p := &proc{name: name, pid: r.pid, kill: r.kill, stdin: r.stdin, secrets: secrets, started: time.Now(),
 		waiting: map[string]chan json.RawMessage{}, done: make(chan struct{})}
 	readDone := make(chan error, 1)
-	go func() { readDone <- p.read(stdout) }()
+	go func() { readDone <- p.read(r.stdout) }()
 	go func() {
 		rerr := <-readDone
-		werr := cmd.Wait()
+		werr := r.wait()
 		p.mu.Lock()
 		switch {
 		case werr != nil:
@@ -179,6 +184,43 @@ func launch(ctx context.Context, homeDir, name string, s *config.MCPServer, prot
 	return p, nil
 }
 
+// startHost starts s's command on the host, trusting it fully.
+func startHost(name string, s *config.MCPServer, env []string, stderr io.Writer) (*running, error) {
+	cmd := exec.Command(s.Command[0], s.Command[1:]...)
+	cmd.Env = append(baseEnv(), env...)
+	// Its own process group, so that stopping it stops what it spawned
+	// (npx runs the server as a child).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("[mcp.%s]: starting %s: %w", name, s.Command[0], err)
+	}
+	exited := make(chan struct{})
+	pg := -cmd.Process.Pid
+	return &running{stdin: stdin, stdout: stdout, pid: cmd.Process.Pid,
+		wait: func() error {
+			err := cmd.Wait()
+			close(exited)
+			return err
+		},
+		kill: func(grace time.Duration) {
+			syscall.Kill(pg, syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(grace):
+			}
+			syscall.Kill(pg, syscall.SIGKILL)
+		}}, nil
+}
+
 // read delivers each response to its caller until stdout ends. A
 // server's own requests get an answer here: ping is answered, anything
 // else (sampling, roots, elicitation) has no client behind the door.
@@ -217,7 +259,8 @@ func (p *proc) read(r io.Reader) error {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		p.stop(0)
+		p.stdin.Close()
+		p.kill(0)
 		return err
 	}
 	return nil
@@ -317,17 +360,21 @@ func (p *proc) alive() bool {
 }
 
 // stop ends the process: stdin closed (a stdio server's cue to exit),
-// then SIGTERM to its group, then after grace SIGKILL.
+// then SIGTERM to its group (or its box), then after grace SIGKILL; it
+// returns once the process and its box are gone.
 func (p *proc) stop(grace time.Duration) {
 	p.stdin.Close()
-	pg := -p.cmd.Process.Pid
-	syscall.Kill(pg, syscall.SIGTERM)
+	p.kill(grace)
+	// What it held (a box, its namespace) is gone once done is closed.
 	select {
 	case <-p.done:
-	case <-time.After(grace):
+	case <-time.After(grace + cleanupTimeout):
 	}
-	syscall.Kill(pg, syscall.SIGKILL)
 }
+
+// cleanupTimeout bounds the wait, once a server's process is killed, for
+// what it held to be removed.
+const cleanupTimeout = 30 * time.Second
 
 // Redact replaces every secret value in b, as sent and as JSON escapes
 // it, so that what a server echoes of its credentials reaches no box,
@@ -345,11 +392,12 @@ func Redact(b []byte, secrets []string) []byte {
 
 // CallOnce starts name's server on its own, calls tool with arguments
 // and stops it: how impexec makes an approved call, with no process of
-// the gateway's involved. The result is the JSON-RPC result (or error)
+// the gateway's involved (a boxed server is boxed by boxes, whose nil
+// Serve leaves it no network). The result is the JSON-RPC result (or error)
 // object, with every secret of the server redacted. sent reports
 // whether the call reached the server, so may have taken effect.
-func CallOnce(ctx context.Context, homeDir, name string, s *config.MCPServer, tool string, arguments json.RawMessage, stderr io.Writer) (result json.RawMessage, sent bool, err error) {
-	p, err := launch(ctx, homeDir, name, s, "", stderr)
+func CallOnce(ctx context.Context, homeDir, name string, s *config.MCPServer, boxes *Boxes, tool string, arguments json.RawMessage, stderr io.Writer) (result json.RawMessage, sent bool, err error) {
+	p, err := launch(ctx, homeDir, name, "", s, boxes, "", stderr)
 	if err != nil {
 		return nil, false, err
 	}
@@ -379,14 +427,15 @@ func CallOnce(ctx context.Context, homeDir, name string, s *config.MCPServer, to
 	return Redact(r.Result, p.secrets), true, nil
 }
 
-// Check says whether name's server can start here: its isolation runs
-// in this build, its program is found, its secrets are readable. It
-// starts nothing.
+// Check says whether name's server can start here: its program is found
+// (on the host), its rootfs is no part of IMPYARD_HOME and its runtime is
+// installed (in a box), its secrets are readable. It starts nothing.
 func Check(homeDir, name string, s *config.MCPServer) error {
 	if s.Isolation != config.IsolationHost {
-		return fmt.Errorf("[mcp.%s]: %w", name, ErrBoxed)
-	}
-	if _, err := exec.LookPath(s.Command[0]); err != nil {
+		if err := checkBoxed(homeDir, name, s); err != nil {
+			return err
+		}
+	} else if _, err := exec.LookPath(s.Command[0]); err != nil {
 		return fmt.Errorf("[mcp.%s] command: %w", name, err)
 	}
 	_, _, err := Secrets(homeDir, name, s)

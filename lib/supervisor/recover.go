@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/impyard/impyard/lib/box"
+	"github.com/impyard/impyard/lib/mcpserv"
 	"github.com/impyard/impyard/lib/netns"
 	"github.com/impyard/impyard/lib/queue"
 	"github.com/impyard/impyard/lib/run"
@@ -68,8 +69,9 @@ func (s *Supervisor) Recover(ctx context.Context) error {
 		s.logf("task %s: adopted box %s", t.ID, runID)
 		s.watch(&liveRun{runID: runID, task: t.ID, imp: t.Imp, box: b}, r)
 	}
+	// A boxed MCP server's box is the gateway's, which removes it.
 	for _, in := range infos {
-		if !owned[in.ID] {
+		if !owned[in.ID] && !mcpserv.IsServerBox(in.Labels) {
 			s.logf("removing leftover container %s", in.ID)
 			if err := s.Runner.Delete(ctx, in.ID); err != nil {
 				s.logf("container %s: %v", in.ID, err)
