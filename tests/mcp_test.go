@@ -430,7 +430,8 @@ level = "auto"
 }
 
 // mcpRootfs is a box rootfs with node and the MCP peers in /opt/mcp,
-// made once per test binary beside the box harness's own.
+// made once per test binary beside the box harness's own: imps run the
+// SDK client in it, and boxed servers run server-everything.
 var mcpRootfs struct {
 	once sync.Once
 	dir  string
@@ -438,8 +439,10 @@ var mcpRootfs struct {
 }
 
 // needMCPRootfs makes it: scripts/mkrootfs's busybox, the host's node
-// with the libraries it is linked against, testdata/mcp's packages and
-// box.mjs, the SDK client's script.
+// with the libraries it is linked against (on the PATH a boxed server's
+// command is looked up in, /usr/local/bin), testdata/mcp's packages,
+// box.mjs, the SDK client's script, and proxy.mjs, the preload that
+// sends a server's fetches through the gateway.
 func needMCPRootfs(t *testing.T) string {
 	t.Helper()
 	boxes.Need(t)
@@ -458,12 +461,15 @@ done
 rm -rf "$dir/opt/mcp"
 mkdir -p "$dir/opt/mcp"
 cp -a "$peers/node_modules" "$dir/opt/mcp/"
-cp tests/testdata/mcp/box.mjs "$dir/opt/mcp/box.mjs"`
+cp tests/testdata/mcp/box.mjs "$dir/opt/mcp/box.mjs"
+mkdir -p "$dir/etc/impyard"`
 		cmd := exec.Command("bash", "-c", script, "mkrootfs", mcpRootfs.dir, peers)
 		cmd.Dir = ".."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			mcpRootfs.err = fmt.Errorf("making the MCP rootfs: %v\n%s", err, out)
+			return
 		}
+		mcpRootfs.err = os.WriteFile(filepath.Join(mcpRootfs.dir, "opt", "mcp", "proxy.mjs"), []byte(mcpProxy), 0o644)
 	})
 	if mcpRootfs.err != nil {
 		t.Fatal(mcpRootfs.err)

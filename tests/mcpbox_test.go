@@ -29,45 +29,6 @@ const agent = new ProxyAgent({ uri: process.env.HTTPS_PROXY, requestTls: { ca: r
 globalThis.fetch = (url, init) => ufetch(url, { ...init, dispatcher: agent });
 `
 
-var mcpRootfsOnce struct {
-	sync.Once
-	dir string
-	err error
-}
-
-// mcpRootfs is a box rootfs with the host's node, the pinned npm peers
-// (server-everything, undici) under /srv/mcp and the proxy preload: the
-// busybox rootfs of scripts/mkrootfs and node's shared libraries, made
-// once per test binary.
-func mcpRootfs(t *testing.T, peers string) string {
-	t.Helper()
-	o := &mcpRootfsOnce
-	o.Do(func() {
-		o.dir = filepath.Join(boxes.Dir, "mcp-rootfs")
-		node, err := exec.LookPath("node")
-		if err != nil {
-			o.err = err
-			return
-		}
-		script := fmt.Sprintf(`set -e
-../scripts/mkrootfs %[1]s >/dev/null
-install -D -m 0755 %[2]s %[1]s/usr/bin/node
-for lib in $(ldd %[2]s | grep -o '/[^ ]*'); do mkdir -p %[1]s$(dirname $lib); cp -L $lib %[1]s$lib; done
-mkdir -p %[1]s/srv/mcp %[1]s/etc/impyard
-cp -a %[3]s/node_modules %[1]s/srv/mcp/
-`, o.dir, node, peers)
-		if out, err := exec.Command("bash", "-c", script).CombinedOutput(); err != nil {
-			o.err = fmt.Errorf("mcp rootfs: %v\n%s", err, out)
-			return
-		}
-		o.err = os.WriteFile(filepath.Join(o.dir, "srv", "mcp", "proxy.mjs"), []byte(mcpProxy), 0o644)
-	})
-	if o.err != nil {
-		t.Fatal(o.err)
-	}
-	return o.dir
-}
-
 // boxedOrg adds the boxed server every, with its secret, to b's
 // org.toml, and a policy: the door's rules for yuko, and the server's own
 // fetches from the mail API's /allowed/ as subject mcp:every.
@@ -77,7 +38,7 @@ func boxedOrg(t *testing.T, b *boxYard, rootfs string) {
 	org, _ := os.ReadFile(b.y.Path("org.toml"))
 	org = fmt.Appendf(org, `
 [mcp.every]
-command = ["node", "--import", "/srv/mcp/proxy.mjs", "/srv/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js", "stdio"]
+command = ["node", "--import", "/opt/mcp/proxy.mjs", "/opt/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js", "stdio"]
 rootfs = %q
 imps = ["yuko"]
 env = { EVERY_TOKEN = "every-token" }
@@ -200,7 +161,7 @@ func TestMCPServerBoxed(t *testing.T) {
 	peers := mcpPeers(t)
 	b := newBoxYard(t)
 	t.Cleanup(func() { removeBoxes(b.ns) })
-	rootfs := mcpRootfs(t, peers)
+	rootfs := needMCPRootfs(t)
 	boxedOrg(t, b, rootfs)
 	gw := startBoxedGateway(t, b)
 	spineListen := b.listen
