@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,6 +41,29 @@ func TestEnsureCreatesOnce(t *testing.T) {
 	kr, err := LoadKeyring(home)
 	if err != nil || len(kr.Keys) != 1 || kr.Keys[0].Name != Owner || kr.Keys[0].Fingerprint != k.Fingerprint() {
 		t.Fatalf("keyring %+v %v", kr, err)
+	}
+}
+
+// A key whose public half was lost (a process died between writing the
+// two) gets it back from the next Ensure, the same key and no notice of
+// a new one, so its approvals verify again.
+func TestEnsureRestoresThePublicHalf(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	k, err := Ensure(home, Owner, io.Discard, "impgate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(PubPath(home, Owner)); err != nil {
+		t.Fatal(err)
+	}
+	var notice bytes.Buffer
+	again, err := Ensure(home, Owner, &notice, "impgate")
+	if err != nil || again.Fingerprint() != k.Fingerprint() || notice.Len() != 0 {
+		t.Fatalf("Ensure without the public half: %v %v %q", again, err, notice.String())
+	}
+	kr, err := LoadKeyring(home)
+	if err != nil || len(kr.Keys) != 1 || kr.Keys[0].Fingerprint != k.Fingerprint() {
+		t.Fatalf("keyring after Ensure: %+v %v, want the key's public half", kr, err)
 	}
 }
 
