@@ -59,3 +59,13 @@ func TestImps(t *testing.T) {
 		t.Errorf("Imps = %v, %v; want kai and yuko", imps, err)
 	}
 }
+
+// A call refused for the tokens it would reserve says how many, its
+// input and its output together.
+func TestPassesNamesTheReservation(t *testing.T) {
+	b := config.Budget{TokensDaily: 1000}
+	why := Passes(b, Totals{InputTokens: 500, OutputTokens: 100}, Entry{InputTokens: 300, OutputTokens: 200})
+	if want := "used 600 of its daily 1000 model tokens on proactive work, and this call reserves 500 more"; why != want {
+		t.Errorf("Passes = %q, want %q", why, want)
+	}
+}
