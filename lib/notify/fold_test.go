@@ -51,3 +51,11 @@ func TestTitles(t *testing.T) {
 		}
 	}
 }
+
+// A summary cut where no byte before the cut starts a rune (bytes that
+// are not UTF-8) is cut to nothing but the mark, not past its start.
+func TestCutWithoutARuneStart(t *testing.T) {
+	if got := cut("\x80\x80\x80abc", 2); got != "…" {
+		t.Errorf("cut = %q, want the mark alone", got)
+	}
+}
