@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/impyard/impyard/lib/store"
 )
 
 func TestEnsureCreatesOnce(t *testing.T) {
@@ -40,6 +43,58 @@ func TestEnsureCreatesOnce(t *testing.T) {
 	kr, err := LoadKeyring(home)
 	if err != nil || len(kr.Keys) != 1 || kr.Keys[0].Name != Owner || kr.Keys[0].Fingerprint != k.Fingerprint() {
 		t.Fatalf("keyring %+v %v", kr, err)
+	}
+}
+
+// A key whose public half was lost (a process died between writing the
+// two) gets it back from the next Ensure, the same key and no notice of
+// a new one, so its approvals verify again.
+func TestEnsureRestoresThePublicHalf(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	k, err := Ensure(home, Owner, io.Discard, "impgate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(PubPath(home, Owner)); err != nil {
+		t.Fatal(err)
+	}
+	var notice bytes.Buffer
+	again, err := Ensure(home, Owner, &notice, "impgate")
+	if err != nil || again.Fingerprint() != k.Fingerprint() || notice.Len() != 0 {
+		t.Fatalf("Ensure without the public half: %v %v %q", again, err, notice.String())
+	}
+	kr, err := LoadKeyring(home)
+	if err != nil || len(kr.Keys) != 1 || kr.Keys[0].Fingerprint != k.Fingerprint() {
+		t.Fatalf("keyring after Ensure: %+v %v, want the key's public half", kr, err)
+	}
+}
+
+// Ensure of a key that is there, whole or refused, does not take the
+// keys' lock: a program loading its key does not wait on another that
+// is creating one.
+func TestEnsureOfAKeyThereTakesNoLock(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	k, err := Ensure(home, Owner, io.Discard, "impgate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := store.Lock(filepath.Join(Dir(home), ".lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	was := store.LockTimeout
+	store.LockTimeout = time.Nanosecond
+	t.Cleanup(func() { store.LockTimeout = was })
+
+	if again, err := Ensure(home, Owner, io.Discard, "impgate"); err != nil || again.Fingerprint() != k.Fingerprint() {
+		t.Errorf("Ensure while another holds the keys' lock: %v, %v", again, err)
+	}
+	if err := os.Chmod(KeyPath(home, Owner), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Ensure(home, Owner, io.Discard, "impgate"); err == nil || !strings.Contains(err.Error(), "lets others read the signing key") {
+		t.Errorf("Ensure of a key others can read, the lock held: %v, want the key refused", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package approval_test
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +144,26 @@ func TestPasskeyFiles(t *testing.T) {
 	}
 	if kr, err := LoadKeyring(home); err != nil || len(kr.Keys) != 1 {
 		t.Errorf("keyring after revoking: %+v %v", kr, err)
+	}
+}
+
+// A passkey that could not be removed is not reported as revoked.
+func TestRemovePasskeyThatCannotBeRemoved(t *testing.T) {
+	home := t.TempDir()
+	if _, err := Create(home, Owner); err != nil {
+		t.Fatal(err)
+	}
+	// A directory in the passkey's place, not empty: os.Remove fails
+	// with ENOTEMPTY, not ENOENT.
+	if err := os.MkdirAll(filepath.Join(PasskeyPath(home, "phone"), "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err := RemovePasskey(home, "phone")
+	if err == nil || errors.Is(err, ErrNoPasskey) {
+		t.Errorf("removing a passkey that cannot be removed: %v, want its error", err)
+	}
+	if _, err := os.Stat(PasskeyPath(home, "phone")); err != nil {
+		t.Errorf("after a failed removal: %v", err)
 	}
 }
 
