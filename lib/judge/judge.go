@@ -36,7 +36,6 @@ package judge
 
 import (
 	"fmt"
-	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -78,15 +77,15 @@ func (v Verdict) String() string {
 // Request is what the gateway saw. The judge checks the fields it relies
 // on and denies a request that breaks their contract.
 type Request struct {
-	Subject  string      // "" unknown, an imp name, or "org"
-	Protocol string      // "http" | "https"
-	Method   string      // as sent
-	Host     string      // canonical, from CanonicalHost
-	Port     int         // 1..65535
-	Path     string      // as sent, not unescaped; rules see its NormalPath
-	Query    string      // raw query, as sent; query rules see it decoded (see query.go)
-	Header   http.Header // as received, hop-by-hop headers included
-	BodySize int64       // bytes, after any Content-Encoding is undone
+	Subject  string              // "" unknown, an imp name, or "org"
+	Protocol string              // "http" | "https"
+	Method   string              // as sent
+	Host     string              // canonical, from CanonicalHost
+	Port     int                 // 1..65535
+	Path     string              // as sent, not unescaped; rules see its NormalPath
+	Query    string              // raw query, as sent; query rules see it decoded (see query.go)
+	Header   map[string][]string // as received, hop-by-hop headers included
+	BodySize int64               // bytes, after any Content-Encoding is undone
 
 	MCP      *mcp.Lifted // nil: not JSON-RPC
 	MCPError string      // non-empty: mcp.Lift refused the body, and the judge denies with this reason

@@ -121,16 +121,16 @@ func TestMatchFields(t *testing.T) {
 		{"double-encoded traversal", `{"pathPrefix":"/v1/"}`, func(r *Request) { r.Path = "/v1/%252e%252e/admin" }, false},
 		{"traversal behind a parameter", `{"pathPrefix":"/v1/"}`, func(r *Request) { r.Path = "/v1/..;/admin" }, false},
 
-		{"header", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) { r.Header.Set("X-Api", "xxabcxx") }, true},
+		{"header", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) { http.Header(r.Header).Set("X-Api", "xxabcxx") }, true},
 		{"header missing", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) {}, false},
-		{"header lacks the substring", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) { r.Header.Set("X-Api", "ab") }, false},
-		{"header substring is case-sensitive", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) { r.Header.Set("X-Api", "ABC") }, false},
-		{"header presence", `{"headerContains":{"X-API":""}}`, func(r *Request) { r.Header.Set("X-Api", "") }, true},
+		{"header lacks the substring", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) { http.Header(r.Header).Set("X-Api", "ab") }, false},
+		{"header substring is case-sensitive", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) { http.Header(r.Header).Set("X-Api", "ABC") }, false},
+		{"header presence", `{"headerContains":{"X-API":""}}`, func(r *Request) { http.Header(r.Header).Set("X-Api", "") }, true},
 		{"header under a non-canonical key", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) { r.Header["x-api"] = []string{"abc"} }, true},
 		{"header key folded at A and Z", `{"headerContains":{"x-az":""}}`, func(r *Request) { r.Header["X-AZ"] = []string{""} }, true},
 		{"header key @ is not folded", `{"headerContains":{"x-` + "`" + `":""}}`, func(r *Request) { r.Header["X-@"] = []string{""} }, false},
 		{"header any of its values", `{"headerContains":{"x-api":"abc"}}`, func(r *Request) { r.Header["X-Api"] = []string{"no", "abc"} }, true},
-		{"headers all must hold", `{"headerContains":{"x-a":"","x-b":""}}`, func(r *Request) { r.Header.Set("X-A", "1") }, false},
+		{"headers all must hold", `{"headerContains":{"x-a":"","x-b":""}}`, func(r *Request) { http.Header(r.Header).Set("X-A", "1") }, false},
 
 		{"body size at the limit", `{"maxBodySize":100}`, func(r *Request) { r.BodySize = 100 }, true},
 		{"body size over", `{"maxBodySize":100}`, func(r *Request) { r.BodySize = 101 }, false},
@@ -206,7 +206,7 @@ func TestDecisions(t *testing.T) {
 			Decision{Rule: "b", Reason: `rule "b" denies it`}},
 		{"report: still no open door", parse(t, `{"schema":"impyard.policy/1","mode":"report","rules":[]}`), func(r *Request) { r.Addr = mustAddr("10.1.2.3") },
 			Decision{Reason: `destination 10.1.2.3 is private and report mode does not allow that network`}},
-		{"report: still no upgrade", parse(t, `{"schema":"impyard.policy/1","mode":"report","rules":[]}`), func(r *Request) { r.Header.Set("Upgrade", "websocket") },
+		{"report: still no upgrade", parse(t, `{"schema":"impyard.policy/1","mode":"report","rules":[]}`), func(r *Request) { http.Header(r.Header).Set("Upgrade", "websocket") },
 			Decision{Reason: `request asks for a protocol upgrade and report mode does not allow it`}},
 		{"report: before DNS", parse(t, `{"schema":"impyard.policy/1","mode":"report","rules":[]}`), func(r *Request) { r.Addr = netip.Addr{} },
 			Decision{Verdict: Allow, Reason: "no rule matched", WouldDeny: true, NeedsAddr: true}},
@@ -218,13 +218,19 @@ func TestDecisions(t *testing.T) {
 			Decision{Reason: "no rule matched"}},
 
 		// Upgrades and nested CONNECT.
-		{"websocket upgrade", policy(t, hostRule("a", "allow", "")), func(r *Request) { r.Header.Set("Upgrade", "websocket"); r.Header.Set("Connection", "Upgrade") },
+		{"websocket upgrade", policy(t, hostRule("a", "allow", "")), func(r *Request) {
+			http.Header(r.Header).Set("Upgrade", "websocket")
+			http.Header(r.Header).Set("Connection", "Upgrade")
+		},
 			Decision{Rule: "a", Reason: `request asks for a protocol upgrade and rule "a" does not allow it`}},
 		{"h2c upgrade by Connection alone", policy(t, hostRule("a", "allow", "")), func(r *Request) { r.Header["connection"] = []string{"keep-alive, UPGRADE"} },
 			Decision{Rule: "a", Reason: `request asks for a protocol upgrade and rule "a" does not allow it`}},
 		{"upgrade header under a lower-case key", policy(t, hostRule("a", "allow", "")), func(r *Request) { r.Header["upgrade"] = []string{"h2c"} },
 			Decision{Rule: "a", Reason: `request asks for a protocol upgrade and rule "a" does not allow it`}},
-		{"websocket allowed by name", policy(t, hostRule("ws", "allow", `,"headerContains":{"upgrade":"websocket"}`)), func(r *Request) { r.Header.Set("Upgrade", "websocket"); r.Header.Set("Connection", "Upgrade") },
+		{"websocket allowed by name", policy(t, hostRule("ws", "allow", `,"headerContains":{"upgrade":"websocket"}`)), func(r *Request) {
+			http.Header(r.Header).Set("Upgrade", "websocket")
+			http.Header(r.Header).Set("Connection", "Upgrade")
+		},
 			Decision{Verdict: Allow, Rule: "ws", Reason: `rule "ws" allows it`}},
 		{"nested CONNECT", policy(t, hostRule("a", "allow", "")), func(r *Request) { r.Method = "CONNECT" },
 			Decision{Rule: "a", Reason: `request is a nested CONNECT and rule "a" does not allow it`}},
@@ -434,11 +440,11 @@ func TestPlaceholderSecretEdges(t *testing.T) {
 	// the rule that injects that very name, in that header.
 	p := policy(t, `{"name":"keyed","match":{"protocol":"https","host":"api.example.com"},"verdict":"allow","inject":{"header":"authorization","secret":"a-z.0_9","format":"Bearer %s"}}`)
 	r := base()
-	r.Header.Set("Authorization", "Bearer IMPYARD_PLACEHOLDER_a-z.0_9")
+	http.Header(r.Header).Set("Authorization", "Bearer IMPYARD_PLACEHOLDER_a-z.0_9")
 	r.Placeholders = FindPlaceholders(r.Header, r.Path, nil)
 	checkDecision(t, p.Judge(r), Decision{Verdict: Allow, Rule: "keyed", Reason: `rule "keyed" allows it`,
 		Inject: &Inject{Header: "authorization", Secret: "a-z.0_9", Format: "Bearer %s"}})
-	r.Header.Set("Authorization", "Bearer IMPYARD_PLACEHOLDER_a-z.0_9z")
+	http.Header(r.Header).Set("Authorization", "Bearer IMPYARD_PLACEHOLDER_a-z.0_9z")
 	r.Placeholders = FindPlaceholders(r.Header, r.Path, nil)
 	checkDecision(t, p.Judge(r), Decision{Rule: "keyed", Reason: `credential placeholder for "a-z.0_9z" in authorization and rule "keyed" does not inject it there`})
 }
@@ -799,7 +805,7 @@ func TestPhaseInvariants(t *testing.T) {
 						for _, port := range []int{443, 8443} {
 							r := &Request{Subject: subject, Protocol: "https", Method: method, Host: "api.example.com", Port: port, Path: "/v1/x", BodySize: 20, Header: http.Header{}, MCP: lifted, Placeholders: ph}
 							if upgrade {
-								r.Header.Set("Upgrade", "websocket")
+								http.Header(r.Header).Set("Upgrade", "websocket")
 							}
 							reqs = append(reqs, r)
 						}

@@ -1,8 +1,8 @@
 package judge
 
 import (
-	"net/http"
 	"net/netip"
+	"net/textproto"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,7 +129,7 @@ func (in *input) queryParams() ([]param, bool) {
 func (in *input) jsonBody() document {
 	if !in.bodySet {
 		in.bodySet = true
-		ct := in.Header.Values("Content-Type")
+		ct := textproto.MIMEHeader(in.Header).Values("Content-Type")
 		if len(ct) == 1 && mcp.IsJSONType(ct[0]) && int64(len(in.Body)) == in.BodySize && len(in.Body) <= MaxJSONBody {
 			in.body = readDocument(in.Body, in.docs.body, in.docs.bodySlots)
 		}
@@ -356,7 +356,7 @@ func asciiEqualFold(a, b string) bool {
 
 // headerHas looks at every key, not just the canonical one, so that a
 // header map built by hand cannot hide a header from a rule.
-func headerHas(h http.Header, name, substr string) bool {
+func headerHas(h map[string][]string, name, substr string) bool {
 	for k, vs := range h {
 		if asciiEqualFold(k, name) {
 			for _, v := range vs {
@@ -379,10 +379,10 @@ func webSocket(r *Request) bool {
 			up = append(up, vs...)
 		}
 	}
-	return r.Method == http.MethodGet && len(up) == 1 && asciiEqualFold(strings.TrimSpace(up[0]), "websocket")
+	return r.Method == "GET" && len(up) == 1 && asciiEqualFold(strings.TrimSpace(up[0]), "websocket")
 }
 
-func wantsUpgrade(h http.Header) bool {
+func wantsUpgrade(h map[string][]string) bool {
 	for k, vs := range h {
 		if asciiEqualFold(k, "upgrade") {
 			return true

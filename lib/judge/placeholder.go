@@ -3,7 +3,6 @@ package judge
 import (
 	"bytes"
 	"cmp"
-	"net/http"
 	"slices"
 	"strings"
 )
@@ -22,7 +21,7 @@ type Placeholder struct {
 // headers, URL and body, sorted. Every occurrence of the prefix counts,
 // even one followed by no valid secret name, so none can slip past the
 // judge by being malformed.
-func FindPlaceholders(h http.Header, rawURL string, body []byte) []Placeholder {
+func FindPlaceholders(h map[string][]string, rawURL string, body []byte) []Placeholder {
 	var out []Placeholder
 	for name, values := range h {
 		for _, v := range values {

@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 func jsonReq(body string) func(*Request) {
 	return func(r *Request) {
 		r.Method = "POST"
-		r.Header.Set("Content-Type", "application/json")
+		http.Header(r.Header).Set("Content-Type", "application/json")
 		r.Body = []byte(body)
 		r.BodySize = int64(len(body))
 	}
@@ -123,7 +124,7 @@ func TestJSONMatch(t *testing.T) {
 		{"both kinds", `{"json":{"/model":"gpt-*"},"jsonAbsent":["/tools"]}`, jsonReq(`{"model":"gpt-5"}`), true},
 		{"content type +json", `{"json":{"/a":1}}`, func(r *Request) {
 			jsonReq(`{"a":1}`)(r)
-			r.Header.Set("Content-Type", "application/vnd.api+json; charset=utf-8")
+			http.Header(r.Header).Set("Content-Type", "application/vnd.api+json; charset=utf-8")
 		}, true},
 
 		// Hostile or unreadable bodies match nothing.
@@ -140,9 +141,9 @@ func TestJSONMatch(t *testing.T) {
 		{"bad escape", `{"json":{"/a":1}}`, jsonReq(`{"a":1,"b":"\x"}`), false},
 		{"leading zero number", `{"json":{"/a":1}}`, jsonReq(`{"a":01}`), false},
 		{"raw control in string", `{"json":{"/a":1}}`, jsonReq("{\"a\":1,\"b\":\"\x00\"}"), false},
-		{"not declared JSON", `{"json":{"/a":1}}`, func(r *Request) { jsonReq(`{"a":1}`)(r); r.Header.Set("Content-Type", "text/plain") }, false},
-		{"no content type", `{"json":{"/a":1}}`, func(r *Request) { jsonReq(`{"a":1}`)(r); r.Header.Del("Content-Type") }, false},
-		{"two content types", `{"json":{"/a":1}}`, func(r *Request) { jsonReq(`{"a":1}`)(r); r.Header.Add("Content-Type", "text/plain") }, false},
+		{"not declared JSON", `{"json":{"/a":1}}`, func(r *Request) { jsonReq(`{"a":1}`)(r); http.Header(r.Header).Set("Content-Type", "text/plain") }, false},
+		{"no content type", `{"json":{"/a":1}}`, func(r *Request) { jsonReq(`{"a":1}`)(r); http.Header(r.Header).Del("Content-Type") }, false},
+		{"two content types", `{"json":{"/a":1}}`, func(r *Request) { jsonReq(`{"a":1}`)(r); http.Header(r.Header).Add("Content-Type", "text/plain") }, false},
 		{"body not the size judged", `{"json":{"/a":1}}`, func(r *Request) { jsonReq(`{"a":1}`)(r); r.BodySize++ }, false},
 		{"body over the limit", `{"json":{"/a":1}}`, jsonReq(`{"a":1,"pad":"` + strings.Repeat("x", MaxJSONBody) + `"}`), false},
 		{"deep nesting", `{"jsonAbsent":["/x"]}`, jsonReq(strings.Repeat("[", maxDepth+2) + strings.Repeat("]", maxDepth+2)), false},
