@@ -77,7 +77,7 @@ func (v Verdict) String() string {
 // Request is what the gateway saw. The judge checks the fields it relies
 // on and denies a request that breaks their contract.
 type Request struct {
-	Subject  string              // "" unknown, an imp name, or "org"
+	Subject  string              // "" unknown, an imp name, "org", or "mcp:NAME" (a boxed MCP server)
 	Protocol string              // "http" | "https"
 	Method   string              // as sent
 	Host     string              // canonical, from CanonicalHost
