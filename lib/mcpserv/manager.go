@@ -28,6 +28,7 @@ package mcpserv
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"slices"
 	"sync"
@@ -468,6 +469,19 @@ func (m *Manager) use(ctx context.Context, name, subject string, spec *config.MC
 // when set, takes the notifications the server writes for the call
 // while it runs.
 func (m *Manager) call(ctx context.Context, name, subject string, spec *config.MCPServer, method string, params json.RawMessage, callerID string, sink func([]byte)) (json.RawMessage, []string, error) {
+	resp, secrets, err := m.callOnce(ctx, name, subject, spec, method, params, callerID, sink)
+	if errors.Is(err, errUnsent) {
+		// The process had died, not yet noticed, when the request was
+		// to go: nothing reached a server, so it goes once more, to
+		// the process started in its place.
+		resp, secrets, err = m.callOnce(ctx, name, subject, spec, method, params, callerID, sink)
+	}
+	return resp, secrets, err
+}
+
+// callOnce is one attempt of call, on the process running or started
+// now.
+func (m *Manager) callOnce(ctx context.Context, name, subject string, spec *config.MCPServer, method string, params json.RawMessage, callerID string, sink func([]byte)) (json.RawMessage, []string, error) {
 	in, p, done, err := m.use(ctx, name, subject, spec, "")
 	if err != nil {
 		return nil, nil, err

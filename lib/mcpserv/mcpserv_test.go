@@ -39,8 +39,8 @@ func TestMain(m *testing.M) {
 }
 
 // serve answers initialize, tools/list and tools/call of echo (its
-// arguments back), env (a variable's value), pid, sleep (never answers)
-// and die (exits at once); every line it reads is appended to the file
+// arguments back), env (a variable's value), pid, sleep (never answers),
+// die (exits at once) and deaf (answers, then reads no more); every line it reads is appended to the file
 // MCPSERV_TEST_SEEN names.
 func serve() {
 	seen, _ := os.OpenFile(os.Getenv("MCPSERV_TEST_SEEN"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
@@ -90,6 +90,13 @@ func serve() {
 				result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "done"}}}
 			case "die":
 				os.Exit(3)
+			case "deaf":
+				// Answers, then stops reading while it runs on: to the
+				// gateway, a process that died and is not yet noticed.
+				out.Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{}}})
+				os.Stdin.Close()
+				time.Sleep(time.Minute)
+				os.Exit(0)
 			}
 		}
 		out.Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": result})
@@ -395,6 +402,23 @@ func TestCrashRestart(t *testing.T) {
 	}
 	if second := result(t, call("pid")); second == first {
 		t.Fatalf("the same process %s answered after the crash", second)
+	}
+}
+
+// A call that cannot be written to the process, which has stopped
+// reading (as one that died before its death is noticed), is not lost:
+// nothing reached a server, so it is made on a process started anew.
+func TestUnwritableRestarts(t *testing.T) {
+	r := newRig(t, "")
+	call := func(tool string) *Reply {
+		return r.post(t, "yuko", Allowed, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tool+`","arguments":{"text":"x"}}}`)
+	}
+	first := result(t, call("pid"))
+	if rep := call("deaf"); rep.Status != http.StatusOK || bytes.Contains(rep.Body, []byte(`"error"`)) {
+		t.Fatalf("deaf: %d %s", rep.Status, rep.Body)
+	}
+	if second := result(t, call("pid")); second == first {
+		t.Fatalf("the same process %s answered after it stopped reading", second)
 	}
 }
 

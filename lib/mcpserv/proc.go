@@ -21,6 +21,10 @@ import (
 	"github.com/impyard/impyard/lib/store"
 )
 
+// errUnsent: a request was not written to the server, which had ended or
+// could not be written to; it cannot have taken effect.
+var errUnsent = errors.New("request not sent")
+
 // MaxMessage bounds one JSON-RPC message a server writes: a longer line
 // ends the process, which is restarted like any other that dies.
 const MaxMessage = 16 << 20
@@ -295,7 +299,7 @@ func (p *proc) call(ctx context.Context, method string, params json.RawMessage, 
 	select {
 	case <-p.done:
 		p.mu.Unlock()
-		return nil, p.err
+		return nil, fmt.Errorf("%w: %w", errUnsent, p.err)
 	default:
 	}
 	p.next++
@@ -315,13 +319,17 @@ func (p *proc) call(ctx context.Context, method string, params json.RawMessage, 
 		err = p.write(b)
 	}
 	if err != nil {
+		// A server that cannot be written to is of no more use, and
+		// is usually one that died and is not yet noticed: it is ended
+		// for good, so that the next call starts another.
 		p.forget(id)
+		p.stdin.Close()
+		p.kill(0)
 		select {
 		case <-p.done:
-			return nil, p.err
-		default:
-			return nil, fmt.Errorf("[mcp.%s]: writing to the server: %w", p.name, err)
+		case <-ctx.Done():
 		}
+		return nil, fmt.Errorf("%w: [mcp.%s]: writing to the server: %w", errUnsent, p.name, err)
 	}
 	select {
 	case resp, ok := <-ch:
