@@ -278,7 +278,7 @@ func TestSupervisorKilled(t *testing.T) {
 	}
 	const want = 20
 	var kills []time.Time
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for len(kills) < want && time.Now().Before(deadline) {
 		cmd := exec.Command(filepath.Join(bin, "impsup"), "run", "--rescan", "500ms")
 		cmd.Env = append(os.Environ(), b.env...)
@@ -406,12 +406,21 @@ func isClosed(c chan struct{}) bool {
 }
 
 // waitMidRun waits until some run's box has logged the start of its
-// task and not yet its end, or a minute has gone by (then the kill
-// lands wherever it lands, and the test says whether one spanned a box).
+// task and not yet its end, until no task is left to run, or for at most
+// twenty seconds (then the kill lands wherever it lands, and the test
+// says whether one spanned a box).
 func waitMidRun(t *testing.T, y *yard.Yard) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
+		tasks, _ := queue.List(y, queue.Filter{})
+		open := false
+		for _, task := range tasks {
+			open = open || task.State == state.Waiting || task.State == state.Running
+		}
+		if !open {
+			return
+		}
 		runs, _ := runrec.List(y)
 		for _, r := range runs {
 			log, _ := os.ReadFile(runrec.Path(y, r, "box.log"))
