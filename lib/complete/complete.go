@@ -87,6 +87,18 @@ func pick(full, short, word string) string {
 	return ""
 }
 
+// every is each of ids word may name, in order, as pick words it.
+func every(ids []string, shorts map[string]string, word string) []cli.Name {
+	slices.Sort(ids)
+	var out []cli.Name
+	for _, i := range ids {
+		if w := pick(i, shorts[i], word); w != "" {
+			out = append(out, cli.Name{Word: w})
+		}
+	}
+	return out
+}
+
 func tasks(y *yard.Yard, states []string, word string) []cli.Name {
 	ids, err := queue.IDs(y)
 	if err != nil {
@@ -94,16 +106,10 @@ func tasks(y *yard.Yard, states []string, word string) []cli.Name {
 	}
 	// Abbreviations unique among every task, as impq ls shows them.
 	shorts := id.Shortest(ids)
-	var out []cli.Name
 	if len(states) == 0 {
-		slices.Sort(ids)
-		for _, t := range ids {
-			if w := pick(t, shorts[t], word); w != "" {
-				out = append(out, cli.Name{Word: w})
-			}
-		}
-		return out
+		return every(ids, shorts, word)
 	}
+	var out []cli.Name
 	queue.Each(y, queue.Filter{}, func(t *queue.Task) error {
 		if w := pick(t.ID, shorts[t.ID], word); w != "" && slices.Contains(states, t.State) {
 			out = append(out, cli.Name{Word: w, About: t.Imp + " " + t.State + ": " + t.Text})
@@ -119,16 +125,10 @@ func gates(y *yard.Yard, states []string, word string) []cli.Name {
 		return nil
 	}
 	shorts := id.Shortest(ids)
-	var out []cli.Name
 	if len(states) == 0 {
-		slices.Sort(ids)
-		for _, g := range ids {
-			if w := pick(g, shorts[g], word); w != "" {
-				out = append(out, cli.Name{Word: w})
-			}
-		}
-		return out
+		return every(ids, shorts, word)
 	}
+	var out []cli.Name
 	// Only a filed gate is in gates/pending; any other state needs the
 	// decided ones read too.
 	all := slices.ContainsFunc(states, func(s string) bool { return s != state.Filed })
