@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 
 // serve answers initialize, tools/list and tools/call of echo (its
 // arguments back), env (a variable's value), pid, sleep (never answers),
-// die (exits at once) and deaf (answers, then reads no more); every line it reads is appended to the file
+// die (exits at once) and deaf (reads no more, then answers); every line it reads is appended to the file
 // MCPSERV_TEST_SEEN names.
 func serve() {
 	seen, _ := os.OpenFile(os.Getenv("MCPSERV_TEST_SEEN"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
@@ -91,10 +91,12 @@ func serve() {
 			case "die":
 				os.Exit(3)
 			case "deaf":
-				// Answers, then stops reading while it runs on: to the
+				// Stops reading, then answers, and runs on: to the
 				// gateway, a process that died and is not yet noticed.
-				out.Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{}}})
+				// Closed before the answer, so no next call can be in
+				// the pipe when it closes.
 				os.Stdin.Close()
+				out.Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{}}})
 				time.Sleep(time.Minute)
 				os.Exit(0)
 			}
