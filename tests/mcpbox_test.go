@@ -164,8 +164,10 @@ func serverBoxes(t *testing.T, ns string) (ids, shims []string) {
 // reference server-everything from npm in a box rootfs with node, called
 // through the door by the official SDK client with an imp's token; its
 // own fetches judged and recorded as subject mcp:every, allowed and
-// denied; its credential in no record, no file containerd keeps and no
-// imp's box; its box gone when the gateway stops, and removed by the
+// denied; a gated call whose tool fetches, approved and made by the
+// gateway for impexec once, that fetch judged as mcp:every too, and left
+// approved (exit 111) while no gateway runs; its credential in no
+// record, no file containerd keeps and no imp's box; its box gone when the gateway stops, and removed by the
 // next gateway when the last one was killed.
 func TestMCPServerBoxed(t *testing.T) {
 	peers := mcpPeers(t)
