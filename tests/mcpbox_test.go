@@ -2,8 +2,12 @@ package tests
 
 import (
 	"bufio"
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/lib/gate"
+	"github.com/impyard/impyard/lib/mailbox"
 	"github.com/impyard/impyard/lib/mcpserv"
 	"github.com/impyard/impyard/lib/queue"
 	runrec "github.com/impyard/impyard/lib/run"
+	"github.com/impyard/impyard/lib/state"
 	"github.com/impyard/impyard/lib/store"
 )
 
@@ -30,7 +37,8 @@ globalThis.fetch = (url, init) => ufetch(url, { ...init, dispatcher: agent });
 `
 
 // boxedOrg adds the boxed server every, with its secret, to b's
-// org.toml, and a policy: the door's rules for yuko, and the server's own
+// org.toml, and a policy: the door's rules for yuko (its gzip of
+// gated.gz gated), and the server's own
 // fetches from the mail API's /allowed/ as subject mcp:every.
 func boxedOrg(t *testing.T, b *boxYard, rootfs string) {
 	t.Helper()
@@ -45,18 +53,20 @@ env = { EVERY_TOKEN = "every-token" }
 idle = "1h"
 `, rootfs)
 	os.WriteFile(b.y.Path("org.toml"), org, 0o640)
-	var pol struct {
-		UpstreamCA string `json:"upstreamCA"`
-	}
 	raw, _ := os.ReadFile(b.y.PolicyPath())
-	json.Unmarshal(raw, &pol)
 	door := `"protocol":"https","host":"mcp.impyard","subject":"yuko"`
-	rules := fmt.Sprintf(`{"schema":"impyard.policy/1","upstreamCA":%q,"rules":[
-	 {"name":"mcp-session","match":{%[2]s,"mcp":{"method":["initialize","notifications/initialized","tools/list","ping"]}},"verdict":"allow"},
-	 {"name":"mcp-tools","match":{%[2]s,"mcp":{"method":"tools/call","tool":["echo","get-env","gzip-file-as-resource"]}},"verdict":"allow"},
-	 {"name":"every-fetch","match":{"protocol":"https","host":"127.0.0.1","method":"GET","pathPrefix":"/allowed/","network":"127.0.0.0/8","subject":"mcp:every"},"verdict":"allow"}]}`,
-		pol.UpstreamCA, door)
-	if err := store.WriteAtomic(b.y.PolicyPath(), []byte(rules), filepath.Dir(b.y.PolicyPath())); err != nil {
+	// Before the yard's own rule, which org.toml's [[trust]] entry names:
+	// without it no proposal, a gated call's included, is decided.
+	rules := fmt.Sprintf(`"rules":[
+	 {"name":"every-gated","match":{%[1]s,"mcp":{"method":"tools/call","tool":"gzip-file-as-resource","arguments":{"/name":"gated.gz"}}},"verdict":"gate"},
+	 {"name":"mcp-session","match":{%[1]s,"mcp":{"method":["initialize","notifications/initialized","tools/list","ping"]}},"verdict":"allow"},
+	 {"name":"mcp-tools","match":{%[1]s,"mcp":{"method":"tools/call","tool":["echo","get-env","gzip-file-as-resource"]}},"verdict":"allow"},
+	 {"name":"every-fetch","match":{"protocol":"https","host":"127.0.0.1","method":"GET","pathPrefix":"/allowed/","network":"127.0.0.0/8","subject":"mcp:every"},"verdict":"allow"},`, door)
+	pol := strings.Replace(string(raw), `"rules":[`, rules, 1)
+	if !strings.Contains(pol, "every-gated") {
+		t.Fatalf("the yard's policy has no rules list:\n%s", raw)
+	}
+	if err := store.WriteAtomic(b.y.PolicyPath(), []byte(pol), filepath.Dir(b.y.PolicyPath())); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -154,8 +164,10 @@ func serverBoxes(t *testing.T, ns string) (ids, shims []string) {
 // reference server-everything from npm in a box rootfs with node, called
 // through the door by the official SDK client with an imp's token; its
 // own fetches judged and recorded as subject mcp:every, allowed and
-// denied; its credential in no record, no file containerd keeps and no
-// imp's box; its box gone when the gateway stops, and removed by the
+// denied; a gated call whose tool fetches, approved and made by the
+// gateway for impexec once, that fetch judged as mcp:every too, and left
+// approved (exit 111) while no gateway runs; its credential in no
+// record, no file containerd keeps and no imp's box; its box gone when the gateway stops, and removed by the
 // next gateway when the last one was killed.
 func TestMCPServerBoxed(t *testing.T) {
 	peers := mcpPeers(t)
@@ -206,6 +218,48 @@ func TestMCPServerBoxed(t *testing.T) {
 		if keys != 1 {
 			t.Fatalf("the mail API saw %d requests, want the allowed one only", keys)
 		}
+	})
+	// Two gated calls whose tool fetches: the first approved and made by
+	// the gateway for impexec, its fetch judged as mcp:every; the second
+	// approved and left for a gateway that is down (GatewayStops).
+	var later string
+	t.Run("GatedCallNetwork", func(t *testing.T) {
+		gated := func(path string) string {
+			a := c.do(t, fmt.Sprintf(`{"op":"call","name":"gzip-file-as-resource","arguments":{"name":"gated.gz","data":%q,"outputType":"resource"}}`, b.mail.srv.URL+path))
+			if a.Error == nil || !strings.Contains(a.Error.Message, "pending approval g-") {
+				t.Fatalf("gated gzip of %s: want pending approval, got %s %+v", path, a.OK, a.Error)
+			}
+			return strings.TrimSuffix(strings.Fields(strings.SplitN(a.Error.Message, "pending approval ", 2)[1])[0], ":")
+		}
+		gid := gated("/allowed/gated")
+		later = gated("/allowed/later")
+		// Approved is not executing: the gateway makes no call of it.
+		approveOnly(t, b, gid)
+		if status, body := askSocket(t, b.home, gid); status != http.StatusForbidden || !strings.Contains(body, "is approved, not executing") {
+			t.Fatalf("socket call of approved gate %s: %d %s", gid, status, body)
+		}
+		if out, err := b.run(t, "impexec", "once", gid); err != nil {
+			t.Fatalf("impexec once %s: %v\n%s", gid, err, out)
+		}
+		if g := b.waitState(t, gid, state.Executed, state.Failed); g.State != state.Executed {
+			t.Fatalf("gate %s: %s %s", gid, g.State, g.Result)
+		}
+		rec := findRecord(t, b.spine, func(r map[string]any) bool {
+			q, _ := r["request"].(map[string]any)
+			return q != nil && q["path"] == "/allowed/gated"
+		})
+		if q := rec["request"].(map[string]any); q["imp"] != "mcp:every" || rec["verdict"] != "allow" {
+			t.Fatalf("record of the approved call's fetch: %v", rec)
+		}
+		msgs, err := mailbox.Undelivered(b.y, "yuko")
+		if err != nil || len(msgs) != 1 || !strings.Contains(msgs[0].Text, gid) || !strings.Contains(msgs[0].Text, "gated.gz") {
+			t.Fatalf("mailbox: %+v %v", msgs, err)
+		}
+		// Executed is not executing either.
+		if status, body := askSocket(t, b.home, gid); status != http.StatusForbidden || !strings.Contains(body, "is executed, not executing") {
+			t.Fatalf("socket call of executed gate %s: %d %s", gid, status, body)
+		}
+		approveOnly(t, b, later)
 	})
 	t.Run("Secret", func(t *testing.T) {
 		a := c.do(t, `{"op":"call","name":"get-env"}`)
@@ -269,6 +323,22 @@ func TestMCPServerBoxed(t *testing.T) {
 		if _, err := os.Stat(filepath.Join("/run/impyard/netns", ids[0])); err == nil {
 			t.Fatalf("the namespace of %s is left", ids[0])
 		}
+		// With no gateway to make it, an approved call is not begun: the
+		// gate stays approved, to be tried again (exit 111).
+		out, err := b.run(t, "impexec", "once", later)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 111 || !strings.Contains(out, "gateway unreachable") {
+			t.Fatalf("impexec once %s with the gateway down: want exit 111, gateway unreachable: %v\n%s", later, err, out)
+		}
+		if g, err := gate.Get(b.y, later); err != nil || g.State != state.Approved {
+			t.Fatalf("gate %s after impexec once with the gateway down: %+v %v", later, g, err)
+		}
+		b.mail.mu.Lock()
+		keys := len(b.mail.keys)
+		b.mail.mu.Unlock()
+		if keys != 2 {
+			t.Fatalf("the mail API saw %d requests, want the two allowed before only", keys)
+		}
 	})
 	t.Run("GatewayKilled", func(t *testing.T) {
 		gw := startBoxedGateway(t, b)
@@ -296,6 +366,33 @@ func TestMCPServerBoxed(t *testing.T) {
 		}
 		next.stop(t, os.Interrupt)
 	})
+}
+
+// approveOnly approves gate gid at impgate, leaving its execution to the
+// test.
+func approveOnly(t *testing.T, b *boxYard, gid string) {
+	t.Helper()
+	if out, err := b.run(t, "impgate", "approve", gid); err != nil {
+		t.Fatalf("impgate approve %s: %v\n%s", gid, err, out)
+	}
+}
+
+// askSocket asks the gateway's socket in homeDir, as impexec does, to
+// make the call of gate gid, and returns its answer.
+func askSocket(t *testing.T, homeDir, gid string) (int, string) {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", filepath.Join(homeDir, "sock", "impgw"))
+	}}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Post("http://impgw/v1/mcp/call", "application/json", strings.NewReader(fmt.Sprintf(`{"gate":%q}`, gid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 // boxLogMaybe is the box log of task's last run, "" before it has one.

@@ -207,7 +207,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		if ps, _ := pause.Load(r.Yard); ps.Of(g.Imp) != nil {
 			return g, fmt.Errorf("gate %s not executed, nothing sent: %s: %w", gateID, ps.Why(g.Imp), ErrPaused)
 		}
-		if err := gatewayUp(org, exe); err != nil {
+		if err := r.gatewayUp(org, exe); err != nil {
 			return g, fmt.Errorf("gate %s not executed: %w", gateID, err)
 		}
 		// Verified again under the gates lock, over the very file moved.
@@ -233,7 +233,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 		if err := gate.Repair(r.Yard); err != nil {
 			return g, fmt.Errorf("gate %s not executed, nothing sent: %w", gateID, err)
 		}
-		if err := gatewayUp(org, exe); err != nil {
+		if err := r.gatewayUp(org, exe); err != nil {
 			return g, fmt.Errorf("gate %s not executed: %w", gateID, err)
 		}
 		r.logf("gate %s: beginning an execution that stopped before anything was sent", gateID)
@@ -244,7 +244,7 @@ func (r *Runner) Execute(ctx context.Context, gateID string) (*gate.Gate, error)
 	case !idempotent(exe):
 		return r.fail(g, "outcome unknown: an executor stopped while this gate was executing and its executor is not idempotent; not retried without a new approval")
 	default:
-		if err := gatewayUp(org, exe); err != nil {
+		if err := r.gatewayUp(org, exe); err != nil {
 			return g, fmt.Errorf("gate %s not resumed: %w", gateID, err)
 		}
 		r.logf("gate %s: resuming an interrupted execution (idempotent)", gateID)
@@ -426,7 +426,7 @@ func (r *Runner) once(ctx context.Context, g *gate.Gate, org *config.Org, exe *c
 	case config.TrustPromote:
 		return r.promote(g, org, payload)
 	case config.MCP:
-		return r.callMCP(ctx, g, org, payload)
+		return r.callMCP(ctx, g)
 	}
 	return nil, &outcome{err: fmt.Errorf("executor kind %q is not available in this impexec", exe.Kind)}
 }

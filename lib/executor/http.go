@@ -19,6 +19,7 @@ import (
 	"github.com/impyard/impyard/lib/gate"
 	"github.com/impyard/impyard/lib/health"
 	"github.com/impyard/impyard/lib/home"
+	"github.com/impyard/impyard/lib/mcpcall"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/token"
 )
@@ -79,11 +80,14 @@ func (r *Runner) sendHTTP(ctx context.Context, g *gate.Gate, listen string, exe 
 // gatewayUp checks, for an executor that sends through impgw, that impgw
 // answers, so that a gateway that is down leaves the gate to a later
 // attempt instead of failing it.
-func gatewayUp(org *config.Org, exe *config.Executor) error {
-	if exe.Kind != config.HTTP {
-		return nil
+func (r *Runner) gatewayUp(org *config.Org, exe *config.Executor) error {
+	switch exe.Kind {
+	case config.HTTP:
+		return health.GatewayUp(org.Gateway.Listen)
+	case config.MCP:
+		return mcpcall.Up(r.Home)
 	}
-	return health.GatewayUp(org.Gateway.Listen)
+	return nil
 }
 
 // client builds an HTTP client whose every request goes through the

@@ -3,11 +3,14 @@ package executor
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/impyard/impyard/lib/mcpcall"
+	"github.com/impyard/impyard/lib/mcpserv"
 	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/state"
 )
@@ -32,6 +35,16 @@ func TestPauseHoldsMCPCall(t *testing.T) {
 	if _, err := pause.Resume(r.Yard, pause.Change{Imps: []string{"yuko"}, By: "alice", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
+	// The gateway makes the call, on its socket.
+	ln, err := mcpcall.Listen(r.Home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &mcpserv.Manager{Yard: r.Yard, Home: r.Home, Org: r.Org}
+	srv := &http.Server{Handler: &mcpcall.Handler{Yard: r.Yard, Home: r.Home, Org: r.Org, M: m}}
+	go srv.Serve(ln)
+	defer m.Close()
+	defer srv.Close()
 	out, _ = r.Execute(context.Background(), g.ID)
 	if _, err := os.Stat(started); err != nil || out.State == state.Approved {
 		t.Errorf("after resume: %v, server started: %v; want the call made", out.State, err)

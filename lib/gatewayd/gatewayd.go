@@ -2,7 +2,8 @@
 // with the control API (lib/control) as its origin-form handler, the
 // listeners inside each live run's namespace (lib/boxnet) attached to it,
 // trust auto-approvals signed with the gateway's key, the bytes and model
-// tokens each subject spends metered into the ledger, model calls of
+// tokens each subject spends metered into the ledger, approved MCP calls
+// made for impexec on the owner's socket (lib/mcpcall), model calls of
 // proactive work refused when their reservation would pass its budget or
 // its imp has its inflight calls out, and the inbound relay
 // (lib/inbound) on a listener of its own.
@@ -38,6 +39,7 @@ import (
 	"github.com/impyard/impyard/lib/inbound"
 	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/ledger"
+	"github.com/impyard/impyard/lib/mcpcall"
 	"github.com/impyard/impyard/lib/mcpserv"
 	"github.com/impyard/impyard/lib/pause"
 	"github.com/impyard/impyard/lib/proposal"
@@ -95,6 +97,8 @@ type Server struct {
 	inboundLn net.Listener
 	mcp       *mcpserv.Manager
 	org       func() (*config.Org, error)
+	home      string
+	logf      func(format string, a ...any)
 }
 
 // New checks cfg and builds the server's parts.
@@ -205,6 +209,8 @@ func New(cfg Config) (*Server, error) {
 		inboundLn: cfg.InboundListener,
 		mcp:       servers,
 		org:       org,
+		home:      cfg.Home,
+		logf:      logf,
 	}, nil
 }
 
@@ -480,6 +486,20 @@ func (s *Server) Serve(ctx context.Context, lns []net.Listener, grace time.Durat
 		go s.mcp.Eager(sctx, org)
 	}
 	var wg sync.WaitGroup
+	// impexec has approved MCP calls made here, by this gateway's servers
+	// with their network; without the socket such a gate waits, approved.
+	if ln, err := mcpcall.Listen(s.home); err != nil {
+		s.logf("error: %v; approved MCP calls wait until a gateway serves it", err)
+	} else {
+		srv := &http.Server{Handler: &mcpcall.Handler{Yard: s.yard, Home: s.home, Org: s.org, M: s.mcp, Logf: s.logf}}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-sctx.Done()
+			srv.Close()
+		}()
+		go srv.Serve(ln)
+	}
 	errs := make([]error, len(lns))
 	for i, ln := range lns {
 		fmt.Fprintf(s.log, "impgw: serving on %s (policy %s, decisions %s)\n", ln.Addr(), s.policy, s.decisions)

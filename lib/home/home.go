@@ -96,6 +96,13 @@ func (h Dir) Tokens() (*store.Dir, error) {
 	return store.OpenDir(string(h), "tokens")
 }
 
+// Sockets holds the gateway's unix socket for the owner's processes
+// (lib/mcpcall): made with Private, so only the owner can reach it.
+func (h Dir) Sockets() string { return h.join("sock") }
+
+// GatewaySocket is impgw serve's socket in Sockets.
+func (h Dir) GatewaySocket() string { return h.join("sock", "impgw") }
+
 // Secrets is secrets/, one file per secret the gateway injects.
 func (h Dir) Secrets() string { return h.join("secrets") }
 

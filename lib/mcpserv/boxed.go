@@ -60,8 +60,7 @@ type Boxes struct {
 	Yard string
 	// Serve serves ln, a listener inside a server box's namespace, as the
 	// gateway, every request on it subject's, until ctx ends. Nil leaves
-	// the box with no peer at all: impexec's approved calls, made with no
-	// gateway of their own, reach nothing.
+	// the box with no peer at all.
 	Serve func(ctx context.Context, ln net.Listener, subject string)
 
 	mu sync.Mutex

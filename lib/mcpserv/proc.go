@@ -398,18 +398,13 @@ func Redact(b []byte, secrets []string) []byte {
 	return b
 }
 
-// CallOnce starts name's server on its own, calls tool with arguments
-// and stops it: how impexec makes an approved call, with no process of
-// the gateway's involved (a boxed server is boxed by boxes, whose nil
-// Serve leaves it no network). The result is the JSON-RPC result (or error)
-// object, with every secret of the server redacted. sent reports
-// whether the call reached the server, so may have taken effect.
-func CallOnce(ctx context.Context, homeDir, name string, s *config.MCPServer, boxes *Boxes, tool string, arguments json.RawMessage, stderr io.Writer) (result json.RawMessage, sent bool, err error) {
-	p, err := launch(ctx, homeDir, name, "", s, boxes, "", stderr)
-	if err != nil {
-		return nil, false, err
-	}
-	defer p.stop(5 * time.Second)
+// Call makes one approved tools/call of name's server for imp with the
+// manager's own process (so a boxed server has its network, judged as
+// mcp:<name>): how the gateway makes the call of a gate impexec executes.
+// The result is the JSON-RPC result object, with every secret of the
+// server redacted; a JSON-RPC error is an error. sent reports whether
+// the call reached the server, so may have taken effect.
+func (m *Manager) Call(ctx context.Context, name, imp string, s *config.MCPServer, tool string, arguments json.RawMessage) (result json.RawMessage, sent bool, err error) {
 	params := map[string]any{"name": tool}
 	if arguments != nil {
 		params["arguments"] = arguments
@@ -418,6 +413,11 @@ func CallOnce(ctx context.Context, homeDir, name string, s *config.MCPServer, bo
 	if err != nil {
 		return nil, false, err
 	}
+	_, p, done, err := m.use(ctx, name, imp, s, "")
+	if err != nil {
+		return nil, false, err
+	}
+	defer done()
 	resp, err := p.call(ctx, "tools/call", b, nil)
 	if err != nil {
 		return nil, true, err
