@@ -484,7 +484,7 @@ func (m *Manager) call(ctx context.Context, name, subject string, spec *config.M
 func (m *Manager) callOnce(ctx context.Context, name, subject string, spec *config.MCPServer, method string, params json.RawMessage, callerID string, sink func([]byte)) (json.RawMessage, []string, error) {
 	in, p, done, err := m.use(ctx, name, subject, spec, "")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, notStarted{err}
 	}
 	defer done()
 	if sink != nil {

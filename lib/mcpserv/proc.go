@@ -25,6 +25,12 @@ import (
 // could not be written to; it cannot have taken effect.
 var errUnsent = errors.New("request not sent")
 
+// notStarted is the error of a server that could not be started for a
+// request, which so went nowhere; its text is the start's.
+type notStarted struct{ error }
+
+func (e notStarted) Unwrap() error { return e.error }
+
 // MaxMessage bounds one JSON-RPC message a server writes: a longer line
 // ends the process, which is restarted like any other that dies.
 const MaxMessage = 16 << 20
@@ -413,14 +419,12 @@ func (m *Manager) Call(ctx context.Context, name, imp string, s *config.MCPServe
 	if err != nil {
 		return nil, false, err
 	}
-	_, p, done, err := m.use(ctx, name, imp, s, "")
+	resp, secrets, err := m.call(ctx, name, imp, s, "tools/call", b, "", nil)
 	if err != nil {
-		return nil, false, err
-	}
-	defer done()
-	resp, err := p.call(ctx, "tools/call", b, nil)
-	if err != nil {
-		return nil, true, err
+		// A server that could not be started, or a request that was
+		// never written, cannot have acted.
+		var ns notStarted
+		return nil, !errors.Is(err, errUnsent) && !errors.As(err, &ns), err
 	}
 	var r struct {
 		Result json.RawMessage `json:"result"`
@@ -430,9 +434,9 @@ func (m *Manager) Call(ctx context.Context, name, imp string, s *config.MCPServe
 		return nil, true, fmt.Errorf("[mcp.%s]: response to tools/call: %w", name, err)
 	}
 	if r.Result == nil {
-		return nil, true, fmt.Errorf("[mcp.%s]: tools/call %s refused: %s", name, tool, Redact(r.Error, p.secrets))
+		return nil, true, fmt.Errorf("[mcp.%s]: tools/call %s refused: %s", name, tool, Redact(r.Error, secrets))
 	}
-	return Redact(r.Result, p.secrets), true, nil
+	return Redact(r.Result, secrets), true, nil
 }
 
 // Check says whether name's server can start here: its program is found
