@@ -177,6 +177,26 @@ func waitFile(t *testing.T, path, want string) {
 	}
 }
 
+// hostEvery adds to s's org.toml the server every, the npm
+// server-everything of peers run on the host for yuko with its secret,
+// every line it reads logged to the file it returns.
+func hostEvery(t *testing.T, s *spine, peers string) (calls string) {
+	t.Helper()
+	os.WriteFile(filepath.Join(s.home, "secrets", "every-token"), []byte(mcpSecret+"\n"), 0o600)
+	calls = filepath.Join(t.TempDir(), "calls.log")
+	org, _ := os.ReadFile(s.y.Path("org.toml"))
+	org = fmt.Appendf(org, `
+[mcp.every]
+command = ["sh", "-c", "tee -a \"$0\" | exec node \"$1\" stdio", %q, %q]
+isolation = "host"
+imps = ["yuko"]
+env = { EVERY_TOKEN = "every-token" }
+idle = "1h"
+`, calls, filepath.Join(peers, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
+	os.WriteFile(s.y.Path("org.toml"), org, 0o640)
+	return calls
+}
+
 // serverState reads the gateway's state of the every server, waiting
 // until ok accepts it.
 func serverState(t *testing.T, s *spine, ok func(mcpserv.State) bool) mcpserv.State {
@@ -207,18 +227,7 @@ func TestMCPServer(t *testing.T) {
 	peers := mcpPeers(t)
 	s := newSpine(t, false, bin)
 	s.daemon(t, bin, "impexec", "run", "--rescan", "1s")
-	os.WriteFile(filepath.Join(s.home, "secrets", "every-token"), []byte(mcpSecret+"\n"), 0o600)
-	calls := filepath.Join(t.TempDir(), "calls.log")
-	org, _ := os.ReadFile(s.y.Path("org.toml"))
-	org = fmt.Appendf(org, `
-[mcp.every]
-command = ["sh", "-c", "tee -a \"$0\" | exec node \"$1\" stdio", %q, %q]
-isolation = "host"
-imps = ["yuko"]
-env = { EVERY_TOKEN = "every-token" }
-idle = "1h"
-`, calls, filepath.Join(peers, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
-	os.WriteFile(s.y.Path("org.toml"), org, 0o640)
+	calls := hostEvery(t, s, peers)
 	mcpPolicy(t, s, "")
 	tok := s.token(t, "yuko")
 	c := startMCPClient(t, s, peers, tok, "https://mcp.impyard/every")
@@ -511,18 +520,7 @@ func TestMCPFromBox(t *testing.T) {
 	peers := mcpPeers(t)
 	b := newBoxYard(t)
 	b.daemon(t, bin, "impexec", "run", "--rescan", "1s")
-	os.WriteFile(filepath.Join(b.home, "secrets", "every-token"), []byte(mcpSecret+"\n"), 0o600)
-	calls := filepath.Join(t.TempDir(), "calls.log")
-	org, _ := os.ReadFile(b.y.Path("org.toml"))
-	org = fmt.Appendf(org, `
-[mcp.every]
-command = ["sh", "-c", "tee -a \"$0\" | exec node \"$1\" stdio", %q, %q]
-isolation = "host"
-imps = ["yuko"]
-env = { EVERY_TOKEN = "every-token" }
-idle = "1h"
-`, calls, filepath.Join(peers, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
-	os.WriteFile(b.y.Path("org.toml"), org, 0o640)
+	calls := hostEvery(t, b.spine, peers)
 	door := `"protocol":"https","host":"mcp.impyard","subject":"yuko"`
 	mcpPolicy(t, b.spine, `{"name":"echo-hello","match":{`+door+`,"mcp":{"method":"tools/call","tool":"echo","arguments":{"/message":"hello*"}}},"verdict":"allow"},
 	 {"name":"echo-other","match":{`+door+`,"mcp":{"method":"tools/call","tool":"echo"}},"verdict":"deny"},`)
