@@ -255,9 +255,18 @@ func BenchmarkApproveToExecuted(b *testing.B) {
 
 // BenchmarkEnvelopeToPending measures, over b.N envelopes (run with
 // -benchtime 500x), how long a box waits for POST /v1/actions through a
-// running impgw to file a gate and answer pending.
+// running impgw to file a gate and answer pending. The run's cap on gates
+// is raised to b.N: every envelope is a gate of one run.
 func BenchmarkEnvelopeToPending(b *testing.B) {
 	s := newSpine(b, true, bin)
+	org, err := os.ReadFile(s.y.Path("org.toml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	org = fmt.Appendf(org, "\n[budget.yuko]\ngates_per_run = %d\ngate_bytes_per_run = %d\n", b.N+1, (b.N+1)<<12)
+	if err := os.WriteFile(s.y.Path("org.toml"), org, 0o640); err != nil {
+		b.Fatal(err)
+	}
 	tok := s.token(b, "yuko")
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
