@@ -170,13 +170,8 @@ func BenchmarkJudge50(b *testing.B) {
 // which a meter that buffered would delay: the upstream flushes the first
 // event alone before the rest.
 func BenchmarkMeteredStream(b *testing.B) {
-	var sb strings.Builder
-	chunk := `data: {"id":"c1","object":"chat.completion.chunk","model":"gpt-5","choices":[{"index":0,"delta":{"content":"` + strings.Repeat("tok ", 40) + `"}}],"usage":null}` + "\n\n"
-	for sb.Len() < 1<<20 {
-		sb.WriteString(chunk)
-	}
-	sb.WriteString(`data: {"id":"c1","model":"gpt-5","choices":[],"usage":{"prompt_tokens":100,"completion_tokens":200}}` + "\n\ndata: [DONE]\n\n")
-	stream := sb.String()
+	stream := modelStream()
+	chunk := stream[:strings.Index(stream, "\n\n")+2]
 	ups := newTLSUpstream(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, chunk)
@@ -265,6 +260,17 @@ func BenchmarkMeteredStream(b *testing.B) {
 	b.ReportMetric(float64((median(unsynced.ttfb) - median(straight.ttfb)).Microseconds()), "unsynced-ttfb-added-µs")
 }
 
+// modelStream is 1 MiB of OpenAI chat chunks, the usage in the last.
+func modelStream() string {
+	var sb strings.Builder
+	chunk := `data: {"id":"c1","object":"chat.completion.chunk","model":"gpt-5","choices":[{"index":0,"delta":{"content":"` + strings.Repeat("tok ", 40) + `"}}],"usage":null}` + "\n\n"
+	for sb.Len() < 1<<20 {
+		sb.WriteString(chunk)
+	}
+	sb.WriteString(`data: {"id":"c1","model":"gpt-5","choices":[],"usage":{"prompt_tokens":100,"completion_tokens":200}}` + "\n\ndata: [DONE]\n\n")
+	return sb.String()
+}
+
 func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
@@ -291,6 +297,28 @@ func BenchmarkFrameMeter(b *testing.B) {
 	}
 	b.Run("plain", func(b *testing.B) { relay(b, func(r io.Reader) io.Reader { return struct{ io.Reader }{r} }) })
 	b.Run("metered", func(b *testing.B) { relay(b, func(r io.Reader) io.Reader { return meterFrames(r) }) })
+}
+
+// BenchmarkEventMeter is the cost of reading an event stream for usage
+// as it is relayed: 1 MiB of OpenAI chat chunks, each with "usage":null
+// as such streams send them, the last with the usage, through the
+// meter in 16 KiB reads, against the same bytes copied plain in the
+// same run.
+func BenchmarkEventMeter(b *testing.B) {
+	stream := []byte(modelStream())
+	relay := func(b *testing.B, wrap func(io.Reader) io.Reader) {
+		b.SetBytes(int64(len(stream)))
+		buf := make([]byte, 16<<10)
+		for b.Loop() {
+			io.CopyBuffer(io.Discard, wrap(bytes.NewReader(stream)), buf)
+		}
+	}
+	b.Run("plain", func(b *testing.B) { relay(b, func(r io.Reader) io.Reader { return struct{ io.Reader }{r} }) })
+	b.Run("metered", func(b *testing.B) {
+		relay(b, func(r io.Reader) io.Reader {
+			return newUsageReader(io.NopCloser(r), judge.MeterOpenAI, "text/event-stream")
+		})
+	})
 }
 
 // BenchmarkDecodeBody is the cost of decoding a 64 KiB JSON request
