@@ -155,20 +155,17 @@ func BenchmarkJudge50(b *testing.B) {
 	}
 }
 
-// BenchmarkMeteredStream is the throughput of a 1 MiB model API event
-// stream (OpenAI chunks, usage in the last) through a metering rule and
-// through the same rule without metering, alternately in the same run,
-// with their ratio: metering reads every byte, and should cost the
-// stream next to nothing (the aim is a ratio of 0.95 or more). It
-// reports; it never fails on the time.
-// BenchmarkMeteredStream streams 1 MiB of model SSE through a metering
-// rule, beside the same stream through an unmetered rule, through a
-// metering rule of a gateway that does not sync its records, and straight
-// from the upstream (keep-alive, the same client settings), taking turns
-// so drift in the machine's load falls on all alike. Besides
-// throughput it reports the median time to the first byte of the body,
-// which a meter that buffered would delay: the upstream flushes the first
-// event alone before the rest.
+// BenchmarkMeteredStream streams 1 MiB of model SSE (OpenAI chunks,
+// usage in the last) through a metering rule, beside the same stream
+// through an unmetered rule, through a metering rule of a gateway that
+// does not sync its records, through a bare relay that terminates TLS
+// and copies bytes (no HTTP, nothing judged, recorded or metered: what
+// a second TLS leg alone costs), and straight from the upstream
+// (keep-alive, the same client settings), taking turns so drift in the
+// machine's load falls on all alike. Besides throughput it reports the
+// median time to the first byte of the body, which a meter that
+// buffered would delay: the upstream flushes the first event alone
+// before the rest. It reports; it never fails on the time.
 func BenchmarkMeteredStream(b *testing.B) {
 	stream := modelStream()
 	chunk := stream[:strings.Index(stream, "\n\n")+2]
@@ -203,16 +200,23 @@ func BenchmarkMeteredStream(b *testing.B) {
 	// delay is that sync, the durability promise's price.
 	nosync := gw(true)
 	direct := directClient(ups, true)
+	relayPort := bareRelay(b, ups)
 	type path struct {
 		c     *http.Client
 		host  string
+		port  int
 		total time.Duration
 		ttfb  []time.Duration
 	}
-	paths := []*path{{c: c, host: "m.api.test"}, {c: c, host: "p.api.test"}, {c: direct, host: "127.0.0.1"}, {c: nosync, host: "m.api.test"}}
+	paths := []*path{{c: c, host: "m.api.test"}, {c: c, host: "p.api.test"}, {c: direct, host: "127.0.0.1"}, {c: nosync, host: "m.api.test"}, {c: direct, host: "127.0.0.1", port: relayPort}}
+	for _, p := range paths {
+		if p.port == 0 {
+			p.port = ups.port
+		}
+	}
 	get := func(p *path, timed bool) {
 		t0 := time.Now()
-		resp, err := p.c.Get(fmt.Sprintf("https://%s:%d/v1/chat/completions", p.host, ups.port))
+		resp, err := p.c.Get(fmt.Sprintf("https://%s:%d/v1/chat/completions", p.host, p.port))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -248,16 +252,56 @@ func BenchmarkMeteredStream(b *testing.B) {
 		b.Fatal("the metered stream's usage was not read")
 	}
 	mb := float64(b.N) * float64(len(stream)) / 1e6
-	withMeter, without, straight, unsynced := paths[0], paths[1], paths[2], paths[3]
+	withMeter, without, straight, unsynced, relay := paths[0], paths[1], paths[2], paths[3], paths[4]
 	b.ReportMetric(mb/withMeter.total.Seconds(), "metered-MB/s")
 	b.ReportMetric(mb/without.total.Seconds(), "plain-MB/s")
 	b.ReportMetric(mb/straight.total.Seconds(), "direct-MB/s")
 	b.ReportMetric(without.total.Seconds()/withMeter.total.Seconds(), "metered/plain")
 	b.ReportMetric(straight.total.Seconds()/withMeter.total.Seconds(), "metered/direct")
+	b.ReportMetric(mb/relay.total.Seconds(), "relay-MB/s")
+	b.ReportMetric(relay.total.Seconds()/withMeter.total.Seconds(), "metered/relay")
+	b.ReportMetric(straight.total.Seconds()/relay.total.Seconds(), "relay/direct")
 	b.ReportMetric(float64(median(straight.ttfb).Microseconds()), "direct-ttfb-µs")
 	b.ReportMetric(float64((median(withMeter.ttfb) - median(straight.ttfb)).Microseconds()), "metered-ttfb-added-µs")
 	b.ReportMetric(float64((median(without.ttfb) - median(straight.ttfb)).Microseconds()), "plain-ttfb-added-µs")
 	b.ReportMetric(float64((median(unsynced.ttfb) - median(straight.ttfb)).Microseconds()), "unsynced-ttfb-added-µs")
+	b.ReportMetric(float64((median(relay.ttfb) - median(straight.ttfb)).Microseconds()), "relay-ttfb-added-µs")
+}
+
+// bareRelay listens on a loopback port, answers TLS as ups does (its
+// certificate, records sized as the gateway's client leg sizes them),
+// and copies bytes each way between each connection and one of its own
+// to ups: the floor for anything that terminates TLS in between.
+func bareRelay(b *testing.B, ups *testUpstream) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	caCert, _ := upstreamCA()
+	roots := x509.NewCertPool()
+	roots.AddCert(caCert)
+	server := &tls.Config{Certificates: ups.TLS.Certificates, DynamicRecordSizingDisabled: true}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ups.port), &tls.Config{RootCAs: roots, ServerName: "api.test"})
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				tc := tls.Server(c, server)
+				go io.Copy(up, tc)
+				io.Copy(tc, up)
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // modelStream is 1 MiB of OpenAI chat chunks, the usage in the last.
