@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -97,7 +98,9 @@ func WriteResponse(w *bufio.Writer, resp *http.Response, method string, minor in
 // copyFlushing copies a body of unknown length to w to be delimited by
 // the connection's close, flushing after each read as copyChunked does.
 func copyFlushing(w *bufio.Writer, body io.Reader) (int64, error) {
-	buf := make([]byte, 32<<10)
+	bp := frames.Get().(*[]byte)
+	defer frames.Put(bp)
+	buf := *bp
 	var n int64
 	for {
 		m, rerr := body.Read(buf)
@@ -124,6 +127,14 @@ func copyFlushing(w *bufio.Writer, body io.Reader) (int64, error) {
 // chunk goes out as two full records.
 const chunkFrame = 32 << 10
 
+// frames are the buffers streamed bodies are copied through: a stream
+// of a few events would otherwise cost a fresh 32 KiB to allocate and
+// clear before its first byte, and its share of a collection after.
+var frames = sync.Pool{New: func() any {
+	b := make([]byte, chunkFrame)
+	return &b
+}}
+
 // chunkHead is the room left before a chunk's data for its size line: four
 // hex digits (a chunk is under 64 KiB) and CRLF.
 const chunkHead = 6
@@ -137,7 +148,9 @@ const chunkHead = 6
 // records) rather than three: the size line, the data past w's buffer,
 // and the CRLF with the flush.
 func copyChunked(w *bufio.Writer, body io.Reader) (int64, error) {
-	buf := make([]byte, chunkFrame)
+	bp := frames.Get().(*[]byte)
+	defer frames.Put(bp)
+	buf := *bp
 	data := buf[chunkHead : len(buf)-2]
 	var n int64
 	for {
