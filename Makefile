@@ -102,7 +102,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'Dispatch' -benchtime $(BENCH_DISPATCHES)x ./tests/
 	$(GO) test -run '^$$' -bench 'Start' -benchtime 50x ./lib/box/
 	$(GO) test -run '^$$' -bench 'MeteredStream' -benchtime $(STREAMS)x ./lib/gateway/
-	$(GO) test -run '^$$' -bench 'FrameMeter|DecodeBody' -benchtime 300x ./lib/gateway/
+	$(GO) test -run '^$$' -bench 'FrameMeter|EventMeter|DecodeBody' -benchtime 300x ./lib/gateway/
 	$(GO) test -run '^$$' -bench 'UnmarshalRecord' ./lib/strictjson/
 	$(GO) test -run '^$$' -bench 'Judge' -benchtime 20000x ./lib/judge/
 	@for s in scripts/bench-*; do [ -x "$$s" ] && { echo "== $$s"; "$$s"; } || true; done

@@ -112,7 +112,7 @@ func (r *usageReader) lines(b []byte) {
 // relaying them.
 func (r *usageReader) whole(b []byte) {
 	for {
-		k := bytes.Index(b, r.key)
+		k := keyIndex(b, r.key)
 		if k < 0 {
 			return
 		}
@@ -164,7 +164,7 @@ func (r *usageReader) event(line []byte) {
 // "usageMetadata", whose value is an object.
 func hasUsage(b, key []byte) bool {
 	for {
-		k := bytes.Index(b, key)
+		k := keyIndex(b, key)
 		if k < 0 {
 			return false
 		}
@@ -349,4 +349,25 @@ func (c Call) Asked() (model string, maxOutput int64) {
 		m = 1 << 53
 	}
 	return model, int64(math.Ceil(m))
+}
+
+// keyIndex is bytes.Index(b, key) for a key that starts with a quote:
+// JSON is full of quotes, so searching from the byte after it skips
+// most false starts.
+func keyIndex(b, key []byte) int {
+	if len(b) < len(key) {
+		return -1
+	}
+	off := 1
+	for {
+		k := bytes.Index(b[off:], key[1:])
+		if k < 0 {
+			return -1
+		}
+		k += off - 1
+		if b[k] == '"' {
+			return k
+		}
+		off = k + 2
+	}
 }

@@ -69,6 +69,8 @@ func TestUsageReader(t *testing.T) {
 		{"body past the bound", judge.MeterOpenAI, "application/json", `{"pad":"` + strings.Repeat("x", maxUsageBody) + `","usage":{"prompt_tokens":1}}`, Usage{Unknown: true}},
 		{"line past the bound", judge.MeterOpenAI, "text/event-stream", long, Usage{Unknown: true}},
 		{"a long line does not hide the next", judge.MeterOpenAI, "text/event-stream", long + openAISSE, Usage{Model: "gpt-5", InputTokens: 100, OutputTokens: 200}},
+		{"a member whose name ends in usage is not usage", judge.MeterOpenAI, "text/event-stream", "data: {\"prior_usage\":{\"prompt_tokens\":5},\"usage\":null}\n\n" + "data: {\"model\":\"gpt-5\",\"x_usage\":{\"completion_tokens\":9},\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\n", Usage{Model: "gpt-5", InputTokens: 1, OutputTokens: 2}},
+		{"a member whose name ends in usage alone", judge.MeterOpenAI, "text/event-stream", "data: {\"model\":\"gpt-5\",\"prior_usage\":{\"prompt_tokens\":5}}\n\n", Usage{Unknown: true}},
 		{"broken event among good ones", judge.MeterAnthropic, "text/event-stream", "data: {\"usage\":{\n\n" + anthropicSSE, Usage{Model: "claude-x", InputTokens: 25, OutputTokens: 15}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/http/httputil"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -70,12 +70,9 @@ func WriteResponse(w *bufio.Writer, resp *http.Response, method string, minor in
 	var err error
 	switch {
 	case chunked:
-		cw := httputil.NewChunkedWriter(w)
-		n, err = copyFlushing(cw, w, resp.Body)
+		n, err = copyChunked(w, resp.Body)
 		if err == nil {
-			if err = cw.Close(); err == nil {
-				_, err = w.WriteString("\r\n")
-			}
+			_, err = w.WriteString("0\r\n\r\n")
 		}
 	case resp.ContentLength >= 0:
 		// Read to the end, not just the length: the end is what tells a
@@ -85,7 +82,7 @@ func WriteResponse(w *bufio.Writer, resp *http.Response, method string, minor in
 			err = fmt.Errorf("response body of %d bytes, %d declared", n, resp.ContentLength)
 		}
 	default:
-		n, err = copyFlushing(w, w, resp.Body)
+		n, err = copyFlushing(w, resp.Body)
 	}
 	if err == nil {
 		err = w.Flush()
@@ -98,17 +95,17 @@ func WriteResponse(w *bufio.Writer, resp *http.Response, method string, minor in
 	return n, close, nil
 }
 
-// copyFlushing copies a body of unknown length to dst, flushing w after
-// each read's bytes: such a body may be a stream (server-sent events, a
-// model's tokens) whose every part the client is waiting for, which
-// would otherwise sit in w until it filled.
-func copyFlushing(dst io.Writer, w *bufio.Writer, body io.Reader) (int64, error) {
-	buf := make([]byte, 32<<10)
+// copyFlushing copies a body of unknown length to w to be delimited by
+// the connection's close, flushing after each read as copyChunked does.
+func copyFlushing(w *bufio.Writer, body io.Reader) (int64, error) {
+	bp := frames.Get().(*[]byte)
+	defer frames.Put(bp)
+	buf := *bp
 	var n int64
 	for {
 		m, rerr := body.Read(buf)
 		if m > 0 {
-			if _, err := dst.Write(buf[:m]); err != nil {
+			if _, err := w.Write(buf[:m]); err != nil {
 				return n, err
 			}
 			n += int64(m)
@@ -124,6 +121,69 @@ func copyFlushing(dst io.Writer, w *bufio.Writer, body io.Reader) (int64, error)
 		}
 	}
 }
+
+// chunkFrame is the most a chunk of copyChunked takes, its size line and
+// closing CRLF included: two TLS records' worth of plaintext, so a full
+// chunk goes out as two full records.
+const chunkFrame = 32 << 10
+
+// frames are the buffers streamed bodies are copied through: a stream
+// of a few events would otherwise cost a fresh 32 KiB to allocate and
+// clear before its first byte, and its share of a collection after.
+var frames = sync.Pool{New: func() any {
+	b := make([]byte, chunkFrame)
+	return &b
+}}
+
+// chunkHead is the room left before a chunk's data for its size line: four
+// hex digits (a chunk is under 64 KiB) and CRLF.
+const chunkHead = 6
+
+// copyChunked copies a body of unknown length to w, one chunk per read,
+// and flushes each: such a body may be a stream (server-sent events, a
+// model's tokens) whose every part the client is waiting for, which
+// would otherwise sit in w until it filled. The chunk's size line, data
+// and CRLF are laid out in one buffer and handed to w in one Write, so a
+// read's bytes go to the connection in one write (one TLS write, in whole
+// records) rather than three: the size line, the data past w's buffer,
+// and the CRLF with the flush.
+func copyChunked(w *bufio.Writer, body io.Reader) (int64, error) {
+	bp := frames.Get().(*[]byte)
+	defer frames.Put(bp)
+	buf := *bp
+	data := buf[chunkHead : len(buf)-2]
+	var n int64
+	for {
+		m, rerr := body.Read(data)
+		if m > 0 {
+			start := chunkHead - 2
+			for v := m; ; v >>= 4 {
+				start--
+				buf[start] = hexDigits[v&0xf]
+				if v < 0x10 {
+					break
+				}
+			}
+			buf[chunkHead-2], buf[chunkHead-1] = '\r', '\n'
+			buf[chunkHead+m], buf[chunkHead+m+1] = '\r', '\n'
+			if _, err := w.Write(buf[start : chunkHead+m+2]); err != nil {
+				return n, err
+			}
+			n += int64(m)
+			if err := w.Flush(); err != nil {
+				return n, err
+			}
+		}
+		switch {
+		case rerr == io.EOF:
+			return n, nil
+		case rerr != nil:
+			return n, rerr
+		}
+	}
+}
+
+const hexDigits = "0123456789abcdef"
 
 // writeEndToEnd writes the fields of h a proxy forwards: no hop-by-hop
 // field, none the Connection field names, no framing field (the caller

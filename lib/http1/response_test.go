@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httputil"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -259,6 +261,64 @@ func TestWriteResponseStreamFails(t *testing.T) {
 		n, closeConn, err := WriteResponse(w, resp, "GET", tc.minor, false)
 		if err == nil || !strings.Contains(err.Error(), "connection reset") || !closeConn || n != tc.n {
 			t.Errorf("%s: %d bytes, close %v, %v", tc.name, n, closeConn, err)
+		}
+	}
+}
+
+// reads hands out its parts one Read each.
+type reads struct{ parts []string }
+
+func (r *reads) Read(p []byte) (int, error) {
+	if len(r.parts) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.parts[0])
+	if r.parts[0] = r.parts[0][n:]; r.parts[0] == "" {
+		r.parts = r.parts[1:]
+	}
+	return n, nil
+}
+
+// writes keeps each Write it is given.
+type writes struct{ got [][]byte }
+
+func (w *writes) Write(p []byte) (int, error) {
+	w.got = append(w.got, bytes.Clone(p))
+	return len(p), nil
+}
+
+// A body of unknown length is relayed one chunk per read, each chunk's
+// size line, data and CRLF in one write to the connection (the first
+// with the head), and no chunk over what two TLS records hold.
+func TestWriteResponseChunkPerWrite(t *testing.T) {
+	parts := []string{"data: first\n\n", strings.Repeat("a", 20000), strings.Repeat("b", 9), strings.Repeat("c", 40000)}
+	resp := &http.Response{StatusCode: 200, Header: http.Header{}, ContentLength: -1, Body: io.NopCloser(&reads{parts: slices.Clone(parts)})}
+	conn := &writes{}
+	n, closeConn, err := WriteResponse(bufio.NewWriterSize(conn, 8<<10), resp, "GET", 1, false)
+	if err != nil || closeConn || n != int64(len(strings.Join(parts, ""))) {
+		t.Fatalf("%d bytes, close %v, %v", n, closeConn, err)
+	}
+	// The last part is read in two, the chunk's data at most chunkFrame
+	// less the size line and CRLF.
+	want := []string{parts[0], parts[1], parts[2], parts[3][:chunkFrame-chunkHead-2], parts[3][chunkFrame-chunkHead-2:], ""}
+	if len(conn.got) != len(want) {
+		t.Fatalf("%d writes, want one a chunk and one for the last: %q", len(conn.got), conn.got)
+	}
+	head, first, _ := bytes.Cut(conn.got[0], []byte("\r\n\r\n"))
+	if !bytes.HasPrefix(head, []byte("HTTP/1.1 200 OK\r\n")) {
+		t.Fatalf("first write %q is not the head", conn.got[0])
+	}
+	conn.got[0] = first
+	for i, w := range conn.got {
+		if len(w) > chunkFrame {
+			t.Errorf("write %d of %d bytes, over %d", i, len(w), chunkFrame)
+		}
+		body, err := io.ReadAll(httputil.NewChunkedReader(bytes.NewReader(append(w, "0\r\n\r\n"...))))
+		if i == len(want)-1 {
+			body, err = io.ReadAll(httputil.NewChunkedReader(bytes.NewReader(w)))
+		}
+		if err != nil || string(body) != want[i] {
+			t.Errorf("write %d: %.40q, %v; want the chunk %.40q", i, body, err, want[i])
 		}
 	}
 }
