@@ -47,12 +47,14 @@ type Event struct {
 	Intent string    `json:"intent,omitempty"`
 }
 
-// Record appends e to the audit log and then to the imp's journal, each
-// line synced before the next step (store.AppendLineIn). Callers hold the
-// lock of the store that changed, so events of one entity are appended in
-// the order its transitions happened. The order matters to Ensure: an
-// event in the journal is in the audit log too, after a power cut as
-// after a crash.
+// Record appends e to the audit log and to the imp's journal at once, and
+// returns when both lines are synced (store.AppendLineIn). Callers hold
+// the lock of the store that changed, so events of one entity are
+// appended to each log in the order its transitions happened. The two
+// appends overlap, one log's sync waiting on the disk while the other's
+// line is written, because nothing orders them: Ensure looks for the
+// event in each log on its own, so a crash or power cut that leaves it in
+// either, or in neither, is repaired alike.
 func Record(y *yard.Yard, e Event) error {
 	line, err := prepare(&e)
 	if err != nil {
@@ -62,10 +64,12 @@ func Record(y *yard.Yard, e Event) error {
 	if err != nil {
 		return err
 	}
-	if err := store.AppendLineIn(y.Root, yard.DecisionsDir, yard.DecisionsName, line, "mid-audit-append"); err != nil {
-		return err
-	}
-	return store.AppendLineIn(y.Root, jdir, jname, line, "mid-append")
+	audit := make(chan error, 1)
+	go func() {
+		audit <- store.AppendLineIn(y.Root, yard.DecisionsDir, yard.DecisionsName, line, "mid-audit-append")
+	}()
+	jerr := store.AppendLineIn(y.Root, jdir, jname, line, "mid-append")
+	return errors.Join(<-audit, jerr)
 }
 
 // prepare stamps e and renders it as its line.
@@ -281,11 +285,14 @@ func Recover(y *yard.Yard, tx *store.Tx, latest func(entity string) (e Event, ok
 // after its transition, so anything older than this before it cannot be it.
 const window = 10 * time.Minute
 
-// Ensure records e (an entity's latest transition, with its Seq) unless it
-// already is: the repair for a process that died between changing a state
-// file and recording the change, or halfway through a record. Called under
-// the entity's store lock before the next transition, it leaves exactly one
-// whole record of every transition in the audit log and the journal.
+// Ensure records e (an entity's latest transition, with its Seq) in each
+// log that lacks it: the repair for a process that died between changing
+// a state file and recording the change, or halfway through a record.
+// Each log is looked through on its own, since Record appends to both at
+// once and a crash can leave the line in the journal and not the audit
+// log as well as the other way. Called under the entity's store lock
+// before the next transition, it leaves exactly one whole record of every
+// transition in the audit log and the journal.
 func Ensure(y *yard.Yard, e Event) error {
 	line, err := prepare(&e)
 	if err != nil {
@@ -299,17 +306,21 @@ func Ensure(y *yard.Yard, e Event) error {
 	if err != nil {
 		return err
 	}
-	if found, err := holds(jp, &e); err != nil || found {
-		return err
-	}
-	found, err := holds(ap, &e)
+	inJournal, err := holds(jp, &e)
 	if err != nil {
 		return err
 	}
-	if !found {
+	inAudit, err := holds(ap, &e)
+	if err != nil {
+		return err
+	}
+	if !inAudit {
 		if err := store.AppendLine(ap, line); err != nil {
 			return err
 		}
+	}
+	if inJournal {
+		return nil
 	}
 	return store.AppendLine(jp, line)
 }
