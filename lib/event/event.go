@@ -123,9 +123,11 @@ func fit(e *Event) ([]byte, error) {
 // is next taken, the process that wrote it died in between (or the power
 // went), and the transition it names must be checked with Ensure.
 //
-// It survives a power cut because of the order of syncs: BeginTx
-// fdatasyncs the mark before the state file is written (itself synced,
-// renamed, its directory synced), and every record Record appends is
+// It survives a power cut because of the order of syncs: BeginTx's
+// fdatasync of the mark completes before the state file is renamed into
+// place (the file itself synced before, its directory after; the mark's
+// sync runs while the file is written and synced, see
+// store.Tx.OverwriteAhead), and every record Record appends is
 // fdatasynced before EndTx clears the mark. So whenever a transition's
 // state file is durable, either its mark is too or its records are; a
 // mark that outlives its records (EndTx is not synced, and need not be)
@@ -161,13 +163,15 @@ func Begin(dir, id string) error {
 }
 
 // BeginTx is Begin in the store directory of tx, through the marker the
-// transaction holds open, and durable when it returns: a state file
-// written after it cannot outlive it in a power cut.
+// transaction holds open. The mark is durable before anything the
+// transaction writes next is renamed into place, so a state file written
+// after it cannot outlive it in a power cut; its sync overlaps that
+// file's own write and sync.
 func BeginTx(tx *store.Tx, id string) error {
 	if len(id) > markerWidth {
 		return fmt.Errorf("mark %s: id %q is over %d bytes", tx.Path(""), id, markerWidth)
 	}
-	return tx.Overwrite(marker, append([]byte(id), blank[len(id):]...), true)
+	return tx.OverwriteAhead(marker, append([]byte(id), blank[len(id):]...))
 }
 
 func mark(f *os.File, id string) error {
