@@ -6,17 +6,20 @@ import (
 	"testing"
 )
 
-// TestNoHTTPClient fails when impq links net/http: its code and init are
-// paid by every impq add, about a sixth of the command's CPU, and impq
-// speaks to no server.
-func TestNoHTTPClient(t *testing.T) {
+// TestNoNetwork fails when impq links a package its adds pay for at every
+// start without using: net/http, its code and init about a sixth of an
+// add's CPU; net, which brings runtime/cgo and with it the C loader,
+// libc's threads and a hundred more page faults a process; os/user, the
+// same cgo by another road. impq speaks to no server and looks no one up.
+func TestNoNetwork(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
 	for _, p := range strings.Fields(string(out)) {
-		if p == "net/http" {
-			t.Fatal("impq links net/http; find the import with 'go list -deps -f \"{{.ImportPath}}: {{.Imports}}\" ./cmd/impq'")
+		switch p {
+		case "net/http", "net", "runtime/cgo", "os/user":
+			t.Errorf("impq links %s; find the import with 'go list -deps -f \"{{.ImportPath}}: {{.Imports}}\" ./cmd/impq'", p)
 		}
 	}
 }

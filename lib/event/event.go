@@ -47,12 +47,14 @@ type Event struct {
 	Intent string    `json:"intent,omitempty"`
 }
 
-// Record appends e to the audit log and then to the imp's journal, each
-// line synced before the next step (store.AppendLineIn). Callers hold the
-// lock of the store that changed, so events of one entity are appended in
-// the order its transitions happened. The order matters to Ensure: an
-// event in the journal is in the audit log too, after a power cut as
-// after a crash.
+// Record appends e to the audit log and to the imp's journal at once, and
+// returns when both lines are synced (store.AppendLineIn). Callers hold
+// the lock of the store that changed, so events of one entity are
+// appended to each log in the order its transitions happened. The two
+// appends overlap, one log's sync waiting on the disk while the other's
+// line is written, because nothing orders them: Ensure looks for the
+// event in each log on its own, so a crash or power cut that leaves it in
+// either, or in neither, is repaired alike.
 func Record(y *yard.Yard, e Event) error {
 	line, err := prepare(&e)
 	if err != nil {
@@ -62,10 +64,12 @@ func Record(y *yard.Yard, e Event) error {
 	if err != nil {
 		return err
 	}
-	if err := store.AppendLineIn(y.Root, yard.DecisionsDir, yard.DecisionsName, line, "mid-audit-append"); err != nil {
-		return err
-	}
-	return store.AppendLineIn(y.Root, jdir, jname, line, "mid-append")
+	audit := make(chan error, 1)
+	go func() {
+		audit <- store.AppendLineIn(y.Root, yard.DecisionsDir, yard.DecisionsName, line, "mid-audit-append")
+	}()
+	jerr := store.AppendLineIn(y.Root, jdir, jname, line, "mid-append")
+	return errors.Join(<-audit, jerr)
 }
 
 // prepare stamps e and renders it as its line.
@@ -119,9 +123,11 @@ func fit(e *Event) ([]byte, error) {
 // is next taken, the process that wrote it died in between (or the power
 // went), and the transition it names must be checked with Ensure.
 //
-// It survives a power cut because of the order of syncs: BeginTx
-// fdatasyncs the mark before the state file is written (itself synced,
-// renamed, its directory synced), and every record Record appends is
+// It survives a power cut because of the order of syncs: BeginTx's
+// fdatasync of the mark completes before the state file is renamed into
+// place (the file itself synced before, its directory after; the mark's
+// sync runs while the file is written and synced, see
+// store.Tx.OverwriteAhead), and every record Record appends is
 // fdatasynced before EndTx clears the mark. So whenever a transition's
 // state file is durable, either its mark is too or its records are; a
 // mark that outlives its records (EndTx is not synced, and need not be)
@@ -157,13 +163,15 @@ func Begin(dir, id string) error {
 }
 
 // BeginTx is Begin in the store directory of tx, through the marker the
-// transaction holds open, and durable when it returns: a state file
-// written after it cannot outlive it in a power cut.
+// transaction holds open. The mark is durable before anything the
+// transaction writes next is renamed into place, so a state file written
+// after it cannot outlive it in a power cut; its sync overlaps that
+// file's own write and sync.
 func BeginTx(tx *store.Tx, id string) error {
 	if len(id) > markerWidth {
 		return fmt.Errorf("mark %s: id %q is over %d bytes", tx.Path(""), id, markerWidth)
 	}
-	return tx.Overwrite(marker, append([]byte(id), blank[len(id):]...), true)
+	return tx.OverwriteAhead(marker, append([]byte(id), blank[len(id):]...))
 }
 
 func mark(f *os.File, id string) error {
@@ -281,11 +289,14 @@ func Recover(y *yard.Yard, tx *store.Tx, latest func(entity string) (e Event, ok
 // after its transition, so anything older than this before it cannot be it.
 const window = 10 * time.Minute
 
-// Ensure records e (an entity's latest transition, with its Seq) unless it
-// already is: the repair for a process that died between changing a state
-// file and recording the change, or halfway through a record. Called under
-// the entity's store lock before the next transition, it leaves exactly one
-// whole record of every transition in the audit log and the journal.
+// Ensure records e (an entity's latest transition, with its Seq) in each
+// log that lacks it: the repair for a process that died between changing
+// a state file and recording the change, or halfway through a record.
+// Each log is looked through on its own, since Record appends to both at
+// once and a crash can leave the line in the journal and not the audit
+// log as well as the other way. Called under the entity's store lock
+// before the next transition, it leaves exactly one whole record of every
+// transition in the audit log and the journal.
 func Ensure(y *yard.Yard, e Event) error {
 	line, err := prepare(&e)
 	if err != nil {
@@ -299,17 +310,21 @@ func Ensure(y *yard.Yard, e Event) error {
 	if err != nil {
 		return err
 	}
-	if found, err := holds(jp, &e); err != nil || found {
-		return err
-	}
-	found, err := holds(ap, &e)
+	inJournal, err := holds(jp, &e)
 	if err != nil {
 		return err
 	}
-	if !found {
+	inAudit, err := holds(ap, &e)
+	if err != nil {
+		return err
+	}
+	if !inAudit {
 		if err := store.AppendLine(ap, line); err != nil {
 			return err
 		}
+	}
+	if inJournal {
+		return nil
 	}
 	return store.AppendLine(jp, line)
 }

@@ -43,7 +43,7 @@ func TestEnsure(t *testing.T) {
 	if err := Ensure(y, e(2)); err != nil {
 		t.Fatal(err)
 	}
-	// In the audit log but not the journal (a crash between the two).
+	// In the audit log but not the journal.
 	ap, _ := y.DecisionsPath()
 	line, _ := store.Line(func() Event { v := e(3); v.Schema = store.Schema(Kind, Major); return v }())
 	store.AppendLine(ap, line)
@@ -57,10 +57,20 @@ func TestEnsure(t *testing.T) {
 	if err := Ensure(y, e(4)); err != nil {
 		t.Fatal(err)
 	}
+	// In the journal but not the audit log, the journal's next line torn:
+	// Record appends to both at once, so a crash can leave either.
 	jp, _ := y.JournalPath("yuko")
+	line, _ = store.Line(func() Event { v := e(5); v.Schema = store.Schema(Kind, Major); return v }())
+	store.AppendLine(jp, line)
+	f, _ = os.OpenFile(jp, os.O_WRONLY|os.O_APPEND, 0)
+	f.Write(line[:len(line)/2])
+	f.Close()
+	if err := Ensure(y, e(5)); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []string{jp, ap} {
 		got := count(t, p, "g-0000000000000001")
-		for seq := 1; seq <= 4; seq++ {
+		for seq := 1; seq <= 5; seq++ {
 			if got[seq] != 1 {
 				t.Errorf("%s: transition %d recorded %d times", p, seq, got[seq])
 			}

@@ -10,9 +10,9 @@
 package id
 
 import (
-	"crypto/rand"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -29,7 +29,22 @@ const (
 
 const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
 
-var randReader io.Reader = rand.Reader
+// randReader reads the runtime's generator (ChaCha8, seeded from the
+// kernel when the process starts). An id's random part keeps apart ids
+// made in the same millisecond and is no secret (the time beside it is
+// plain), and crypto/rand's first read costs every command that files
+// something a timer, the network poller's start and a mapping for
+// getrandom's state.
+var randReader io.Reader = runtimeRand{}
+
+type runtimeRand struct{}
+
+func (runtimeRand) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(rand.Uint32())
+	}
+	return len(p), nil
+}
 
 // Now and Rand are package variables so tests can make ids deterministic.
 var (

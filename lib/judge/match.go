@@ -2,7 +2,6 @@ package judge
 
 import (
 	"net/netip"
-	"net/textproto"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,7 +128,10 @@ func (in *input) queryParams() ([]param, bool) {
 func (in *input) jsonBody() document {
 	if !in.bodySet {
 		in.bodySet = true
-		ct := textproto.MIMEHeader(in.Header).Values("Content-Type")
+		// Indexed directly, not through net/textproto: the key is already
+		// canonical, and that package links net, and with it cgo and the
+		// C loader, into every command that judges or reads a policy.
+		ct := in.Header["Content-Type"]
 		if len(ct) == 1 && mcp.IsJSONType(ct[0]) && int64(len(in.Body)) == in.BodySize && len(in.Body) <= MaxJSONBody {
 			in.body = readDocument(in.Body, in.docs.body, in.docs.bodySlots)
 		}

@@ -258,8 +258,9 @@ func (dc *Decider) admit(p Proposal) (record, quota bool, undo func()) {
 }
 
 // writeRecord appends r to the audit log and, when journal is set, to the
-// imp's journal, in that order, as event.Record does: a record in the
-// journal is in the audit log too. The journal's copy has no reason and
+// imp's journal, in that order: a record in the journal is in the audit
+// log too, which for a proposal (no marker, no repair) only the order
+// keeps. The journal's copy has no reason and
 // no trust entry: they may name host files (org.toml, imp.toml), and the
 // journal goes into the imp's brief, inside the box, which learns no host
 // path; the audit log's line has them.

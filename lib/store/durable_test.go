@@ -135,3 +135,44 @@ func TestOverwriteDurable(t *testing.T) {
 		t.Errorf("an Overwrite not asked to be durable was synced:\n%s", rec)
 	}
 }
+
+// OverwriteAhead's sync runs on while the transaction goes on, and is
+// done before the transaction's next file is renamed into place and
+// before the transaction ends, even when nothing follows it.
+func TestOverwriteAhead(t *testing.T) {
+	root := t.TempDir()
+	d, err := store.OpenDir(root, "queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.Record(t)
+	mark := filepath.Join(d.Path(), ".recording")
+	file := filepath.Join(d.Path(), "t-1.json")
+	err = d.Update(func(tx *store.Tx) error {
+		if err := tx.OverwriteAhead(".recording", []byte("t-1 ")); err != nil {
+			return err
+		}
+		return tx.Write("t-1.json", []byte("{}"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rename := -1
+	for i, op := range rec.Ops() {
+		if op.Kind == store.OpRename && op.To == file {
+			rename = i
+		}
+	}
+	if rename < 0 {
+		t.Fatalf("no rename of %s:\n%s", file, rec)
+	}
+	if err := rec.Durable(rename, root, mark); err != nil {
+		t.Errorf("the mark is not durable before the next file is renamed into place: %v\n%s", err, rec)
+	}
+	if err := d.Update(func(tx *store.Tx) error { return tx.OverwriteAhead(".recording", []byte("    ")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Durable(rec.Len(), root, mark); err != nil {
+		t.Errorf("the mark is not durable when its transaction ends: %v\n%s", err, rec)
+	}
+}

@@ -17,6 +17,9 @@ import (
 // cut. A reader sees the file under one name or the other, never
 // neither. It is for a file whose name changes, not its content.
 func (tx *Tx) Rename(from, to string) error {
+	if err := tx.settle(); err != nil {
+		return err
+	}
 	ffd, fbase, fp, err := tx.resolve(from)
 	if err != nil {
 		return err

@@ -162,6 +162,10 @@ type Tx struct {
 	dir     *os.File
 	tmp     *os.File // .tmp, once opened
 	scratch map[string]*os.File
+	// syncing carries the outcome of a sync OverwriteAhead left running,
+	// and synced what settle received from it.
+	syncing chan error
+	synced  error
 }
 
 // Update runs fn under the directory's lock. Everything fn reads it may
@@ -188,10 +192,26 @@ func (d *Dir) UpdateChecked(check func() error, fn func(tx *Tx) error) error {
 	if err := tx.sweep(); err != nil {
 		return err
 	}
-	return fn(tx)
+	err = fn(tx)
+	if serr := tx.settle(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// settle waits for the sync an OverwriteAhead left running, if any, and
+// returns its error, then and at every later call.
+func (tx *Tx) settle() error {
+	if tx.syncing != nil {
+		tx.synced = <-tx.syncing
+		tx.syncing = nil
+	}
+	return tx.synced
 }
 
 func (tx *Tx) close() {
+	// The sync still running uses a scratch file about to be closed.
+	tx.settle()
 	for _, f := range tx.scratch {
 		f.Close()
 	}
@@ -318,7 +338,7 @@ func (tx *Tx) Write(name string, data []byte) error {
 		}
 		tx.tmp = os.NewFile(uintptr(t), tmp)
 	}
-	if err := writeAt(int(tx.tmp.Fd()), tx.tmp.Name(), fd, filepath.Dir(p), base, data, FilePerm); err != nil {
+	if err := writeAt(int(tx.tmp.Fd()), tx.tmp.Name(), fd, filepath.Dir(p), base, data, FilePerm, tx.settle); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	crash.Point("after-rename")
@@ -326,9 +346,10 @@ func (tx *Tx) Write(name string, data []byte) error {
 }
 
 // writeAt writes data to a new temp file in tmpfd, at mode perm, fsyncs
-// and closes it, and renames it over base in dirfd; a failure removes the
-// temp file. tmpDir and dir are the two directories' paths, for the trace.
-func writeAt(tmpfd int, tmpDir string, dirfd int, dir, base string, data []byte, perm os.FileMode) error {
+// and closes it, and, once before (when not nil) returns nil, renames it
+// over base in dirfd; a failure removes the temp file. tmpDir and dir are
+// the two directories' paths, for the trace.
+func writeAt(tmpfd int, tmpDir string, dirfd int, dir, base string, data []byte, perm os.FileMode, before func() error) error {
 	if perm == FilePerm {
 		// A yard file: its group's too in a shared directory.
 		perm = os.FileMode(filePermIn(dirfd))
@@ -356,6 +377,9 @@ func writeAt(tmpfd int, tmpDir string, dirfd int, dir, base string, data []byte,
 	}
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
+	}
+	if err == nil && before != nil {
+		err = before()
 	}
 	if err == nil {
 		err = unix.Renameat(tmpfd, tmp, dirfd, base)
@@ -517,18 +541,51 @@ func (tx *Tx) Scratch(name string, create bool) (*os.File, error) {
 // marker that must survive a power cut in the order of the writes around
 // it (lib/event's .recording).
 func (tx *Tx) Overwrite(name string, data []byte, durable bool) error {
-	f, err := tx.Scratch(name, true)
+	f, err := tx.overwrite(name, data)
+	if err != nil || !durable {
+		return err
+	}
+	return syncData(int(f.Fd()), f.Name())
+}
+
+// OverwriteAhead is Overwrite made durable while the transaction goes on:
+// it returns once the bytes are written, and the transaction's next write,
+// rename or removal, and its end, first wait for the sync and fail with
+// its error. So a file written next overlaps its own write and sync with
+// this one's sync, and still cannot be renamed into place, or outlive a
+// power cut, before it.
+func (tx *Tx) OverwriteAhead(name string, data []byte) error {
+	f, err := tx.overwrite(name, data)
 	if err != nil {
 		return err
+	}
+	if err := tx.settle(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	tx.syncing = done
+	go func() { done <- syncData(int(f.Fd()), f.Name()) }()
+	return nil
+}
+
+// overwrite writes data over the scratch file name, after any sync still
+// running, and returns the file.
+func (tx *Tx) overwrite(name string, data []byte) (*os.File, error) {
+	if err := tx.settle(); err != nil {
+		return nil, err
+	}
+	f, err := tx.Scratch(name, true)
+	if err != nil {
+		return nil, err
 	}
 	fd, p := int(f.Fd()), f.Name()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return &os.PathError{Op: "stat", Path: p, Err: err}
+		return nil, &os.PathError{Op: "stat", Path: p, Err: err}
 	}
 	if st.Size != int64(len(data)) {
 		if err := unix.Ftruncate(fd, int64(len(data))); err != nil {
-			return &os.PathError{Op: "truncate", Path: p, Err: err}
+			return nil, &os.PathError{Op: "truncate", Path: p, Err: err}
 		}
 		trace(Op{Kind: OpTruncate, Path: p, Off: int64(len(data))})
 	}
@@ -537,13 +594,10 @@ func (tx *Tx) Overwrite(name string, data []byte, durable bool) error {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		return &os.PathError{Op: "write", Path: p, Err: err}
+		return nil, &os.PathError{Op: "write", Path: p, Err: err}
 	}
 	trace(Op{Kind: OpWrite, Path: p, Data: data})
-	if !durable {
-		return nil
-	}
-	return syncData(fd, p)
+	return f, nil
 }
 
 // Backup writes data, the content name had before this transaction
@@ -561,6 +615,9 @@ func (tx *Tx) Backup(name string, data []byte) (string, error) {
 
 // Remove deletes name; a missing file is not an error.
 func (tx *Tx) Remove(name string) error {
+	if err := tx.settle(); err != nil {
+		return err
+	}
 	fd, base, p, err := tx.resolve(name)
 	if err != nil {
 		return err
@@ -623,7 +680,7 @@ func writeAtomic(path string, data []byte, tmpDir string, perm os.FileMode) erro
 		}
 		defer unix.Close(tmpfd)
 	}
-	if err := writeAt(tmpfd, filepath.Clean(tmpDir), dirfd, dir, filepath.Base(path), data, perm); err != nil {
+	if err := writeAt(tmpfd, filepath.Clean(tmpDir), dirfd, dir, filepath.Base(path), data, perm, nil); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	crash.Point("after-rename")
