@@ -101,19 +101,28 @@ func ls(e *cli.Env, args []string) error {
 			match = p.Paint(cli.Red, "EDITED")
 		}
 		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Abbrev(g.ID, shorts), cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), g.AgeText(), g.LeftText(), shortSHA(g.SHA256), match, cli.OneLine(g.Rationale, 50))
-	}, func(fn func(*listed) error) ([]error, error) {
+	}, func(render func(*listed) cli.Line, emit func(cli.Line) error) ([]error, error) {
 		// A gate whose state was edited by hand is listed, and what is
 		// wrong with it is warned of with the files that cannot be read.
 		var edited []error
-		bad, err := gate.EachListed(y, f, func(l *gate.Listed) error {
+		bad, err := gate.EachListedAs(y, f, func(l *gate.Listed) listedLine {
 			l.ShortID = shorts[l.ID]
-			if l.Problem != "" {
-				edited = append(edited, fmt.Errorf("%s; no executor acts on it until its state is what its timeline says", l.Problem))
+			return listedLine{render(&listed{l, desk.Timing(l.Gate, org, now)}), l.Problem}
+		}, func(l listedLine) error {
+			if l.problem != "" {
+				edited = append(edited, fmt.Errorf("%s; no executor acts on it until its state is what its timeline says", l.problem))
 			}
-			return fn(&listed{l, desk.Timing(l.Gate, org, now)})
+			return emit(l.Line)
 		})
 		return append(bad, edited...), err
 	})
+}
+
+// listedLine is a gate rendered as ls prints it, rendered where its file
+// is read, and what is wrong with its state, if anything.
+type listedLine struct {
+	cli.Line
+	problem string
 }
 
 // listed is a gate as ls prints it: the file, whether its payload

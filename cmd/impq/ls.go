@@ -88,28 +88,36 @@ func ls(e *cli.Env, args []string) error {
 	shorts := id.Shortest(ids)
 	return cli.List(e, *asJSON, "ID\tIMP\tSTATE\tKIND\tSOURCE\tAGE\tTEXT", func(t *listedTask) string {
 		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Abbrev(t.ID, shorts), t.Imp, t.State, cli.Cell(string(t.Kind)), cli.Cell(sourceOf(t.Task)), cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
-	}, func(fn func(*listedTask) error) ([]error, error) {
+	}, func(render func(*listedTask) cli.Line, emit func(cli.Line) error) ([]error, error) {
+		// Rendered as read, on every core; nil: not kept.
+		prep := func(t *queue.Task) *cli.Line {
+			if !keep(t) {
+				return nil
+			}
+			l := render(&listedTask{t, shorts[t.ID]})
+			return &l
+		}
 		if *limit == 0 {
-			return queue.Each(y, f, func(t *queue.Task) error {
-				if !keep(t) {
+			return queue.EachAs(y, f, prep, func(l *cli.Line) error {
+				if l == nil {
 					return nil
 				}
-				return fn(&listedTask{t, shorts[t.ID]})
+				return emit(*l)
 			})
 		}
 		// The newest N, still listed oldest first: only N are held.
-		var last []*queue.Task
-		bad, err := queue.Each(y, f, func(t *queue.Task) error {
-			if keep(t) {
-				if last = append(last, t); len(last) > *limit {
+		var last []*cli.Line
+		bad, err := queue.EachAs(y, f, prep, func(l *cli.Line) error {
+			if l != nil {
+				if last = append(last, l); len(last) > *limit {
 					last = last[1:]
 				}
 			}
 			return nil
 		})
-		for _, t := range last {
+		for _, l := range last {
 			if err == nil {
-				err = fn(&listedTask{t, shorts[t.ID]})
+				err = emit(*l)
 			}
 		}
 		return bad, err
