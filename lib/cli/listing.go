@@ -73,3 +73,22 @@ func (e *Env) Abbrev(full string, shorts map[string]string) string {
 	}
 	return full
 }
+
+// Meanwhile runs f on a goroutine of its own and returns a function that
+// waits for its result, so what a listing needs only to render its
+// records (the ids' abbreviations, from a listing of every id) is worked
+// out while the records' directories are listed and sorted, on another
+// core, rather than before.
+func Meanwhile[T any](f func() (T, error)) func() (T, error) {
+	var v T
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		v, err = f()
+	}()
+	return func() (T, error) {
+		<-done
+		return v, err
+	}
+}

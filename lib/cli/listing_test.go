@@ -47,7 +47,9 @@ func TestList(t *testing.T) {
 
 	e, _, errb = newEnv()
 	broken := errors.New("stopped")
-	err := List(e, true, "", row, func(func(rec) Line, func(Line) error) ([]error, error) { return []error{errors.New("x: damaged")}, broken })
+	err := List(e, true, "", row, func(func(rec) Line, func(Line) error) ([]error, error) {
+		return []error{errors.New("x: damaged")}, broken
+	})
 	if !errors.Is(err, broken) || errb.String() != "impq: warning: x: damaged\n" {
 		t.Errorf("got %v, stderr %q; want the error returned after the warning", err, errb)
 	}
