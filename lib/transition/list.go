@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -128,7 +127,10 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 			entries = append(entries, e)
 		}
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	// Sorted before any file is read, on one core: slices.SortFunc
+	// compares the names directly where sort.Slice swaps through
+	// reflection.
+	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.name, b.name) })
 
 	type item struct {
 		rec     R
