@@ -14,7 +14,9 @@ import (
 )
 
 // Source is one directory of record files for Each: rel below the yard
-// root, which of its ids to read (nil: all), and how to parse one.
+// root, which of its ids to read (nil: all), and how to parse one. Parse
+// keeps nothing of b, which holds the next file read once it returns
+// (store.Decode copies what it decodes).
 //
 // A daemon that lists the same directory pass after pass may give Known
 // and Settled: a record Settled says the daemon is done with is remembered
@@ -143,7 +145,9 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 		items   []item
 		done    chan struct{}
 	}
-	read := func(b *batch) {
+	// buf is the reader's, reused from file to file: Parse keeps nothing
+	// of the bytes it is given.
+	read := func(b *batch, buf []byte) []byte {
 		defer close(b.done)
 		b.items = make([]item, len(b.entries))
 		for k, e := range b.entries {
@@ -155,8 +159,9 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 					continue
 				}
 			}
-			data, fid, err := dirs[e.src].ReadFileID(e.name)
+			data, fid, err := dirs[e.src].ReadFileInto(e.name, buf)
 			if err == nil {
+				buf = data
 				it.rec, err = src.Parse(paths[e.src]+e.name, data)
 			}
 			it.err = err
@@ -164,6 +169,7 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 				it.settled = &fid
 			}
 		}
+		return buf
 	}
 	work := make(chan *batch)
 	order := make(chan *batch, readAhead)
@@ -175,8 +181,9 @@ func Each[R any](y *yard.Yard, kind, idKind string, srcs []Source[R], fn func(R)
 	defer close(stop)
 	for range runtime.GOMAXPROCS(0) {
 		readers.Go(func() {
+			var buf []byte
 			for b := range work {
-				read(b)
+				buf = read(b, buf)
 			}
 		})
 	}
