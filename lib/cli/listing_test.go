@@ -54,3 +54,22 @@ func TestList(t *testing.T) {
 		t.Errorf("got %v, stderr %q; want the error returned after the warning", err, errb)
 	}
 }
+
+// TestMeanwhile gives every caller f's one result, value and error, once
+// f is done.
+func TestMeanwhile(t *testing.T) {
+	calls := 0
+	broken := errors.New("unreadable")
+	wait := Meanwhile(func() (int, error) {
+		calls++
+		return 7, broken
+	})
+	for range 2 {
+		if v, err := wait(); v != 7 || !errors.Is(err, broken) {
+			t.Errorf("got %d, %v; want 7, %v", v, err, broken)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("f ran %d times, want once", calls)
+	}
+}
