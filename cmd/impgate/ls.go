@@ -89,31 +89,54 @@ func ls(e *cli.Env, args []string) error {
 	org, _ := config.LoadOrg(y)
 	// Abbreviations unique among every gate, listed or not, as
 	// gate.Resolve takes them back.
-	ids, err := gate.IDs(y)
-	if err != nil {
-		return err
-	}
-	shorts := id.Shortest(ids)
+	shortsOf := cli.Meanwhile(func() (map[string]string, error) {
+		ids, err := gate.IDs(y)
+		if err != nil {
+			return nil, err
+		}
+		return id.Shortest(ids), nil
+	})
 	header := "ID\tIMP\tINTENT\t" + p.Paint(cli.Plain, "STATE") + "\tAGE\tLEFT\tSHA256\tPAYLOAD\tRATIONALE"
 	return cli.List(e, *asJSON, header, func(g *listed) string {
 		match := "ok"
 		if !g.PayloadMatches {
 			match = p.Paint(cli.Red, "EDITED")
 		}
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Abbrev(g.ID, shorts), cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), g.AgeText(), g.LeftText(), shortSHA(g.SHA256), match, cli.OneLine(g.Rationale, 50))
-	}, func(fn func(*listed) error) ([]error, error) {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Abbrev(g.ID, g.shorts), cli.Cell(g.Imp), cli.Cell(g.Intent), p.Paint(cli.StateStyle(string(g.State)), string(g.State)), g.AgeText(), g.LeftText(), shortSHA(g.SHA256), match, cli.OneLine(g.Rationale, 50))
+	}, func(render func(*listed) cli.Line, emit func(cli.Line) error) ([]error, error) {
 		// A gate whose state was edited by hand is listed, and what is
 		// wrong with it is warned of with the files that cannot be read.
 		var edited []error
-		bad, err := gate.EachListed(y, f, func(l *gate.Listed) error {
-			l.ShortID = shorts[l.ID]
-			if l.Problem != "" {
-				edited = append(edited, fmt.Errorf("%s; no executor acts on it until its state is what its timeline says", l.Problem))
+		bad, err := gate.EachListedAs(y, f, func(l *gate.Listed) *listedLine {
+			shorts, err := shortsOf()
+			if err != nil {
+				return nil
 			}
-			return fn(&listed{l, desk.Timing(l.Gate, org, now)})
+			l.ShortID = shorts[l.ID]
+			return &listedLine{render(&listed{l, desk.Timing(l.Gate, org, now), shorts}), l.Problem}
+		}, func(l *listedLine) error {
+			if l == nil {
+				return nil
+			}
+			if l.problem != "" {
+				edited = append(edited, fmt.Errorf("%s; no executor acts on it until its state is what its timeline says", l.problem))
+			}
+			return emit(l.Line)
 		})
+		// Without the abbreviations nothing was printed, and the
+		// listing fails as it did before reading any file.
+		if _, serr := shortsOf(); serr != nil {
+			return nil, serr
+		}
 		return append(bad, edited...), err
 	})
+}
+
+// listedLine is a gate rendered as ls prints it, rendered where its file
+// is read, and what is wrong with its state, if anything.
+type listedLine struct {
+	cli.Line
+	problem string
 }
 
 // listed is a gate as ls prints it: the file, whether its payload
@@ -121,6 +144,7 @@ func ls(e *cli.Env, args []string) error {
 type listed struct {
 	*gate.Listed
 	desk.Times
+	shorts map[string]string // every gate's, for the table
 }
 
 // shortSHA is a gate's sha256 as the listing shows it, its first 12

@@ -81,39 +81,63 @@ func ls(e *cli.Env, args []string) error {
 	}
 	// Abbreviations unique among every task, listed or not, as
 	// queue.Resolve takes them back.
-	ids, err := queue.IDs(y)
-	if err != nil {
-		return err
-	}
-	shorts := id.Shortest(ids)
-	return cli.List(e, *asJSON, "ID\tIMP\tSTATE\tKIND\tSOURCE\tAGE\tTEXT", func(t *listedTask) string {
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Abbrev(t.ID, shorts), t.Imp, t.State, cli.Cell(string(t.Kind)), cli.Cell(sourceOf(t.Task)), cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
-	}, func(fn func(*listedTask) error) ([]error, error) {
-		if *limit == 0 {
-			return queue.Each(y, f, func(t *queue.Task) error {
-				if !keep(t) {
-					return nil
-				}
-				return fn(&listedTask{t, shorts[t.ID]})
-			})
+	shortsOf := cli.Meanwhile(func() (map[string]string, error) {
+		ids, err := queue.IDs(y)
+		if err != nil {
+			return nil, err
 		}
-		// The newest N, still listed oldest first: only N are held.
-		var last []*queue.Task
-		bad, err := queue.Each(y, f, func(t *queue.Task) error {
-			if keep(t) {
-				if last = append(last, t); len(last) > *limit {
-					last = last[1:]
-				}
+		return id.Shortest(ids), nil
+	})
+	return cli.List(e, *asJSON, "ID\tIMP\tSTATE\tKIND\tSOURCE\tAGE\tTEXT", func(t *listedTask) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", e.Abbrev(t.ID, t.shorts), t.Imp, t.State, cli.Cell(string(t.Kind)), cli.Cell(sourceOf(t.Task)), cli.Age(now, t.Created), cli.OneLine(t.Text, 60))
+	}, func(render func(*listedTask) cli.Line, emit func(cli.Line) error) ([]error, error) {
+		// Rendered as read, on every core; nil: not kept, or no
+		// abbreviations to render it with.
+		prep := func(t *queue.Task) *cli.Line {
+			shorts, err := shortsOf()
+			if err != nil || !keep(t) {
+				return nil
 			}
-			return nil
-		})
-		for _, t := range last {
-			if err == nil {
-				err = fn(&listedTask{t, shorts[t.ID]})
-			}
+			l := render(&listedTask{t, shorts[t.ID], shorts})
+			return &l
+		}
+		bad, err := listTasks(y, f, *limit, prep, emit)
+		// Without the abbreviations nothing was printed, and the
+		// listing fails as it did before reading any file.
+		if _, serr := shortsOf(); serr != nil {
+			return nil, serr
 		}
 		return bad, err
 	})
+}
+
+// listTasks passes emit the lines prep renders of the tasks f selects,
+// only the newest limit of them unless limit is 0.
+func listTasks(y *yard.Yard, f queue.Filter, limit int, prep func(*queue.Task) *cli.Line, emit func(cli.Line) error) ([]error, error) {
+	if limit == 0 {
+		return queue.EachAs(y, f, prep, func(l *cli.Line) error {
+			if l == nil {
+				return nil
+			}
+			return emit(*l)
+		})
+	}
+	// The newest N, still listed oldest first: only N are held.
+	var last []*cli.Line
+	bad, err := queue.EachAs(y, f, prep, func(l *cli.Line) error {
+		if l != nil {
+			if last = append(last, l); len(last) > limit {
+				last = last[1:]
+			}
+		}
+		return nil
+	})
+	for _, l := range last {
+		if err == nil {
+			err = emit(*l)
+		}
+	}
+	return bad, err
 }
 
 // stateList is --state, given once or more, each one state or several
@@ -130,7 +154,8 @@ func (l *stateList) Set(s string) error {
 // its id's shortest unique abbreviation.
 type listedTask struct {
 	*queue.Task
-	ShortID string `json:"short_id"`
+	ShortID string            `json:"short_id"`
+	shorts  map[string]string // every task's, for the table
 }
 
 // sourceOf is a task's SOURCE column.

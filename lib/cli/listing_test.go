@@ -10,10 +10,10 @@ type rec struct {
 	Text string `json:"text"`
 }
 
-func recs(rs ...rec) func(fn func(rec) error) ([]error, error) {
-	return func(fn func(rec) error) ([]error, error) {
+func recs(rs ...rec) func(render func(rec) Line, emit func(Line) error) ([]error, error) {
+	return func(render func(rec) Line, emit func(Line) error) ([]error, error) {
 		for _, r := range rs {
-			if err := fn(r); err != nil {
+			if err := emit(render(r)); err != nil {
 				return []error{errors.New("/y/queue/x.json: damaged")}, err
 			}
 		}
@@ -47,8 +47,29 @@ func TestList(t *testing.T) {
 
 	e, _, errb = newEnv()
 	broken := errors.New("stopped")
-	err := List(e, true, "", row, func(fn func(rec) error) ([]error, error) { return []error{errors.New("x: damaged")}, broken })
+	err := List(e, true, "", row, func(func(rec) Line, func(Line) error) ([]error, error) {
+		return []error{errors.New("x: damaged")}, broken
+	})
 	if !errors.Is(err, broken) || errb.String() != "impq: warning: x: damaged\n" {
 		t.Errorf("got %v, stderr %q; want the error returned after the warning", err, errb)
+	}
+}
+
+// TestMeanwhile gives every caller f's one result, value and error, once
+// f is done.
+func TestMeanwhile(t *testing.T) {
+	calls := 0
+	broken := errors.New("unreadable")
+	wait := Meanwhile(func() (int, error) {
+		calls++
+		return 7, broken
+	})
+	for range 2 {
+		if v, err := wait(); v != 7 || !errors.Is(err, broken) {
+			t.Errorf("got %d, %v; want 7, %v", v, err, broken)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("f ran %d times, want once", calls)
 	}
 }

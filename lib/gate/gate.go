@@ -905,13 +905,27 @@ type Listed struct {
 // PayloadMatches, which re-encodes and hashes the payload, on the
 // goroutines that read the files rather than in fn.
 func EachListed(y *yard.Yard, f Filter, fn func(*Listed) error) (bad []error, err error) {
-	return each(y, f, func(g *Gate, edited error) *Listed {
+	return EachListedAs(y, f, func(l *Listed) *Listed { return l }, fn)
+}
+
+// EachListedAs is EachListed passing fn prep's value of each listed
+// gate. prep runs on the goroutines that read the files, several at
+// once, so what a listing does with each gate (render it) is spread
+// over the cores rather than done in fn, one gate at a time.
+func EachListedAs[T any](y *yard.Yard, f Filter, prep func(*Listed) T, fn func(T) error) (bad []error, err error) {
+	return each(y, f, func(g *Gate, edited error) *listedAs[T] {
 		l := &Listed{Gate: g, PayloadMatches: g.Matches()}
 		if edited != nil {
 			l.Problem = edited.Error()
 		}
-		return l
-	}, func(l *Listed) *Gate { return l.Gate }, fn)
+		return &listedAs[T]{gate: g, v: prep(l)}
+	}, func(l *listedAs[T]) *Gate { return l.gate }, func(l *listedAs[T]) error { return fn(l.v) })
+}
+
+// listedAs is a gate EachListedAs read and prep's value of it.
+type listedAs[T any] struct {
+	gate *Gate
+	v    T
 }
 
 // each reads the gates matching f and passes prep's value of each to fn;

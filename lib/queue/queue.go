@@ -303,24 +303,54 @@ func List(y *yard.Yard, f Filter) (tasks []*Task, bad []error) {
 // cannot be read or parsed is returned in bad, by name, and the rest are
 // still passed to fn; an error from fn stops Each and is returned.
 func Each(y *yard.Yard, f Filter, fn func(*Task) error) (bad []error, err error) {
+	return EachAs(y, f, func(t *Task) *Task { return t }, fn)
+}
+
+// EachAs is Each passing fn prep's value of each task f selects. prep
+// runs on the goroutines that read the files, several at once, so what
+// a listing does with each task (render it) is spread over the cores
+// rather than done in fn, one task at a time.
+func EachAs[T any](y *yard.Yard, f Filter, prep func(*Task) T, fn func(T) error) (bad []error, err error) {
 	imps := []string{f.Imp}
 	if f.Imp == "" {
 		imps, bad = y.Imps("queue")
 	} else if err := id.CheckName(f.Imp); err != nil {
 		return []error{err}, nil
 	}
-	srcs := make([]transition.Source[*Task], len(imps))
-	for i, imp := range imps {
-		srcs[i] = transition.Source[*Task]{Rel: filepath.Join("queue", imp), Known: f.Known, Settled: f.Settled,
-			Parse: func(path string, b []byte) (*Task, error) { return parseTask(path, imp, b) }}
+	var settled func(*prepared[T]) bool
+	if f.Settled != nil {
+		settled = func(p *prepared[T]) bool { return f.Settled(p.task) }
 	}
-	more, err := transition.Each(y, Kind, id.Task, srcs, func(t *Task) error {
-		if f.State != "" && t.State != f.State {
+	srcs := make([]transition.Source[*prepared[T]], len(imps))
+	for i, imp := range imps {
+		srcs[i] = transition.Source[*prepared[T]]{Rel: filepath.Join("queue", imp), Known: f.Known, Settled: settled,
+			Parse: func(path string, b []byte) (*prepared[T], error) {
+				t, err := parseTask(path, imp, b)
+				if err != nil {
+					return nil, err
+				}
+				p := &prepared[T]{task: t}
+				if p.selected = f.State == "" || t.State == f.State; p.selected {
+					p.v = prep(t)
+				}
+				return p, nil
+			}}
+	}
+	more, err := transition.Each(y, Kind, id.Task, srcs, func(p *prepared[T]) error {
+		if !p.selected {
 			return nil
 		}
-		return fn(t)
+		return fn(p.v)
 	})
 	return append(bad, more...), err
+}
+
+// prepared is a task read by EachAs and, when its filter selects it,
+// prep's value of it.
+type prepared[T any] struct {
+	task     *Task
+	selected bool
+	v        T
 }
 
 // Resolve returns the task id that s names, whole or by a unique prefix

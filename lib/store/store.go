@@ -746,10 +746,19 @@ func ReadFile(path string) ([]byte, error) {
 // readFd reads the regular file fd, of size bytes when it was opened;
 // path names it in errors.
 func readFd(fd int, path string, size int64) ([]byte, error) {
+	return readFdInto(fd, path, size, nil)
+}
+
+// readFdInto is readFd reading into buf when it has room for size and
+// the byte more that shows the end.
+func readFdInto(fd int, path string, size int64, buf []byte) ([]byte, error) {
 	if size > MaxFile {
 		return nil, &os.PathError{Op: "read", Path: path, Err: fmt.Errorf("file is %d bytes, over the %d limit", size, MaxFile)}
 	}
-	buf := make([]byte, 0, size+1)
+	if int64(cap(buf)) < size+1 {
+		buf = make([]byte, 0, size+1)
+	}
+	buf = buf[:0]
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
