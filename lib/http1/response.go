@@ -98,28 +98,7 @@ func WriteResponse(w *bufio.Writer, resp *http.Response, method string, minor in
 // copyFlushing copies a body of unknown length to w to be delimited by
 // the connection's close, flushing after each read as copyChunked does.
 func copyFlushing(w *bufio.Writer, body io.Reader) (int64, error) {
-	bp := frames.Get().(*[]byte)
-	defer frames.Put(bp)
-	buf := *bp
-	var n int64
-	for {
-		m, rerr := body.Read(buf)
-		if m > 0 {
-			if _, err := w.Write(buf[:m]); err != nil {
-				return n, err
-			}
-			n += int64(m)
-			if err := w.Flush(); err != nil {
-				return n, err
-			}
-		}
-		switch {
-		case rerr == io.EOF:
-			return n, nil
-		case rerr != nil:
-			return n, rerr
-		}
-	}
+	return copyReads(w, body, 0, 0, func(buf []byte, m int) []byte { return buf[:m] })
 }
 
 // chunkFrame is the most a chunk of copyChunked takes, its size line and
@@ -148,25 +127,35 @@ const chunkHead = 6
 // records) rather than three: the size line, the data past w's buffer,
 // and the CRLF with the flush.
 func copyChunked(w *bufio.Writer, body io.Reader) (int64, error) {
+	return copyReads(w, body, chunkHead, 2, func(buf []byte, m int) []byte {
+		start := chunkHead - 2
+		for v := m; ; v >>= 4 {
+			start--
+			buf[start] = hexDigits[v&0xf]
+			if v < 0x10 {
+				break
+			}
+		}
+		buf[chunkHead-2], buf[chunkHead-1] = '\r', '\n'
+		buf[chunkHead+m], buf[chunkHead+m+1] = '\r', '\n'
+		return buf[start : chunkHead+m+2]
+	})
+}
+
+// copyReads copies body to w one read at a time through a pooled frame,
+// reading into the frame past head bytes and short of its last tail,
+// writing what frame makes of the frame and the read's m bytes, and
+// flushing after each.
+func copyReads(w *bufio.Writer, body io.Reader, head, tail int, frame func(buf []byte, m int) []byte) (int64, error) {
 	bp := frames.Get().(*[]byte)
 	defer frames.Put(bp)
 	buf := *bp
-	data := buf[chunkHead : len(buf)-2]
+	data := buf[head : len(buf)-tail]
 	var n int64
 	for {
 		m, rerr := body.Read(data)
 		if m > 0 {
-			start := chunkHead - 2
-			for v := m; ; v >>= 4 {
-				start--
-				buf[start] = hexDigits[v&0xf]
-				if v < 0x10 {
-					break
-				}
-			}
-			buf[chunkHead-2], buf[chunkHead-1] = '\r', '\n'
-			buf[chunkHead+m], buf[chunkHead+m+1] = '\r', '\n'
-			if _, err := w.Write(buf[start : chunkHead+m+2]); err != nil {
+			if _, err := w.Write(frame(buf, m)); err != nil {
 				return n, err
 			}
 			n += int64(m)
