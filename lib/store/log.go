@@ -34,7 +34,9 @@ import (
 //
 // A caller that waits for its record and finds no write under way writes
 // itself, in its own goroutine: handing each record to a writer
-// goroutine and waking the caller again cost more than the write. A
+// goroutine and waking the caller again cost more than the write. Those
+// who come during a write wait, and the first of them writes the next
+// batch, theirs, when it is woken. A
 // record nobody waits for is written with the next one somebody does, or
 // after lag at the latest, so it does not cost a write of its own.
 type Log struct {
@@ -123,20 +125,30 @@ func (a *Log) Append(line []byte, wait bool) error {
 		done := make(chan error, 1)
 		a.waiters = append(a.waiters, done)
 		a.mu.Unlock()
-		return <-done
+		if err := <-done; err != errLead {
+			return err
+		}
+		// This caller's record is pending still: it writes it.
+		a.mu.Lock()
 	}
 	a.writing = true
 	err := a.batch()
 	if len(a.waiters) > 0 {
-		// Those who came during the write wait for a writer; this caller
-		// has its answer and goes.
-		go a.run()
+		// Those who came during the write wait for a writer: the first
+		// of them writes next, so no goroutine is started for it, and
+		// this caller has its answer and goes.
+		next := a.waiters[0]
+		a.waiters = a.waiters[1:]
+		next <- errLead
 	} else {
 		a.idle()
 	}
 	a.mu.Unlock()
 	return err
 }
+
+// errLead tells a waiting caller that it writes the next batch.
+var errLead = errors.New("lead")
 
 // Sync returns once everything queued so far is written and synced.
 func (a *Log) Sync() error { return a.Append(nil, true) }
