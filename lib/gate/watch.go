@@ -38,7 +38,7 @@ const debounce = 20 * time.Millisecond
 // watchRun is watch.Run; a test replaces it to lose events on purpose.
 var watchRun = watch.Run
 
-// Watch reports gates to h until ctx is done. fsnotify only wakes it: a
+// Watch reports gates to h until ctx is done. inotify only wakes it: a
 // woken Watch reads the gate from disk, and a rescan at start, after an
 // inotify overflow and every rescan period re-lists every gate, so a lost
 // event delays a report but never loses it. A gates directory that is a

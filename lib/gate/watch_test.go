@@ -100,7 +100,7 @@ func TestWatchSeesOtherProcess(t *testing.T) {
 	}
 }
 
-// TestWatchRescanFindsLostEvent: with every fsnotify event lost, a gate
+// TestWatchRescanFindsLostEvent: with every inotify event lost, a gate
 // filed after the watch started is still reported by the periodic rescan.
 func TestWatchRescanFindsLostEvent(t *testing.T) {
 	var mu sync.Mutex

@@ -124,6 +124,10 @@ func (s *session) terminate(rec *Record, req *http1.Request, t *target, subject 
 		return
 	}
 	s.conn.SetDeadline(time.Time{})
+	// The CONNECT's buffers serve no more requests: the TLS connection
+	// reads what the reader still holds, then the socket itself. Two
+	// buffers fewer are 16 KiB less for every connection a box holds.
+	s.br, s.bw = nil, nil
 	inner := &session{
 		g:       s.g,
 		raw:     s.raw,
@@ -143,13 +147,22 @@ func (s *session) terminate(rec *Record, req *http1.Request, t *target, subject 
 	tc.Close()
 }
 
-// bufferedConn reads through a bufio.Reader that may already hold bytes.
+// bufferedConn reads what a bufio.Reader already holds, then the
+// connection itself, and lets the reader go.
 type bufferedConn struct {
 	net.Conn
 	r *bufio.Reader
 }
 
-func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+func (c *bufferedConn) Read(b []byte) (int, error) {
+	if c.r != nil {
+		if c.r.Buffered() > 0 {
+			return c.r.Read(b)
+		}
+		c.r = nil
+	}
+	return c.Conn.Read(b)
+}
 
 // tunnelTo resolves t, checks each address with the judge and pipes bytes
 // unread between the client and the first address allowed.

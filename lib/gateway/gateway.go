@@ -64,6 +64,7 @@ import (
 	"github.com/impyard/impyard/lib/http1"
 	"github.com/impyard/impyard/lib/judge"
 	"github.com/impyard/impyard/lib/rate"
+	"github.com/impyard/impyard/lib/stale"
 	"github.com/impyard/impyard/lib/store"
 	"github.com/impyard/impyard/lib/yard"
 )
@@ -217,6 +218,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.audit = store.NewLogWith(cfg.DecisionsPath, g.audited, store.LogOptions{Sync: cfg.SyncLog, Unsynced: cfg.Unsynced})
 	g.policy = &policySource{
 		path:       cfg.PolicyPath,
+		flag:       stale.Watch(cfg.PolicyPath),
 		flagBundle: cfg.UpstreamCA,
 		opts: dial.Options{
 			DialTimeout:           lim.DialTimeout,

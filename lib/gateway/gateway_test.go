@@ -325,7 +325,7 @@ func TestPolicyReloadAndBrokenPolicy(t *testing.T) {
 	if n := strings.Count(h.log.String(), "denies everything"); n != 5 {
 		t.Errorf("%d log lines about a broken policy, want 5:\n%s", n, h.log)
 	}
-	os.Remove(h.policyPath)
+	h.changePolicy(func() error { return os.Remove(h.policyPath) })
 	if resp, _ := h.do(c, "GET", u, "", nil); resp.StatusCode != 403 {
 		t.Fatalf("missing policy: %d", resp.StatusCode)
 	}

@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -216,8 +217,28 @@ func (h *harness) writePolicy(p string) {
 	if err := os.WriteFile(tmp, []byte(p), 0o644); err != nil {
 		h.t.Fatal(err)
 	}
-	if err := os.Rename(tmp, h.policyPath); err != nil {
+	h.changePolicy(func() error { return os.Rename(tmp, h.policyPath) })
+}
+
+// changePolicy changes the policy file with change and returns once the
+// gateway has taken the change: it looks at the file again when its
+// watch reports it, which happens after change returns.
+func (h *harness) changePolicy(change func() error) {
+	h.t.Helper()
+	if h.g == nil {
+		if err := change(); err != nil {
+			h.t.Fatal(err)
+		}
+		return
+	}
+	old := h.g.policy.get()
+	if err := change(); err != nil {
 		h.t.Fatal(err)
+	}
+	for end := time.Now().Add(10 * time.Second); h.g.policy.get() == old; runtime.Gosched() {
+		if time.Now().After(end) {
+			h.t.Fatal("the gateway did not take the policy's change")
+		}
 	}
 }
 

@@ -146,7 +146,7 @@ func (s *session) serve() {
 // handle answers one request and reports whether the connection can carry
 // another.
 func (s *session) handle(start time.Time, req *http1.Request) bool {
-	// One stat per request finds the policy in force: the one that names
+	// The policy in force when the head arrived: the one that names
 	// the headers to redact also judges, unless a body is read first.
 	pol := s.g.policy.get()
 	rec := s.newRecord(start, req, pol.policy)

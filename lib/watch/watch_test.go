@@ -192,3 +192,33 @@ func TestUnwatchableDirectoryIsReported(t *testing.T) {
 	write(t, filepath.Join(dir, "a.json"))
 	r.waitFile(t, filepath.Join(dir, "a.json"))
 }
+
+// A log appended to in a watched directory, held open as the gateway
+// holds runs/decisions.jsonl, wakes nobody until it is closed.
+func TestAppendsToAnOpenFileAreNotReported(t *testing.T) {
+	dir := t.TempDir()
+	r := newRecorder(dir)
+	start(t, time.Hour, r)
+	log := filepath.Join(dir, "decisions.jsonl")
+	f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitFile(t, log) // created
+	for range 100 {
+		f.WriteString("{}\n")
+	}
+	// A file reported after the appends shows the watcher has read past
+	// them.
+	write(t, filepath.Join(dir, "after.json"))
+	for got := range r.files {
+		if got == log {
+			t.Fatal("an append to a file held open was reported")
+		}
+		if got == filepath.Join(dir, "after.json") {
+			break
+		}
+	}
+	f.Close()
+	r.waitFile(t, log)
+}
