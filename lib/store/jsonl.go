@@ -354,28 +354,11 @@ type Tail struct {
 // call, and its number in the file; a line that is not valid JSON is
 // skipped and returned in bad.
 func (t *Tail) Next(reset func(), fn func(line []byte, n int)) (bad []BadLine, err error) {
-	f, err := openRegular(t.Path, os.O_RDONLY)
-	if errors.Is(err, os.ErrNotExist) {
-		if t.fi != nil || t.off > 0 {
-			t.restart(reset)
-		}
-		return nil, nil
-	}
-	if err != nil {
+	f, err := t.open(reset)
+	if f == nil || err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if t.fi != nil && !os.SameFile(t.fi, fi) || fi.Size() < t.off {
-		t.restart(reset)
-	}
-	t.fi = fi
-	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
-		return nil, err
-	}
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := f.Read(buf)
@@ -396,26 +379,11 @@ func (t *Tail) Next(reset func(), fn func(line []byte, n int)) (bad []BadLine, e
 // by its newline is kept, as Next keeps it. The lines are counted, not
 // parsed, so line numbers stay those of the file.
 func (t *Tail) Skip() error {
-	f, err := openRegular(t.Path, os.O_RDONLY)
-	if errors.Is(err, os.ErrNotExist) {
-		t.restart(nil)
-		return nil
-	}
-	if err != nil {
+	f, err := t.open(nil)
+	if f == nil || err != nil {
 		return err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if t.fi != nil && !os.SameFile(t.fi, fi) || fi.Size() < t.off {
-		t.restart(nil)
-	}
-	t.fi = fi
-	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
-		return err
-	}
 	buf := make([]byte, 256<<10)
 	for {
 		n, err := f.Read(buf)
@@ -438,6 +406,36 @@ func (t *Tail) Skip() error {
 			return fmt.Errorf("read %s: %w", t.Path, err)
 		}
 	}
+}
+
+// open opens the file at where the last read stopped, starting over
+// (restart, with reset) when the file is gone, another file or shorter
+// than that; a missing file is nil with no error.
+func (t *Tail) open(reset func()) (*os.File, error) {
+	f, err := openRegular(t.Path, os.O_RDONLY)
+	if errors.Is(err, os.ErrNotExist) {
+		if t.fi != nil || t.off > 0 {
+			t.restart(reset)
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if t.fi != nil && !os.SameFile(t.fi, fi) || fi.Size() < t.off {
+		t.restart(reset)
+	}
+	t.fi = fi
+	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 func (t *Tail) restart(reset func()) {
