@@ -101,40 +101,43 @@ func every(ids []string, shorts map[string]string, word string) []cli.Name {
 
 func tasks(y *yard.Yard, states []string, word string) []cli.Name {
 	ids, err := queue.IDs(y)
-	if err != nil {
-		return nil
-	}
-	// Abbreviations unique among every task, as impq ls shows them.
-	shorts := id.Shortest(ids)
-	if len(states) == 0 {
-		return every(ids, shorts, word)
-	}
-	var out []cli.Name
-	queue.Each(y, queue.Filter{}, func(t *queue.Task) error {
-		if w := pick(t.ID, shorts[t.ID], word); w != "" && slices.Contains(states, t.State) {
-			out = append(out, cli.Name{Word: w, About: t.Imp + " " + t.State + ": " + t.Text})
-		}
-		return nil
+	return named(ids, err, states, word, func(fn func(*queue.Task) error) {
+		queue.Each(y, queue.Filter{}, fn)
+	}, func(t *queue.Task) (string, string, string) {
+		return t.ID, t.State, t.Imp + " " + t.State + ": " + t.Text
 	})
-	return out
 }
 
 func gates(y *yard.Yard, states []string, word string) []cli.Name {
 	ids, err := gate.IDs(y)
+	// Only a filed gate is in gates/pending; any other state needs the
+	// decided ones read too.
+	all := slices.ContainsFunc(states, func(s string) bool { return s != state.Filed })
+	return named(ids, err, states, word, func(fn func(*gate.Gate) error) {
+		gate.Each(y, gate.Filter{All: all}, fn)
+	}, func(g *gate.Gate) (string, string, string) {
+		return g.ID, g.State, g.Imp + " " + g.Intent + ": " + g.Rationale
+	})
+}
+
+// named is what word may name of records with ids (listed with err), by
+// the abbreviations listings show: every id when states is empty, else
+// the records each reads whose state is one of states, each with what
+// about says of it beside its id and state.
+func named[R any](ids []string, err error, states []string, word string, each func(fn func(R) error), about func(R) (rid, st, text string)) []cli.Name {
 	if err != nil {
 		return nil
 	}
+	// Abbreviations unique among every record, as the listings show them.
 	shorts := id.Shortest(ids)
 	if len(states) == 0 {
 		return every(ids, shorts, word)
 	}
 	var out []cli.Name
-	// Only a filed gate is in gates/pending; any other state needs the
-	// decided ones read too.
-	all := slices.ContainsFunc(states, func(s string) bool { return s != state.Filed })
-	gate.Each(y, gate.Filter{All: all}, func(g *gate.Gate) error {
-		if w := pick(g.ID, shorts[g.ID], word); w != "" && slices.Contains(states, g.State) {
-			out = append(out, cli.Name{Word: w, About: g.Imp + " " + g.Intent + ": " + g.Rationale})
+	each(func(r R) error {
+		i, st, text := about(r)
+		if w := pick(i, shorts[i], word); w != "" && slices.Contains(states, st) {
+			out = append(out, cli.Name{Word: w, About: text})
 		}
 		return nil
 	})
